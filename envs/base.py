@@ -1,0 +1,228 @@
+"""Contracts shared by every environment family: EnvParams, EnvFamily, BatchEnv.
+
+`envs` never imports `poet`: a family is usable on its own with gymnasium.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+
+
+class EnvParamError(ValueError):
+    """A parameter of an environment family is missing, of the wrong type or out of range."""
+
+    def __init__(self, family: str, field_name: str, message: str):
+        self.family = family
+        self.field = field_name
+        super().__init__(f"env parameter {family}.{field_name}: {message}")
+
+
+class _FrozenMap(tuple):
+    """A dict frozen as sorted (key, value) items; a distinct type so lists of pairs stay lists."""
+
+    # tuple equality ignores subclasses: a dict must never equal a list of pairs.
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _FrozenMap and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(("_FrozenMap", tuple(self)))
+
+
+def _freeze(value: Any) -> Any:
+    """Turn JSON-like data into a hashable, canonical form (lists -> tuples, dicts -> sorted items)."""
+    if isinstance(value, Mapping):
+        return _FrozenMap(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, (bool, str)) or value is None:
+        return value
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        if not math.isfinite(f):
+            raise ValueError(f"non-finite value {f!r} in env params")
+        # -0.0 and 0.0 must have one id.
+        return f + 0.0
+    raise TypeError(f"env params hold JSON-like values only, got {type(value).__name__}")
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, _FrozenMap):
+        return {k: _thaw(v) for k, v in value}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class EnvParams:
+    """Immutable, hashable parameters of one environment of a family.
+
+    `values` maps parameter names to JSON-like values (numbers, strings, lists, nested
+    dicts). The content `id` is stable across processes and versions: it is a hash of the
+    canonical JSON text.
+    """
+
+    family: str
+    _items: tuple = field(repr=False)
+
+    @classmethod
+    def create(cls, family: str, values: Mapping[str, Any]) -> "EnvParams":
+        """Build params from a plain mapping."""
+        return cls(family=str(family), _items=_freeze(dict(values)))
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """A fresh plain-dict copy of the parameter values (lists, not tuples)."""
+        return {k: _thaw(v) for k, v in self._items}
+
+    def __getitem__(self, name: str) -> Any:
+        for k, v in self._items:
+            if k == name:
+                return _thaw(v)
+        raise KeyError(name)
+
+    def replace(self, **changes: Any) -> "EnvParams":
+        """A copy with some values changed."""
+        vals = self.values
+        vals.update(changes)
+        return EnvParams.create(self.family, vals)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form: {"family": ..., "values": {...}}."""
+        return {"family": self.family, "values": self.values}
+
+    def to_json(self) -> str:
+        """Canonical JSON text (sorted keys, no whitespace); the basis of `id`."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "EnvParams":
+        """Inverse of `to_dict`."""
+        if not isinstance(data, Mapping) or "family" not in data or "values" not in data:
+            raise ValueError("env params JSON needs the keys 'family' and 'values'")
+        return cls.create(data["family"], data["values"])
+
+    @classmethod
+    def from_json(cls, text: str) -> "EnvParams":
+        """Inverse of `to_json`."""
+        return cls.from_dict(json.loads(text))
+
+    @property
+    def id(self) -> str:
+        """Stable content id: same params, same id, in any process."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+
+@runtime_checkable
+class BatchEnv(Protocol):
+    """Many episodes stepped together with numpy arrays (the fast path of a family).
+
+    Each row is one episode with its own params and seed. Rows are independent: the
+    result of a row never depends on the other rows or on the batch size.
+    """
+
+    num_envs: int
+
+    def reset(self) -> np.ndarray:
+        """Start every episode; returns observations of shape (num_envs, obs_dim)."""
+        ...
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Step every row; returns (obs, rewards, terminated, truncated).
+
+        Rows already done keep returning zero reward; callers mask them.
+        """
+        ...
+
+
+@runtime_checkable
+class EnvFamily(Protocol):
+    """A parameterised family of environments that POET evolves."""
+
+    name: str
+
+    def initial(self) -> EnvParams:
+        """The params of the first environment of a run."""
+        ...
+
+    def mutate(self, params: EnvParams, rng: np.random.Generator) -> EnvParams:
+        """A child of `params`; all randomness from `rng`."""
+        ...
+
+    def make_env(self, params: EnvParams, render_mode: str | None = None) -> gym.Env:
+        """A gymnasium env for these params."""
+        ...
+
+    def features(self, params: EnvParams) -> np.ndarray:
+        """Hand-designed characterisation for POET's novelty (1-D float array)."""
+        ...
+
+    def validate(self, params: EnvParams) -> None:
+        """Raise EnvParamError naming the bad field if `params` are not valid."""
+        ...
+
+    def flat(self, params: EnvParams) -> dict[str, float]:
+        """One scalar per parameter, for tidy record tables (column name -> value)."""
+        ...
+
+
+def make_batch_env(
+    family: EnvFamily, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int
+) -> BatchEnv:
+    """The family's own batched path if it has one, else lock-stepped gymnasium envs."""
+    maker = getattr(family, "make_batch", None)
+    if maker is not None:
+        return maker(params, seeds, max_steps)
+    return LockstepBatch(family, params, seeds, max_steps)
+
+
+class LockstepBatch:
+    """Fallback BatchEnv: one gymnasium env per row, stepped in a Python loop."""
+
+    def __init__(self, family: EnvFamily, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int):
+        self.num_envs = len(params)
+        self._envs = [family.make_env(p) for p in params]
+        self._seeds = [int(s) for s in seeds]
+        self._max_steps = int(max_steps)
+        self._done = np.zeros(self.num_envs, dtype=bool)
+        self._t = 0
+        self._obs: np.ndarray | None = None
+
+    def reset(self) -> np.ndarray:
+        obs = [np.asarray(env.reset(seed=s)[0], dtype=np.float32).ravel() for env, s in zip(self._envs, self._seeds)]
+        self._obs = np.stack(obs)
+        self._done[:] = False
+        self._t = 0
+        return self._obs.copy()
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        assert self._obs is not None, "reset() first"
+        self._t += 1
+        rewards = np.zeros(self.num_envs, dtype=np.float64)
+        terminated = np.zeros(self.num_envs, dtype=bool)
+        truncated = np.zeros(self.num_envs, dtype=bool)
+        for i, env in enumerate(self._envs):
+            if self._done[i]:
+                continue
+            obs, r, term, trunc, _ = env.step(actions[i])
+            self._obs[i] = np.asarray(obs, dtype=np.float32).ravel()
+            rewards[i] = float(r)
+            terminated[i] = bool(term)
+            truncated[i] = bool(trunc) or (self._t >= self._max_steps and not term)
+            self._done[i] = terminated[i] or truncated[i]
+        return self._obs.copy(), rewards, terminated, truncated
+
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()

@@ -1,0 +1,13 @@
+"""POET and Enhanced POET: open-ended co-evolution of environments and agents.
+
+    import poet
+    result = poet.run("experiments/quickstart.yaml", out="runs/demo")
+    run = poet.analysis.load_run(result.run_dir)
+"""
+__version__ = "0.1.0"
+
+from poet import analysis  # noqa: E402
+from poet.config import ConfigError, RunConfig, load_config  # noqa: E402
+from poet.runner import RunResult, run  # noqa: E402
+
+__all__ = ["ConfigError", "RunConfig", "RunResult", "analysis", "load_config", "run", "__version__"]

@@ -1,0 +1,82 @@
+"""Reading a run directory: `load_run(dir)` gives the record tables as pandas DataFrames."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from poet.records import read_rows
+
+COLUMNS = {
+    "iterations": ["iteration", "pair_id", "env_id", "score"],
+    "envs": ["env_id", "family", "pair_id", "parent_env_id", "created_iteration", "retired_iteration", "solved_iteration"],
+    "transfers": ["iteration", "source_pair_id", "target_pair_id", "kind", "score", "incumbent_score", "accepted"],
+    "events": ["iteration", "kind", "pair_id", "env_id", "detail"],
+}
+
+
+@dataclass
+class Run:
+    """A run directory's tables and config."""
+
+    path: Path
+    config: dict[str, Any]
+    iterations: pd.DataFrame
+    envs: pd.DataFrame
+    transfers: pd.DataFrame
+    events: pd.DataFrame
+
+    @property
+    def annecs(self) -> pd.Series:
+        """ANNECS after each iteration: envs created by reproduction (passed MC) and solved by then."""
+        last = int(self.iterations["iteration"].max()) if len(self.iterations) else -1
+        solved = self.envs.loc[self.envs["parent_env_id"].notna(), "solved_iteration"].dropna()
+        index = pd.RangeIndex(0, last + 1, name="iteration")
+        return pd.Series([int((solved <= i).sum()) for i in index], index=index, name="annecs")
+
+    def children(self) -> pd.DataFrame:
+        """Every proposed child env with its MC score, novelty and whether it was admitted."""
+        rows = self.events[self.events["kind"] == "child"]
+        details = [json.loads(d) for d in rows["detail"]]
+        out = rows[["iteration", "pair_id", "env_id"]].rename(columns={"pair_id": "parent_pair_id"}).reset_index(drop=True)
+        for key in ("mc_score", "passed_mc", "novelty", "admitted_as"):
+            out[key] = [d.get(key) for d in details]
+        return out
+
+
+def _frame(run_dir: Path, table: str) -> pd.DataFrame:
+    rows = read_rows(run_dir, table)
+    df = pd.DataFrame(rows)
+    for col in COLUMNS[table]:
+        if col not in df.columns:
+            df[col] = pd.Series(dtype=object)
+    first = [c for c in COLUMNS[table] if c in df.columns]
+    return df[first + [c for c in df.columns if c not in first]]
+
+
+def load_run(run_dir: str | Path) -> Run:
+    """Load a run directory written by `poet run`."""
+    path = Path(run_dir)
+    if not (path / "records").is_dir():
+        raise FileNotFoundError(f"{str(path)!r} is not a run directory (no records/ folder)")
+    config_path = path / "config.yaml"
+    config = yaml.safe_load(config_path.read_text()) if config_path.exists() else {}
+    iterations = _frame(path, "iterations")
+    envs = _frame(path, "envs")
+    transfers = _frame(path, "transfers")
+    events = _frame(path, "events")
+    _fill_env_lifecycle(envs, events)
+    if len(transfers):
+        transfers["accepted"] = transfers["accepted"].astype(bool)
+    return Run(path, config, iterations, envs, transfers, events)
+
+
+def _fill_env_lifecycle(envs: pd.DataFrame, events: pd.DataFrame) -> None:
+    """retired_iteration and solved_iteration of each env, from the events table."""
+    for kind, col in (("retired", "retired_iteration"), ("solved", "solved_iteration")):
+        hits = events[events["kind"] == kind].groupby("env_id")["iteration"].min() if len(events) else pd.Series(dtype=float)
+        envs[col] = envs["env_id"].map(hits).astype("Int64") if len(envs) else pd.Series(dtype="Int64")

@@ -1,0 +1,71 @@
+"""Command line: `poet run [CONFIG] [--out DIR] [--iterations N] [--seed S] [--set k=v ...]`."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from envs import EnvParamError
+from poet.config import ConfigError
+from poet.trainers import EvaluationFailed
+
+QUICKSTART = Path("experiments") / "quickstart.yaml"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, as for every other bad input
+        self.exit(2, f"poet: error: {message} (see 'poet {self.prog.split()[-1]} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `poet` command."""
+    parser = _Parser(prog="poet", description="POET and Enhanced POET runs.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    r = sub.add_parser("run", help="start a new run")
+    r.add_argument("config", nargs="?", help=f"YAML config (default: {QUICKSTART})")
+    r.add_argument("--out", help="run directory to create (default: runs/<config>-<time>)")
+    r.add_argument("--iterations", type=int, help="number of POET iterations")
+    r.add_argument("--seed", type=int, help="root seed")
+    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config field, e.g. --set reproduction.every=50 (repeatable)")
+    r.add_argument("--quiet", action="store_true", help="no progress bar or phase lines")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from poet.runner import run
+
+    config = args.config
+    if config is None:
+        if not QUICKSTART.exists():
+            raise ConfigError(f"no CONFIG given and {QUICKSTART} not found; run from the project root or name a config")
+        config = str(QUICKSTART)
+    overrides = list(args.overrides)
+    if args.iterations is not None:
+        overrides.append(f"iterations={args.iterations}")
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    run(config, out=args.out, overrides=overrides, progress=False if args.quiet else None)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `poet` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args)
+    except (ConfigError, EnvParamError) as exc:
+        print(f"poet: error: {exc}", file=sys.stderr)
+        return 2
+    except EvaluationFailed as exc:
+        print(f"poet: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("poet: interrupted", file=sys.stderr)
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

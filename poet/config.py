@@ -1,0 +1,289 @@
+"""Typed, validated run configuration: YAML file + `--set a.b=value` overrides.
+
+Every problem (bad YAML, unknown key, wrong type, impossible value) raises ConfigError
+naming the field, before any work starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping, Sequence
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the field."""
+
+
+@dataclass
+class EnvConfig:
+    """Which environment family the run evolves."""
+
+    family: str = "terrain"
+    options: dict[str, Any] = field(default_factory=dict)  # passed to the family factory
+
+
+@dataclass
+class PolicyConfig:
+    """Policy architecture (POET: 40-40 hidden units, tanh)."""
+
+    hidden: list[int] = field(default_factory=lambda: [40, 40])
+    activation: Literal["tanh", "relu"] = "tanh"
+
+
+@dataclass
+class EvaluationConfig:
+    """How agents are scored and where rollouts run."""
+
+    backend: Literal["inprocess"] = "inprocess"
+    max_steps: int = 2000  # step cap of every episode
+    eval_episodes: int = 5  # episodes behind each agent-on-env score (eligibility, MC, novelty, transfer)
+    on_error: Literal["stop", "score_as_failure"] = "stop"
+    failure_score: float = -100.0  # the score a failed evaluation gets with on_error=score_as_failure
+    batch_rows: int = 4096  # most episodes stepped together in one batch
+
+
+@dataclass
+class TrainerConfig:
+    """Trainer by registered name or `module:Class`, with its own options."""
+
+    name: str = "es"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ReproductionConfig:
+    """POET's reproduction step: eligibility, mutation, minimal criterion, novelty, capacity."""
+
+    every: int = 150
+    threshold: float = 200.0  # eligibility to reproduce
+    max_children: int = 8
+    max_admitted: int = 1
+    mc_lower: float = 25.0
+    mc_upper: float = 340.0
+    capacity: int = 20
+    novelty_k: int = 5
+
+
+@dataclass
+class TransferConfig:
+    """Transfer tournaments: direct and one-ES-step fine-tuned candidates."""
+
+    every: int = 25
+    fine_tune: bool = True
+
+
+@dataclass
+class RunConfig:
+    """A whole POET run."""
+
+    mode: Literal["poet", "enhanced"] = "poet"
+    seed: int = 0
+    iterations: int = 1000
+    solved_threshold: float = 230.0
+    progress: bool = True
+    env: EnvConfig = field(default_factory=EnvConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    reproduction: ReproductionConfig = field(default_factory=ReproductionConfig)
+    transfer: TransferConfig = field(default_factory=TransferConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (what is saved in the run directory)."""
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------- type-checked building
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (list, Sequence):
+        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+    if origin is dict or tp is dict:
+        return "a mapping"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
+
+
+def convert(tp: Any, value: Any, path: str) -> Any:
+    """Check `value` against type `tp` and build it (dataclasses from mappings)."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return build_dataclass(tp, value, path)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return convert(inner[0], value, path)
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise ConfigError(f"{path}: expected {_type_name(tp)}, got {value!r}")
+        return value
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}: expected {_type_name(tp)}, got {value!r}")
+        (item,) = typing.get_args(tp)
+        return [convert(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ConfigError(f"{path}: expected a finite number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: expected a string, got {value!r}")
+        return value
+    if tp is Any:
+        return value
+    raise TypeError(f"unsupported config type {tp!r} at {path}")
+
+
+def build_dataclass(cls: type, data: Any, path: str = "") -> Any:
+    """Build dataclass `cls` from a mapping, rejecting unknown keys and wrong types."""
+    where = path or "config"
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in data:
+        if key not in names:
+            sub = f"{path}.{key}" if path else str(key)
+            raise ConfigError(f"{sub}: unknown key (known in {where}: {', '.join(names)})")
+    kwargs = {}
+    for name in names:
+        if name in data:
+            sub = f"{path}.{name}" if path else name
+            kwargs[name] = convert(hints[name], data[name], sub)
+    return cls(**kwargs)
+
+
+# ---------------------------------------------------------------- semantic checks
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise ConfigError(message)
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    """Reject impossible values; returns cfg unchanged."""
+    _check(cfg.seed >= 0, f"seed: must be >= 0, got {cfg.seed}")
+    _check(cfg.iterations >= 0, f"iterations: must be >= 0, got {cfg.iterations}")
+    _check(len(cfg.policy.hidden) >= 1 and all(h >= 1 for h in cfg.policy.hidden),
+           f"policy.hidden: needs at least one layer, all sizes >= 1, got {cfg.policy.hidden}")
+    ev = cfg.evaluation
+    _check(ev.max_steps >= 1, f"evaluation.max_steps: must be >= 1, got {ev.max_steps}")
+    _check(ev.eval_episodes >= 1, f"evaluation.eval_episodes: must be >= 1, got {ev.eval_episodes}")
+    _check(ev.batch_rows >= 1, f"evaluation.batch_rows: must be >= 1, got {ev.batch_rows}")
+    rp = cfg.reproduction
+    _check(rp.every >= 1, f"reproduction.every: must be >= 1, got {rp.every}")
+    _check(rp.max_children >= 1, f"reproduction.max_children: must be >= 1, got {rp.max_children}")
+    _check(rp.max_admitted >= 1, f"reproduction.max_admitted: must be >= 1, got {rp.max_admitted}")
+    _check(rp.capacity >= 2, f"reproduction.capacity: the population needs room for at least 2 pairs, got {rp.capacity}")
+    _check(rp.novelty_k >= 1, f"reproduction.novelty_k: must be >= 1, got {rp.novelty_k}")
+    _check(rp.mc_lower <= rp.mc_upper,
+           f"reproduction.mc_lower ({rp.mc_lower}) must be <= reproduction.mc_upper ({rp.mc_upper})")
+    _check(cfg.transfer.every >= 1, f"transfer.every: must be >= 1, got {cfg.transfer.every}")
+    return cfg
+
+
+# ---------------------------------------------------------------- loading
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse one `a.b.c=value` override; the value is read as YAML (so 3, 0.5, true, [1,2] work)."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected key=value, e.g. reproduction.every=50")
+    key, raw = text.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ConfigError(f"--set {text!r}: malformed key {key!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {key}: value {raw!r} is not valid YAML ({exc.__class__.__name__})") from None
+    return parts, value
+
+
+def apply_override(data: dict, parts: list[str], value: Any) -> None:
+    """Set a nested key in raw config data, creating sections as needed."""
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {'.'.join(parts)}: {'.'.join(parts[:i + 1])} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def read_yaml(path: str | Path) -> dict:
+    """Read a YAML config file into raw data, with errors naming the file."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} is not a file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc.__class__.__name__
+        raise ConfigError(f"config file {str(p)!r} is not valid YAML{where}: {problem}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {str(p)!r} is not a text file") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(p)!r}: the top level must be a mapping of sections")
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), data: Mapping | None = None) -> RunConfig:
+    """Load, override and validate a RunConfig from a YAML file and/or a mapping."""
+    raw: dict = read_yaml(path) if path is not None else {}
+    if data is not None:
+        raw = _deep_merge(raw, dict(data))
+    for text in overrides:
+        parts, value = parse_override(text)
+        apply_override(raw, parts, value)
+    return validate(build_dataclass(RunConfig, raw))
+
+
+def _deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = _deep_merge(dict(out[k]), dict(v))
+        else:
+            out[k] = v
+    return out
+
+
+def save_config(cfg: RunConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML."""
+    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))

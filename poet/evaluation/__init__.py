@@ -1,0 +1,9 @@
+"""Evaluation: the Evaluator protocol, the rollout core and its implementations."""
+from poet.evaluation.inprocess import InProcessEvaluator
+from poet.evaluation.noise import NoiseTable, perturb
+from poet.evaluation.protocol import EvalError, EvalRequest, EvalResult, Evaluator, Perturbation, PolicyRef
+
+__all__ = [
+    "EvalError", "EvalRequest", "EvalResult", "Evaluator", "InProcessEvaluator",
+    "NoiseTable", "Perturbation", "PolicyRef", "perturb",
+]

@@ -1,0 +1,102 @@
+"""The Evaluator contract: a batch of requests in, one result per request out, in order.
+
+A result depends only on its request: never on the worker, the chunking or the order
+of the batch. Policies travel by reference (`PolicyRef`), registered once with `put`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from envs import EnvParams
+
+
+@dataclass(frozen=True)
+class PolicyRef:
+    """Reference to policy weights held by an evaluator (content-addressed key)."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """ES perturbation of a policy: theta + sign * sigma * noise[offset : offset + dim]."""
+
+    offset: int
+    sigma: float
+    sign: int
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """Evaluate one policy on one env for some episodes. `tag` says who asked (for errors)."""
+
+    policy: PolicyRef
+    env: EnvParams
+    episodes: int
+    seed: int
+    max_steps: int
+    perturbation: Perturbation | None = None
+    tag: str = ""
+
+
+@dataclass(frozen=True)
+class EvalError:
+    """What went wrong in a request, with enough to reproduce it."""
+
+    message: str
+    env_json: str
+    tag: str
+    seed: int
+
+    def describe(self) -> str:
+        """One line for the user."""
+        who = f" for {self.tag}" if self.tag else ""
+        return f"evaluation failed{who} on env {self.env_json} (seed {self.seed}): {self.message}"
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Per-episode returns and lengths of a request, or its error."""
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    error: EvalError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the request evaluated without error."""
+        return self.error is None
+
+    @property
+    def mean(self) -> float:
+        """Mean episodic return (NaN on error)."""
+        return float(np.mean(self.returns)) if self.ok and len(self.returns) else float("nan")
+
+    @property
+    def steps(self) -> int:
+        """Env steps taken."""
+        return int(np.sum(self.lengths))
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Scores policies on envs in batches."""
+
+    def put(self, weights: np.ndarray) -> PolicyRef:
+        """Register weights once; returns the reference requests carry."""
+        ...
+
+    def release(self, refs: Sequence[PolicyRef]) -> None:
+        """Forget weights no longer needed."""
+        ...
+
+    def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
+        """One result per request, in order."""
+        ...
+
+    def close(self) -> None:
+        """Free workers and memory."""
+        ...

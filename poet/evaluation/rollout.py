@@ -1,0 +1,130 @@
+"""The rollout core every evaluator runs: many episodes stepped together.
+
+Requests are expanded into rows (one per episode). Rows of a batch step in lock-step
+through the family's batched env path, and one batched policy forward per step gives
+every row its action from its own weights. Rows never interact, so a request's result
+is the same whatever else shares its batch.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from envs import EnvFamily, make_batch_env
+from poet.evaluation.noise import NoiseTable, perturb
+from poet.evaluation.protocol import EvalError, EvalRequest, EvalResult, PolicyRef
+from poet.policies import BatchedPolicy, PolicySpec
+from poet.seeding import episode_seeds
+
+WeightsLookup = Callable[[PolicyRef], np.ndarray]
+
+
+def request_weights(req: EvalRequest, lookup: WeightsLookup, noise: NoiseTable | None) -> np.ndarray:
+    """The flat weights a request is evaluated with (perturbed on the spot for ES)."""
+    theta = lookup(req.policy)
+    if req.perturbation is None:
+        return theta
+    if noise is None:
+        raise ValueError("an ES perturbation was requested but this evaluator has no noise table")
+    p = req.perturbation
+    return perturb(theta, noise.get(int(p.offset), theta.size), p.sigma, p.sign)
+
+
+def _error(req: EvalRequest, message: str) -> EvalResult:
+    err = EvalError(message=message, env_json=req.env.to_json(), tag=req.tag, seed=req.seed)
+    return EvalResult(returns=np.full(req.episodes, np.nan), lengths=np.zeros(req.episodes, dtype=np.int64), error=err)
+
+
+def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest], flats: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run every episode of `reqs` to the end; returns per-row (returns, lengths, bad_value)."""
+    params, seeds, caps, row_flats = [], [], [], []
+    for req, flat in zip(reqs, flats):
+        params.extend([req.env] * req.episodes)
+        seeds.extend(episode_seeds(req.seed, req.episodes))
+        caps.extend([req.max_steps] * req.episodes)
+        row_flats.extend([flat] * req.episodes)
+    n = len(params)
+    caps_arr = np.asarray(caps, dtype=np.int64)
+    env = make_batch_env(family, params, seeds, int(caps_arr.max()))
+    try:
+        obs = env.reset()
+        policy = BatchedPolicy(spec, np.stack(row_flats))
+        policy_rows = np.arange(n)  # rows the current `policy` covers
+        returns = np.zeros(n, dtype=np.float64)
+        lengths = np.zeros(n, dtype=np.int64)
+        bad = np.zeros(n, dtype=bool)
+        done = np.zeros(n, dtype=bool)
+        act_shape = (n,) if spec.action_kind == "discrete" else (n, spec.act_dim)
+        act_dtype = np.int64 if spec.action_kind == "discrete" else np.float32
+        while not done.all():
+            active = np.flatnonzero(~done)
+            # Shrinking the weight batch costs a copy; do it only when many rows are done.
+            if active.size <= 0.75 * policy_rows.size:
+                keep = np.flatnonzero(~done[policy_rows])
+                policy, policy_rows = policy.select(keep), policy_rows[keep]
+            actions = np.zeros(act_shape, dtype=act_dtype)
+            actions[policy_rows] = policy.act(obs[policy_rows])
+            obs, rew, term, trunc = env.step(actions)
+            rew_a = rew[active]
+            finite = np.isfinite(rew_a) & np.all(np.isfinite(obs[active]), axis=1)
+            returns[active] += np.where(finite, rew_a, 0.0)
+            lengths[active] += 1
+            bad[active] |= ~finite
+            done[active] = term[active] | trunc[active] | (lengths[active] >= caps_arr[active]) | ~finite
+        return returns, lengths, bad
+    finally:
+        close = getattr(env, "close", None)
+        if close is not None:
+            close()
+
+
+def _batches(reqs: Sequence[EvalRequest], batch_rows: int) -> list[list[int]]:
+    """Split request indices into batches of at most `batch_rows` episodes (a request is never split)."""
+    out, cur, rows = [], [], 0
+    for i, r in enumerate(reqs):
+        if cur and rows + r.episodes > batch_rows:
+            out.append(cur)
+            cur, rows = [], 0
+        cur.append(i)
+        rows += r.episodes
+    if cur:
+        out.append(cur)
+    return out
+
+
+def run_requests(
+    family: EnvFamily,
+    spec: PolicySpec,
+    requests: Sequence[EvalRequest],
+    lookup: WeightsLookup,
+    noise: NoiseTable | None,
+    batch_rows: int = 4096,
+) -> list[EvalResult]:
+    """Evaluate requests; a request whose env raises or gives non-finite values gets an error result."""
+    results: list[EvalResult | None] = [None] * len(requests)
+    for idx in _batches(requests, batch_rows):
+        _run_batch(family, spec, requests, idx, lookup, noise, results)
+    return results  # type: ignore[return-value]
+
+
+def _run_batch(family, spec, requests, idx, lookup, noise, results) -> None:
+    reqs = [requests[i] for i in idx]
+    try:
+        flats = [request_weights(r, lookup, noise) for r in reqs]
+        returns, lengths, bad = _step_rows(family, spec, reqs, flats)
+    except Exception as exc:  # an env raised: isolate the culprit by running requests alone
+        if len(idx) == 1:
+            results[idx[0]] = _error(reqs[0], f"{type(exc).__name__}: {exc}")
+            return
+        for i in idx:
+            _run_batch(family, spec, requests, [i], lookup, noise, results)
+        return
+    row = 0
+    for i, r in zip(idx, reqs):
+        sl = slice(row, row + r.episodes)
+        row += r.episodes
+        if bad[sl].any():
+            results[i] = _error(r, "the env returned a non-finite reward or observation")
+        else:
+            results[i] = EvalResult(returns=returns[sl].copy(), lengths=lengths[sl].copy())

@@ -1,0 +1,90 @@
+"""The POET schedule, and nothing else.
+
+Each iteration: reproduce (every `reproduction.every` iterations, not at 0), one
+training step of every active pair, transfer (every `transfer.every` iterations when
+there are at least two pairs). The phases live in reproduction.py, transfer.py and
+the trainer; every phase submits its evaluations as batches.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from poet.context import RunContext
+from poet.pair import Pair
+from poet.policies import init_flat
+from poet.records import json_text
+from poet.reproduction import record_env, reproduce
+from poet.trainers import TrainTask
+from poet.transfer import transfer
+
+
+class Orchestrator:
+    """Runs POET or Enhanced POET over a RunContext."""
+
+    def __init__(self, ctx: RunContext, on_iteration: Callable[["Orchestrator"], None] | None = None):
+        self.ctx = ctx
+        self.iteration = 0  # the next iteration to run
+        self.on_iteration = on_iteration
+
+    def start(self) -> Pair:
+        """Create the first pair: the family's initial env with a fresh agent."""
+        ctx = self.ctx
+        env = ctx.family.initial()
+        ctx.family.validate(env)
+        theta = init_flat(ctx.spec, ctx.seeds.rng("policy.init"))
+        index = ctx.population.new_index()
+        pair = Pair(pair_id=f"p{index}", index=index, env=env, theta=theta, state=ctx.trainer.init_state(theta),
+                    parent_env_id=None, created_iteration=0)
+        ctx.population.add(pair)
+        record_env(ctx, pair)
+        ctx.records.write("events", {"iteration": 0, "kind": "admitted", "pair_id": pair.pair_id, "env_id": env.id,
+                                     "detail": json_text({"initial": True})})
+        ctx.records.flush()
+        return pair
+
+    def train(self, iteration: int) -> None:
+        """One trainer step for every active pair (one wave), recording each pair's score."""
+        ctx = self.ctx
+        pairs = list(ctx.population.active)
+        tasks = [TrainTask(key=p.pair_id, theta=p.theta, env=p.env, state=p.state,
+                           seed=ctx.seeds.integer("train", iteration, p.index),
+                           eval_episodes=ctx.cfg.evaluation.eval_episodes) for p in pairs]
+        for pair, step in zip(pairs, ctx.trainer.step(tasks, ctx.evaluator)):
+            score = float("nan") if step.score is None else float(step.score)
+            ctx.records.write("iterations", {"iteration": iteration, "pair_id": pair.pair_id, "env_id": pair.env.id,
+                                             "score": score, **step.metrics})
+            pair.scores.append(score)
+            pair.theta, pair.state = step.theta, step.state
+            ctx.mark_solved(pair.pair_id, pair.env.id, score, iteration, "training")
+
+    def run_iteration(self) -> None:
+        """Run the next iteration of the schedule."""
+        ctx, it = self.ctx, self.iteration
+        if it > 0 and it % ctx.cfg.reproduction.every == 0:
+            summary = reproduce(ctx, it)
+            ctx.log(summary.line(len(ctx.population.active), len(ctx.population.archive)))
+        self.train(it)
+        if len(ctx.population.active) > 1 and it % ctx.cfg.transfer.every == 0:
+            ctx.log(transfer(ctx, it).line())
+        self._forget_stale_scores()
+        ctx.records.flush()
+        self.iteration += 1
+        if self.on_iteration is not None:
+            self.on_iteration(self)
+
+    def run(self, iterations: int) -> None:
+        """Run until `iterations` iterations are done."""
+        if not self.ctx.population.active:
+            self.start()
+        while self.iteration < iterations:
+            self.run_iteration()
+
+    def _forget_stale_scores(self) -> None:
+        # Scores of agents that trained on are never asked again; keep only living agents'.
+        living = {p.agent_id for p in self.ctx.population.all_pairs}
+        self.ctx.scorer.cache.keep_agents(living)
+
+    def annecs(self) -> int:
+        """Accumulated number of novel environments created and solved (envs admitted by reproduction)."""
+        initial = {p.env.id for p in self.ctx.population.all_pairs if p.parent_env_id is None}
+        return sum(1 for env_id in self.ctx.solved if env_id not in initial)

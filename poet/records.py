@@ -1,0 +1,75 @@
+"""Run tables written during a run: one JSON-lines file per tidy table.
+
+Tables: `iterations` (iteration x pair), `envs` (one row per admitted env), `transfers`
+(one row per transfer attempt), `events` (admissions, retirements, solved envs, phase
+summaries). Rows are appended and flushed after each phase; `poet.analysis.load_run`
+reads them back as pandas DataFrames.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, IO
+
+import numpy as np
+
+TABLES = ("iterations", "envs", "transfers", "events")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (np.floating, float)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON of plain or numpy data (non-finite floats as null)."""
+    return json.dumps(_plain(value), separators=(",", ":"), allow_nan=False)
+
+
+class RecordWriter:
+    """Appends rows to the run's tables."""
+
+    def __init__(self, run_dir: str | Path):
+        self.dir = Path(run_dir) / "records"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._files: dict[str, IO[str]] = {}
+
+    def write(self, table: str, row: dict[str, Any]) -> None:
+        """Append a row to a table."""
+        if table not in TABLES:
+            raise ValueError(f"unknown table {table!r}")
+        f = self._files.get(table)
+        if f is None:
+            f = self._files[table] = open(self.dir / f"{table}.jsonl", "a", encoding="utf-8")
+        f.write(json_text(row) + "\n")
+
+    def flush(self) -> None:
+        """Push rows to disk."""
+        for f in self._files.values():
+            f.flush()
+
+    def close(self) -> None:
+        """Flush and close every table."""
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+
+def read_rows(run_dir: str | Path, table: str) -> list[dict[str, Any]]:
+    """Every row of a table, in order (an empty list if the table has none)."""
+    path = Path(run_dir) / "records" / f"{table}.jsonl"
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -1,0 +1,197 @@
+"""Build a run from its config (checking everything before any work) and run it.
+
+`poet.run(config)` is the Python API; `poet run` on the command line calls the same.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+import envs
+from envs import EnvFamily
+from poet import __version__
+from poet.config import ConfigError, RunConfig, build_dataclass, load_config, save_config
+from poet.context import RunContext
+from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
+from poet.orchestrator import Orchestrator
+from poet.policies import PolicySpec, spec_for_spaces
+from poet.population import Population
+from poet.records import RecordWriter
+from poet.scoring import ScoreCache, Scorer
+from poet.seeding import Seeds
+from poet.trainers import ErrorPolicy, TrainerContext, resolve_trainer
+
+
+@dataclass
+class RunParts:
+    """The validated parts of a run, before any work."""
+
+    cfg: RunConfig
+    family: EnvFamily
+    spec: PolicySpec
+    trainer_cls: type
+    trainer_options: Any
+
+
+def build_family(cfg: RunConfig) -> EnvFamily:
+    """The configured env family, with errors naming env.family / env.options."""
+    if cfg.env.family not in envs.FAMILIES:
+        raise ConfigError(f"env.family: unknown family {cfg.env.family!r}; registered: {', '.join(sorted(envs.FAMILIES))}")
+    try:
+        return envs.make_family(cfg.env.family, cfg.env.options)
+    except (TypeError, ValueError, KeyError, FileNotFoundError) as exc:
+        raise ConfigError(f"env.options: {exc}") from None
+
+
+def check_parts(cfg: RunConfig) -> RunParts:
+    """Resolve family, policy spec and trainer; every problem is a ConfigError naming its field."""
+    family = build_family(cfg)
+    try:
+        probe = family.make_env(family.initial())
+        spec = spec_for_spaces(probe.observation_space, probe.action_space, tuple(cfg.policy.hidden), cfg.policy.activation)
+        probe.close()
+    except ValueError as exc:
+        raise ConfigError(f"env.family {cfg.env.family!r}: {exc}") from None
+    try:
+        trainer_cls = resolve_trainer(cfg.trainer.name)
+    except ValueError as exc:
+        raise ConfigError(f"trainer.name: {exc}") from None
+    options_cls = getattr(trainer_cls, "Options", None)
+    if options_cls is not None and dataclasses.is_dataclass(options_cls):
+        options = build_dataclass(options_cls, cfg.trainer.options, "trainer.options")
+        problems = options.check() if hasattr(options, "check") else []
+        if problems:
+            name, msg = problems[0]
+            raise ConfigError(f"trainer.options.{name}: {msg}")
+        size = getattr(options, "noise_table_size", None)
+        if size is not None and size < spec.num_params:
+            raise ConfigError(f"trainer.options.noise_table_size: {size} is smaller than the policy ({spec.num_params} parameters)")
+    else:
+        options = dict(cfg.trainer.options)
+    return RunParts(cfg, family, spec, trainer_cls, options)
+
+
+def default_out_dir(config_path: str | Path | None) -> Path:
+    """runs/<config name>-<date-time>."""
+    stem = Path(config_path).stem if config_path else "run"
+    return Path("runs") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def prepare_out_dir(out: str | Path) -> Path:
+    """Create the run directory; refuse one that already holds a run (nothing computed is overwritten)."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {str(path)!r} is a file, not a directory")
+    if path.exists() and any(path.iterdir()):
+        raise ConfigError(f"--out {str(path)!r} already holds files; choose a new directory")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
+    """The configured evaluation backend."""
+    cfg = parts.cfg
+    return InProcessEvaluator(parts.family, parts.spec, noise, batch_rows=cfg.evaluation.batch_rows)
+
+
+def build_context(parts: RunParts, run_dir: Path, log: Callable[[str], None]) -> RunContext:
+    """Create noise table, evaluator, trainer, scorer and records for a run."""
+    cfg = parts.cfg
+    seeds = Seeds(cfg.seed)
+    size = getattr(parts.trainer_options, "noise_table_size", None)
+    noise = NoiseTable(seeds.sequence("es.noise_table"), size) if size else None
+    errors = ErrorPolicy(cfg.evaluation.on_error, cfg.evaluation.failure_score)
+    evaluator = make_evaluator(parts, noise)
+    tctx = TrainerContext(spec=parts.spec, max_steps=cfg.evaluation.max_steps, errors=errors, noise=noise)
+    trainer = parts.trainer_cls(parts.trainer_options, tctx)
+    scorer = Scorer(evaluator, seeds, cfg.evaluation.eval_episodes, cfg.evaluation.max_steps, errors, ScoreCache())
+    return RunContext(cfg=cfg, family=parts.family, spec=parts.spec, trainer=trainer, evaluator=evaluator,
+                      seeds=seeds, scorer=scorer, population=Population(), records=RecordWriter(run_dir), log=log)
+
+
+class Progress:
+    """A progress bar with ETA on stderr; phase summaries print above it."""
+
+    def __init__(self, total: int, start: int, enabled: bool):
+        self.enabled = enabled
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=start, unit="it", dynamic_ncols=True, file=sys.stderr)
+
+    def log(self, line: str) -> None:
+        """Print a summary line without breaking the bar."""
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        elif self.enabled:
+            print(line, file=sys.stderr)
+
+    def update(self, orch: Orchestrator) -> None:
+        """Advance the bar after an iteration."""
+        if self.bar is None:
+            return
+        pop = orch.ctx.population
+        best = max((p.scores[-1] for p in pop.active if p.scores), default=float("nan"))
+        self.bar.set_postfix(active=len(pop.active), best=f"{best:.0f}", annecs=orch.annecs(), refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        """Finish the bar."""
+        if self.bar is not None:
+            self.bar.close()
+
+
+@dataclass
+class RunResult:
+    """Where a finished run lives, and its headline numbers."""
+
+    run_dir: Path
+    iterations: int
+    active: int
+    archived: int
+    annecs: int
+    seconds: float
+
+
+def run(config: RunConfig | str | Path | Mapping | None = None, out: str | Path | None = None,
+        overrides: list[str] | tuple[str, ...] = (), progress: bool | None = None) -> RunResult:
+    """Run POET from a RunConfig, a YAML path or a mapping; returns where the run directory is."""
+    config_path = config if isinstance(config, (str, Path)) else None
+    if isinstance(config, RunConfig):
+        cfg = load_config(data=config.to_dict(), overrides=overrides)
+    elif isinstance(config, Mapping):
+        cfg = load_config(data=config, overrides=overrides)
+    else:
+        cfg = load_config(config_path, overrides=overrides)
+    parts = check_parts(cfg)
+    run_dir = prepare_out_dir(out if out is not None else default_out_dir(config_path))
+    save_config(cfg, run_dir / "config.yaml")
+    (run_dir / "run.json").write_text(json.dumps({
+        "poet_version": __version__, "family": cfg.env.family, "mode": cfg.mode, "seed": cfg.seed,
+        "policy": parts.spec.to_dict(), "numpy": np.__version__,
+    }, indent=2))
+    show = cfg.progress if progress is None else progress
+    bar = Progress(cfg.iterations, 0, show)
+    ctx = build_context(parts, run_dir, bar.log)
+    orch = Orchestrator(ctx, on_iteration=bar.update)
+    t0 = time.perf_counter()
+    try:
+        orch.run(cfg.iterations)
+    finally:
+        bar.close()
+        ctx.records.close()
+        ctx.evaluator.close()
+    result = RunResult(run_dir, orch.iteration, len(ctx.population.active), len(ctx.population.archive),
+                       orch.annecs(), time.perf_counter() - t0)
+    if show:
+        print(f"done: {result.iterations} iterations in {result.seconds:.0f}s, {result.active} active pairs, "
+              f"{result.archived} archived, ANNECS {result.annecs}; run directory {run_dir}", file=sys.stderr)
+    return result

@@ -1,0 +1,48 @@
+"""The only source of randomness: named SeedSequence streams from one root seed.
+
+A stream is named by what it is for ("mutation", "es.noise", ...) plus integer keys
+(iteration, pair index, ...). The same (root, name, keys) always gives the same
+stream, in any process, and different names give independent streams. Nothing in the
+framework touches a global RNG.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def _name_key(name: str) -> int:
+    # crc32 is stable across processes and Python versions (unlike hash()).
+    return zlib.crc32(name.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """Derives independent, reproducible random streams from a root seed."""
+
+    root: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.root, (int, np.integer)) or self.root < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.root!r}")
+
+    def sequence(self, name: str, *keys: int) -> np.random.SeedSequence:
+        """The SeedSequence for a named stream."""
+        spawn_key = (_name_key(name),) + tuple(int(k) for k in keys)
+        return np.random.SeedSequence(entropy=int(self.root), spawn_key=spawn_key)
+
+    def rng(self, name: str, *keys: int) -> np.random.Generator:
+        """A numpy Generator for a named stream."""
+        return np.random.Generator(np.random.PCG64(self.sequence(name, *keys)))
+
+    def integer(self, name: str, *keys: int) -> int:
+        """One 31-bit integer seed for a named stream (for env resets and evaluation requests)."""
+        return int(self.sequence(name, *keys).generate_state(1, dtype=np.uint32)[0] >> 1)
+
+
+def episode_seeds(seed: int, episodes: int) -> list[int]:
+    """Per-episode env seeds of an evaluation request, a function of (seed, episode index) only."""
+    ss = np.random.SeedSequence(entropy=int(seed), spawn_key=(_name_key("episode"),))
+    return [int(x >> 1) for x in ss.generate_state(episodes, dtype=np.uint32)]

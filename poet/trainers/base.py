@@ -1,0 +1,91 @@
+"""The Trainer contract: advance many pairs' agents in their own envs, owning plain-data state.
+
+A trainer is built as `TrainerClass(options, context)`. `options` is an instance of the
+class's `Options` dataclass (validated from config `trainer.options`). State is a dict of
+numbers and numpy arrays so checkpoints can hold it without pickling.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from envs import EnvParams
+from poet.evaluation import EvalResult, Evaluator, NoiseTable
+from poet.policies import PolicySpec
+
+
+class EvaluationFailed(RuntimeError):
+    """An evaluation raised or gave non-finite values and the run is set to stop."""
+
+
+@dataclass(frozen=True)
+class ErrorPolicy:
+    """What a failed evaluation does: stop the run (default) or score as a failure."""
+
+    on_error: str = "stop"
+    failure_score: float = -100.0
+
+    def scores(self, results: Sequence[EvalResult]) -> np.ndarray:
+        """Mean return per result; a failed one raises or gets the failure score."""
+        out = np.empty(len(results), dtype=np.float64)
+        for i, r in enumerate(results):
+            if r.ok:
+                out[i] = r.mean
+            elif self.on_error == "stop":
+                raise EvaluationFailed(r.error.describe() + " (set evaluation.on_error=score_as_failure to go on)")
+            else:
+                out[i] = self.failure_score
+        return out
+
+
+@dataclass(frozen=True)
+class TrainerContext:
+    """What a trainer gets from the run: the policy architecture, noise table, episode cap, error policy."""
+
+    spec: PolicySpec
+    max_steps: int
+    errors: ErrorPolicy = field(default_factory=ErrorPolicy)
+    noise: NoiseTable | None = None
+
+
+@dataclass
+class TrainTask:
+    """One pair's training step: start from `theta` on `env` with trainer `state`."""
+
+    key: str  # who (pair id), for error messages
+    theta: np.ndarray
+    env: EnvParams
+    state: dict[str, Any]
+    seed: int  # all randomness of this step comes from it
+    eval_episodes: int = 0  # > 0: also score the starting theta with this many episodes
+
+
+@dataclass
+class TrainStep:
+    """The outcome of one task."""
+
+    theta: np.ndarray
+    state: dict[str, Any]
+    score: float | None  # mean return of the starting theta (None if not asked)
+    metrics: dict[str, float]
+
+
+@runtime_checkable
+class Trainer(Protocol):
+    """Advances agents. The orchestrator knows nothing more about training than this."""
+
+    name: str
+
+    def init_state(self, theta: np.ndarray) -> dict[str, Any]:
+        """Fresh state for a new agent."""
+        ...
+
+    def reset_state(self, state: dict[str, Any], theta: np.ndarray) -> dict[str, Any]:
+        """State after an accepted transfer (POET resets the optimizer and schedules)."""
+        ...
+
+    def step(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[TrainStep]:
+        """One training step for every task, all submitted to the evaluator together."""
+        ...
