@@ -1,0 +1,42 @@
+"""Shared fixtures: a tiny, fast POET config on a short terrain course."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Never open windows from gymnasium/pygame during tests.
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+
+def tiny_config(**sections) -> dict:
+    """A POET config that runs a dozen iterations in a few seconds."""
+    cfg = {
+        "mode": "poet",
+        "seed": 3,
+        "iterations": 12,
+        "progress": False,
+        "env": {"family": "terrain", "options": {"course_length": 20.0, "max_episode_steps": 150}},
+        "policy": {"hidden": [16, 16]},
+        "evaluation": {"max_steps": 150, "eval_episodes": 2},
+        "trainer": {"name": "es", "options": {"population": 16, "noise_table_size": 200_000, "lr": 0.03}},
+        "reproduction": {"every": 4, "threshold": 100.0, "max_children": 4, "max_admitted": 2,
+                         "capacity": 4, "novelty_k": 3},
+        "transfer": {"every": 3},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = {**cfg[key], **value}
+        else:
+            cfg[key] = value
+    return cfg
+
+
+@pytest.fixture
+def tiny():
+    """Factory for tiny configs: tiny(mode="enhanced", evaluation={...})."""
+    return tiny_config

@@ -1,0 +1,123 @@
+"""Whole runs: determinism, both POET modes, record tables, and the quickstart's acceptance."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import envs
+import poet
+from poet.analysis import load_run
+from tests.conftest import ROOT
+
+TABLES = ("iterations", "envs", "transfers", "events")
+
+
+def _run(cfg: dict, out) -> poet.analysis.Run:
+    poet.run(cfg, out=out, progress=False)
+    return load_run(out)
+
+
+def _assert_same_tables(a, b) -> None:
+    for table in TABLES:
+        pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table), check_exact=True, obj=table)
+
+
+@pytest.mark.parametrize("mode", ["poet", "enhanced"])
+def test_same_seed_same_tables(tiny, tmp_path, mode):
+    a = _run(tiny(mode=mode), tmp_path / "a")
+    b = _run(tiny(mode=mode), tmp_path / "b")
+    _assert_same_tables(a, b)
+    assert len(a.envs) >= 2, "the tiny run should admit at least one child"
+    assert len(a.transfers) > 0
+
+
+def test_results_do_not_depend_on_batching(tiny, tmp_path):
+    a = _run(tiny(), tmp_path / "a")
+    b = _run(tiny(evaluation={"batch_rows": 5}), tmp_path / "b")
+    _assert_same_tables(a, b)
+
+
+def test_other_seed_other_run(tiny, tmp_path):
+    a = _run(tiny(seed=1), tmp_path / "a")
+    b = _run(tiny(seed=2), tmp_path / "b")
+    assert not np.array_equal(a.iterations["score"].to_numpy(), b.iterations["score"].to_numpy())
+
+
+@pytest.mark.parametrize("mode", ["poet", "enhanced"])
+def test_record_tables_are_tidy_and_consistent(tiny, tmp_path, mode):
+    run = _run(tiny(mode=mode), tmp_path / "r")
+    it, env_t, tr, ev = run.iterations, run.envs, run.transfers, run.events
+    # one row per iteration x active pair; ES metrics alongside
+    assert not it.duplicated(["iteration", "pair_id"]).any()
+    assert set(it["iteration"]) == set(range(12))
+    for col in ("lr", "sigma", "es_return_mean", "grad_norm"):
+        assert col in it.columns
+    # envs: one row per admitted env, lineage, one column per parameter
+    assert env_t["env_id"].is_unique
+    assert env_t["parent_env_id"].isna().sum() == 1
+    assert set(env_t["parent_env_id"].dropna()) <= set(env_t["env_id"])
+    for col in ("roughness", "pit_gap_lo", "pit_gap_hi", "stump_height_lo", "stump_height_hi"):
+        assert col in env_t.columns
+    fam = envs.make_family("terrain", {"course_length": 20.0, "max_episode_steps": 150})
+    for _, row in env_t.iterrows():
+        params = envs.EnvParams.from_json(row["params_json"])
+        assert params.id == row["env_id"]
+        fam.validate(params)
+    # transfers: kinds, at most one accepted per target and phase
+    assert set(tr["kind"]) <= {"direct", "fine_tune"}
+    assert (tr.groupby(["iteration", "target_pair_id"])["accepted"].sum() <= 1).all()
+    accepted = tr[tr["accepted"]]
+    assert (accepted["score"] > accepted["incumbent_score"]).all()
+    # capacity respected every iteration
+    assert it.groupby("iteration")["pair_id"].nunique().max() <= 4
+    retired = env_t["retired_iteration"].dropna()
+    assert len(ev[ev["kind"] == "retired"]) == len(retired)
+    # MC: every admitted child passed it
+    kids = run.children()
+    admitted = kids[kids["admitted_as"].notna()]
+    assert admitted["passed_mc"].all()
+    assert ((admitted["mc_score"] >= 25) & (admitted["mc_score"] <= 340)).all()
+    assert run.annecs.index[-1] == 11
+
+
+def test_enhanced_transfer_rule_uses_recent_scores(tiny, tmp_path):
+    run = _run(tiny(mode="enhanced"), tmp_path / "r")
+    it, tr = run.iterations, run.transfers
+    for (iteration, target), rows in tr.groupby(["iteration", "target_pair_id"]):
+        hist = it[(it["pair_id"] == target) & (it["iteration"] <= iteration)]["score"].tail(5)
+        assert rows["incumbent_score"].iloc[0] == pytest.approx(hist.max())
+        # only candidates whose direct score passed the bar were fine-tuned
+        direct = rows[rows["kind"] == "direct"].set_index("source_pair_id")["score"]
+        for src in rows[rows["kind"] == "fine_tune"]["source_pair_id"]:
+            assert direct[src] > hist.max()
+
+
+def test_enhanced_admits_best_active_agent(tiny, tmp_path):
+    run = _run(tiny(mode="enhanced"), tmp_path / "r")
+    admitted = run.events[run.events["kind"] == "admitted"]
+    details = [json.loads(d) for d in admitted["detail"]]
+    assert any("agent_from" in d for d in details)
+
+
+@pytest.mark.slow
+def test_quickstart_shows_poet_working(tmp_path):
+    """Acceptance: the quickstart admits >= 4 envs, accepts a transfer, and solves a harder env."""
+    result = poet.run(ROOT / "experiments" / "quickstart.yaml", out=tmp_path / "q", progress=False)
+    run = load_run(result.run_dir)
+    children = run.envs[run.envs["parent_env_id"].notna()]
+    assert len(children) >= 4
+    assert run.transfers["accepted"].sum() >= 1
+    fam = envs.make_family("terrain")
+    initial = fam.features(envs.EnvParams.from_json(run.envs.iloc[0]["params_json"]))
+    harder_solved = [
+        row.env_id for row in children.itertuples()
+        if np.all(fam.features(envs.EnvParams.from_json(row.params_json)) >= initial)
+        and np.any(fam.features(envs.EnvParams.from_json(row.params_json)) > initial)
+        and pd.notna(row.solved_iteration)
+    ]
+    assert harder_solved, "no admitted env harder than the initial one was solved"
+    solved_scores = run.iterations[run.iterations["env_id"].isin(harder_solved)]["score"]
+    assert solved_scores.max() >= 230
