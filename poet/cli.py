@@ -14,7 +14,7 @@ QUICKSTART = Path("experiments") / "quickstart.yaml"
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, as for every other bad input
-        self.exit(2, f"poet: error: {message} (see 'poet {self.prog.split()[-1]} --help')\n")
+        self.exit(2, f"poet: error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -148,9 +148,13 @@ def convert(tp: Any, value: Any, path: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{path}: expected a number, got {value!r}")
-        if value != value or value in (float("inf"), float("-inf")):
+        try:
+            number = float(value)
+        except OverflowError:
+            raise ConfigError(f"{path}: {value} is too large for a number") from None
+        if number != number or number in (float("inf"), float("-inf")):
             raise ConfigError(f"{path}: expected a finite number, got {value!r}")
-        return float(value)
+        return number
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(f"{path}: expected a string, got {value!r}")

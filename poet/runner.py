@@ -91,7 +91,10 @@ def prepare_out_dir(out: str | Path) -> Path:
         raise ConfigError(f"--out {str(path)!r} is a file, not a directory")
     if path.exists() and any(path.iterdir()):
         raise ConfigError(f"--out {str(path)!r} already holds files; choose a new directory")
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {str(path)!r}: cannot create the run directory ({exc.strerror})") from None
     return path
 
 

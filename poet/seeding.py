@@ -25,7 +25,7 @@ class Seeds:
     root: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.root, (int, np.integer)) or self.root < 0:
+        if isinstance(self.root, bool) or not isinstance(self.root, (int, np.integer)) or self.root < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.root!r}")
 
     def sequence(self, name: str, *keys: int) -> np.random.SeedSequence:

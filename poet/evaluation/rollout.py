@@ -110,8 +110,9 @@ def run_requests(
 
 def _run_batch(family, spec, requests, idx, lookup, noise, results) -> None:
     reqs = [requests[i] for i in idx]
+    # Outside the try: a missing policy or noise table is a caller bug, not an env failure.
+    flats = [request_weights(r, lookup, noise) for r in reqs]
     try:
-        flats = [request_weights(r, lookup, noise) for r in reqs]
         returns, lengths, bad = _step_rows(family, spec, reqs, flats)
     except Exception as exc:  # an env raised: isolate the culprit by running requests alone
         if len(idx) == 1:

@@ -46,9 +46,12 @@ class ESOptions:
         for name in ("sigma", "lr", "sigma_floor", "lr_floor", "adam_eps"):
             if getattr(self, name) <= 0:
                 bad.append((name, f"must be > 0, got {getattr(self, name)}"))
-        for name in ("sigma_decay", "lr_decay", "beta1", "beta2"):
+        for name in ("sigma_decay", "lr_decay"):
             if not 0 < getattr(self, name) <= 1:
                 bad.append((name, f"must be in (0, 1], got {getattr(self, name)}"))
+        for name in ("beta1", "beta2"):  # 1 would divide by zero in Adam's bias correction
+            if not 0 <= getattr(self, name) < 1:
+                bad.append((name, f"must be in [0, 1), got {getattr(self, name)}"))
         if self.l2 < 0:
             bad.append(("l2", f"must be >= 0, got {self.l2}"))
         return bad

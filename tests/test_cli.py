@@ -1,0 +1,303 @@
+"""The `poet` command line, run as a subprocess: bad inputs give one clean error line; a tiny run works.
+
+Every command of this module starts at once on a small thread pool when the module's first
+test runs (each subprocess pays a few seconds of imports), and each test then waits for its own.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = "experiments/quickstart.yaml"
+SMALL = ["--set", "trainer.options.population=8", "--set", "env.options.course_length=20"]
+TIMEOUT_S = 300
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def poet(args: list, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
+    """Run `python -m poet.cli ARGS` and capture its output."""
+    return subprocess.run([sys.executable, "-m", "poet.cli", *map(str, args)], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def assert_one_error_line(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    """Non-zero exit, exactly one stderr line starting `poet: error:`, naming every needle."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    assert line.startswith("poet: error: "), line
+    for needle in needles:
+        assert needle in line, (needle, line)
+    assert proc.stdout == "", proc.stdout
+    return line
+
+
+# ---------------------------------------------------------------- bad inputs
+
+def _file(d: Path, name: str, text: str) -> Path:
+    path = d / name
+    path.write_text(text)
+    return path
+
+
+def _non_empty_out(d: Path) -> list:
+    existing = d / "existing"
+    existing.mkdir()
+    (existing / "keep.txt").write_text("precious\n")
+    (existing / "records").mkdir()
+    (existing / "records" / "iterations.jsonl").write_text('{"iteration": 0}\n')
+    return ["run", QUICKSTART, "--out", existing, "--quiet", *SMALL]
+
+
+def _check_non_empty_out_untouched(d: Path) -> None:
+    existing = d / "existing"
+    assert sorted(p.relative_to(existing).as_posix() for p in existing.rglob("*")) == [
+        "keep.txt", "records", "records/iterations.jsonl"]
+    assert (existing / "keep.txt").read_text() == "precious\n"
+    assert (existing / "records" / "iterations.jsonl").read_text() == '{"iteration": 0}\n'
+
+
+@dataclass
+class Bad:
+    id: str
+    args: Callable[[Path], list]  # gets the case's own empty directory
+    needles: tuple[str, ...]
+    after: Callable[[Path], None] | None = None
+
+
+def _out(d: Path) -> list:
+    return ["--out", d / "out", "--quiet"]
+
+
+BAD = [
+    Bad("invalid_yaml", lambda d: ["run", _file(d, "broken.yaml", "mode: poet\nseed: 0\n  iterations: 3\n"), *_out(d)],
+        ("broken.yaml", "not valid YAML", "line 3")),
+    Bad("unknown_key", lambda d: ["run", _file(d, "c.yaml", "mode: poet\niterationz: 3\n"), *_out(d)],
+        ("iterationz", "unknown key")),
+    Bad("wrong_type", lambda d: ["run", _file(d, "c.yaml", "seed: abc\n"), *_out(d)],
+        ("seed", "expected an integer", "abc")),
+    Bad("mc_bounds_reversed",
+        lambda d: ["run", _file(d, "c.yaml", "reproduction:\n  mc_lower: 300\n  mc_upper: 100\n"), *_out(d)],
+        ("reproduction.mc_lower", "reproduction.mc_upper")),
+    Bad("unknown_family", lambda d: ["run", _file(d, "c.yaml", "env:\n  family: nope\n"), *_out(d)],
+        ("env.family", "'nope'", "terrain")),
+    Bad("negative_iterations", lambda d: ["run", QUICKSTART, *_out(d), "--iterations", "-1"],
+        ("iterations", ">= 0")),
+    Bad("missing_config", lambda d: ["run", d / "nope.yaml", *_out(d)],
+        ("nope.yaml", "does not exist")),
+    Bad("config_is_a_list", lambda d: ["run", _file(d, "list.yaml", "- mode\n- seed\n"), *_out(d)],
+        ("list.yaml", "top level must be a mapping")),
+    Bad("set_without_equals", lambda d: ["run", QUICKSTART, *_out(d), "--set", "foo"],
+        ("--set", "'foo'", "key=value")),
+    Bad("unknown_subcommand", lambda d: ["frobnicate"],
+        ("invalid choice", "frobnicate")),
+    Bad("bad_flag", lambda d: ["run", QUICKSTART, *_out(d), "--bogus"],
+        ("unrecognized arguments", "--bogus")),
+    Bad("no_subcommand", lambda d: [],
+        ("required", "command")),
+    Bad("iterations_not_an_int", lambda d: ["run", QUICKSTART, *_out(d), "--iterations", "abc"],
+        ("--iterations", "invalid int value", "abc")),
+    Bad("out_dir_not_empty", _non_empty_out,
+        ("--out", "existing", "already holds files"), after=_check_non_empty_out_untouched),
+]
+
+
+# ---------------------------------------------------------------- all commands, started together
+
+@dataclass
+class Jobs:
+    root: Path
+    futures: dict[str, Future] = field(default_factory=dict)
+
+    def result(self, name: str) -> subprocess.CompletedProcess:
+        return self.futures[name].result(timeout=TIMEOUT_S + 60)
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    workers = min(6, max(2, os.cpu_count() or 2))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        j = Jobs(root)
+        # the two real runs first: they take the longest
+        j.futures["tiny_run"] = pool.submit(poet, [
+            "run", QUICKSTART, "--out", root / "run", "--iterations", "3", "--quiet", *SMALL])
+        j.futures["no_config"] = pool.submit(poet, [
+            "run", "--iterations", "1", "--quiet", "--out", root / "noconfig", *SMALL,
+            "--set", "trainer.options.noise_table_size=100000", "--set", "evaluation.max_steps=100"])
+        for case in BAD:
+            d = root / case.id
+            d.mkdir()
+            j.futures[case.id] = pool.submit(poet, case.args(d))
+        elsewhere = root / "elsewhere"
+        elsewhere.mkdir()
+        j.futures["no_config_elsewhere"] = pool.submit(
+            poet, ["run", "--iterations", "1", "--quiet", "--out", elsewhere / "out"], elsewhere)
+        under_file = root / "under_file"
+        under_file.mkdir()
+        (under_file / "plain.txt").write_text("x\n")
+        j.futures["out_under_a_file"] = pool.submit(
+            poet, ["run", QUICKSTART, "--out", under_file / "plain.txt" / "run", "--quiet", *SMALL])
+        yield j
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c.id for c in BAD])
+def test_bad_input_gives_one_error_line(jobs, case):
+    d = jobs.root / case.id
+    assert_one_error_line(jobs.result(case.id), *case.needles)
+    assert not (d / "out").exists(), "a rejected run must not create its run directory"
+    if case.after is not None:
+        case.after(d)
+
+
+def test_bad_input_cases_cover_at_least_ten_problems():
+    assert len(BAD) >= 10
+    assert len({c.id for c in BAD}) == len(BAD)
+
+
+def test_no_config_outside_the_project_root_is_one_error_line(jobs):
+    assert_one_error_line(jobs.result("no_config_elsewhere"), "no CONFIG given", "quickstart.yaml")
+    assert not (jobs.root / "elsewhere" / "out").exists()
+
+
+@pytest.mark.parametrize("case_id", ["unknown_subcommand", "bad_flag", "no_subcommand"])
+def test_top_level_argparse_error_points_at_a_real_help_command(jobs, case_id):
+    line = jobs.result(case_id).stderr.strip()
+    assert "poet poet" not in line, line
+
+
+def test_out_under_a_regular_file_is_one_error_line(jobs):
+    assert_one_error_line(jobs.result("out_under_a_file"), "--out", "plain.txt")
+
+
+# ---------------------------------------------------------------- prepare_out_dir, in-process
+
+def test_prepare_out_dir_refuses_a_non_empty_directory_and_leaves_it_alone(tmp_path):
+    from poet.config import ConfigError
+    from poet.runner import prepare_out_dir
+
+    (tmp_path / "keep.txt").write_text("precious\n")
+    with pytest.raises(ConfigError, match="already holds files"):
+        prepare_out_dir(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+    assert (tmp_path / "keep.txt").read_text() == "precious\n"
+
+
+def test_prepare_out_dir_refuses_a_file(tmp_path):
+    from poet.config import ConfigError
+    from poet.runner import prepare_out_dir
+
+    (tmp_path / "taken.txt").write_text("x\n")
+    with pytest.raises(ConfigError, match="is a file"):
+        prepare_out_dir(tmp_path / "taken.txt")
+    assert (tmp_path / "taken.txt").read_text() == "x\n"
+
+
+def test_prepare_out_dir_accepts_an_empty_directory_and_creates_parents(tmp_path):
+    from poet.runner import prepare_out_dir
+
+    assert prepare_out_dir(tmp_path) == tmp_path
+    made = prepare_out_dir(tmp_path / "a" / "b" / "run")
+    assert made.is_dir() and not any(made.iterdir())
+
+
+def test_prepare_out_dir_under_a_regular_file_is_a_config_error(tmp_path):
+    from poet.config import ConfigError
+    from poet.runner import prepare_out_dir
+
+    (tmp_path / "plain.txt").write_text("x\n")
+    with pytest.raises(ConfigError, match="plain.txt"):
+        prepare_out_dir(tmp_path / "plain.txt" / "run")
+
+
+# ---------------------------------------------------------------- a tiny successful run
+
+@pytest.fixture(scope="module")
+def tiny_run(jobs) -> Path:
+    proc = jobs.result("tiny_run")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return jobs.root / "run"
+
+
+def test_tiny_run_writes_the_run_directory(tiny_run):
+    assert (tiny_run / "config.yaml").is_file()
+    assert (tiny_run / "run.json").is_file()
+    assert (tiny_run / "records" / "iterations.jsonl").is_file()
+    rows = [json.loads(line) for line in (tiny_run / "records" / "iterations.jsonl").read_text().splitlines()
+            if line.strip()]
+    assert len(rows) == 3
+    assert [r["iteration"] for r in rows] == [0, 1, 2]
+
+
+def test_tiny_run_saves_the_resolved_config(tiny_run):
+    from poet.config import load_config
+
+    cfg = load_config(tiny_run / "config.yaml")
+    assert cfg.iterations == 3
+    assert cfg.trainer.options["population"] == 8
+    assert cfg.trainer.options["noise_table_size"] == 4_000_000  # from the YAML, merged with --set
+    assert cfg.env.options == {"course_length": 20}
+    expected = load_config(REPO_ROOT / QUICKSTART, overrides=[
+        "trainer.options.population=8", "env.options.course_length=20", "iterations=3"])
+    assert cfg == expected
+
+
+def test_tiny_run_json(tiny_run):
+    meta = json.loads((tiny_run / "run.json").read_text())
+    assert meta["family"] == "terrain"
+    assert meta["mode"] == "poet"
+    assert meta["seed"] == 0
+    assert meta["policy"]["hidden"] == [40, 40]
+
+
+def test_tiny_run_loads_with_analysis(tiny_run):
+    from poet.analysis import load_run
+
+    run = load_run(tiny_run)
+    df = run.iterations
+    assert {"iteration", "pair_id", "env_id", "score"} <= set(df.columns)
+    assert list(df.columns[:4]) == ["iteration", "pair_id", "env_id", "score"]
+    assert len(df) == 3
+    assert sorted(df["iteration"]) == [0, 1, 2]
+    assert df["score"].notna().all()
+    assert run.config["iterations"] == 3
+
+
+# ---------------------------------------------------------------- no CONFIG: experiments/quickstart.yaml
+
+def test_no_config_uses_quickstart(jobs):
+    from poet.config import load_config
+
+    proc = jobs.result("no_config")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    run_dir = jobs.root / "noconfig"
+    cfg = load_config(run_dir / "config.yaml")
+    quick = load_config(REPO_ROOT / QUICKSTART)
+    assert cfg.iterations == 1
+    # quickstart values that differ from the built-in defaults
+    assert cfg.reproduction == quick.reproduction
+    assert cfg.transfer == quick.transfer
+    assert cfg.evaluation.eval_episodes == quick.evaluation.eval_episodes == 3
+    assert cfg.evaluation.max_steps == 100  # --set still applies on top of the default config
+    assert cfg.reproduction.capacity == 8 and cfg.reproduction.every == 20 and cfg.transfer.every == 10
+    assert cfg.trainer.options == {"population": 8, "noise_table_size": 100_000}
+    rows = (run_dir / "records" / "iterations.jsonl").read_text().splitlines()
+    assert len([r for r in rows if r.strip()]) == 1

@@ -1,0 +1,382 @@
+"""RunConfig: defaults, YAML loading, `--set` overrides, save/reload, and every config error.
+
+Also `poet.runner.check_parts`, which resolves family, policy and trainer before any work.
+All in-process and fast: nothing here trains or rolls out an episode.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from poet.config import (
+    ConfigError, RunConfig, apply_override, load_config, parse_override, save_config, validate,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = REPO_ROOT / "experiments" / "quickstart.yaml"
+
+
+# ---------------------------------------------------------------- defaults and loading
+
+def test_defaults_build_and_validate():
+    cfg = load_config()
+    assert cfg == RunConfig()
+    assert validate(RunConfig()) == cfg
+    assert cfg.mode == "poet"
+    assert cfg.env.family == "terrain" and cfg.env.options == {}
+    assert cfg.policy.hidden == [40, 40] and cfg.policy.activation == "tanh"
+    assert cfg.trainer.name == "es"
+    assert cfg.reproduction.mc_lower <= cfg.reproduction.mc_upper
+
+
+def test_quickstart_yaml_loads():
+    cfg = load_config(QUICKSTART)
+    assert cfg.mode == "poet"
+    assert cfg.seed == 0
+    assert cfg.iterations == 120
+    assert cfg.solved_threshold == 230.0 and isinstance(cfg.solved_threshold, float)
+    assert cfg.env.family == "terrain"
+    assert cfg.policy.hidden == [40, 40]
+    assert cfg.evaluation.max_steps == 400 and cfg.evaluation.eval_episodes == 3
+    assert cfg.trainer.name == "es"
+    assert cfg.trainer.options == {"population": 32, "noise_table_size": 4_000_000}
+    rp = cfg.reproduction
+    assert (rp.every, rp.max_admitted, rp.capacity, rp.mc_lower, rp.mc_upper) == (20, 2, 8, 25.0, 340.0)
+    assert cfg.transfer.every == 10
+    # sections the file leaves out keep their defaults
+    assert cfg.transfer.fine_tune is True
+    assert cfg.evaluation.on_error == "stop"
+
+
+def test_empty_yaml_file_gives_defaults(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("# nothing but a comment\n")
+    assert load_config(path) == RunConfig()
+
+
+# ---------------------------------------------------------------- overrides
+
+@pytest.mark.parametrize("text, parts, value", [
+    ("iterations=7", ["iterations"], 7),
+    ("reproduction.threshold=150.5", ["reproduction", "threshold"], 150.5),
+    ("transfer.fine_tune=false", ["transfer", "fine_tune"], False),
+    ("progress=true", ["progress"], True),
+    ("policy.hidden=[8, 16]", ["policy", "hidden"], [8, 16]),
+    ("mode=enhanced", ["mode"], "enhanced"),
+    ("trainer.options={population: 8}", ["trainer", "options"], {"population": 8}),
+    (" seed = 3", ["seed"], 3),  # whitespace around key and value
+    ("trainer.name=pkg.mod:Cls=x", ["trainer", "name"], "pkg.mod:Cls=x"),  # split at the first '='
+    ("env.family=", ["env", "family"], ""),
+])
+def test_parse_override_reads_values_as_yaml(text, parts, value):
+    got_parts, got_value = parse_override(text)
+    assert got_parts == parts
+    assert got_value == value
+    assert type(got_value) is type(value)
+
+
+def test_overrides_set_typed_values_and_nested_keys():
+    cfg = load_config(overrides=[
+        "iterations=7", "seed=11", "solved_threshold=200", "progress=false",
+        "reproduction.threshold=150.5", "reproduction.every=50",
+        "transfer.fine_tune=false", "policy.hidden=[8, 16]", "policy.activation=relu",
+        "evaluation.on_error=score_as_failure", "evaluation.failure_score=-5",
+    ])
+    assert cfg.iterations == 7 and cfg.seed == 11
+    assert cfg.solved_threshold == 200.0 and isinstance(cfg.solved_threshold, float)
+    assert cfg.progress is False
+    assert cfg.reproduction.threshold == 150.5 and cfg.reproduction.every == 50
+    assert cfg.transfer.fine_tune is False
+    assert cfg.policy.hidden == [8, 16] and cfg.policy.activation == "relu"
+    assert cfg.evaluation.on_error == "score_as_failure" and cfg.evaluation.failure_score == -5.0
+
+
+def test_overrides_apply_on_top_of_yaml_and_later_ones_win():
+    cfg = load_config(QUICKSTART, overrides=["reproduction.every=5", "iterations=4", "iterations=9"])
+    assert cfg.reproduction.every == 5
+    assert cfg.iterations == 9
+    assert cfg.reproduction.capacity == 8  # untouched quickstart value
+
+
+def test_override_into_trainer_options_merges_with_yaml():
+    cfg = load_config(QUICKSTART, overrides=["trainer.options.population=8"])
+    assert cfg.trainer.options == {"population": 8, "noise_table_size": 4_000_000}
+
+
+def test_override_into_env_options_creates_the_section():
+    cfg = load_config(QUICKSTART, overrides=["env.options.course_length=30"])
+    assert cfg.env.options == {"course_length": 30}
+    assert cfg.env.family == "terrain"
+
+
+def test_dict_section_overrides_reach_the_parts():
+    from poet.runner import check_parts
+
+    cfg = load_config(QUICKSTART, overrides=["trainer.options.population=8", "env.options.course_length=30"])
+    parts = check_parts(cfg)
+    assert parts.trainer_options.population == 8
+    assert parts.trainer_options.noise_table_size == 4_000_000
+    assert parts.family.course_length == 30.0
+
+
+def test_overrides_on_defaults_create_missing_sections():
+    cfg = load_config(overrides=["trainer.options.population=8", "env.options.course_length=30"])
+    assert cfg.trainer.options == {"population": 8}
+    assert cfg.env.options == {"course_length": 30}
+
+
+def test_apply_override_creates_nested_dicts():
+    data: dict = {"a": {"b": 1}}
+    apply_override(data, ["a", "c", "d"], 2)
+    assert data == {"a": {"b": 1, "c": {"d": 2}}}
+
+
+def test_data_mapping_is_deep_merged_over_yaml():
+    cfg = load_config(QUICKSTART, data={"trainer": {"options": {"population": 16}}, "seed": 4})
+    assert cfg.trainer.options == {"population": 16, "noise_table_size": 4_000_000}
+    assert cfg.seed == 4
+
+
+# ---------------------------------------------------------------- save and reload
+
+def test_save_and_reload_quickstart_is_equal(tmp_path):
+    cfg = load_config(QUICKSTART)
+    path = tmp_path / "config.yaml"
+    save_config(cfg, path)
+    assert load_config(path) == cfg
+
+
+def test_save_and_reload_non_default_config_is_equal(tmp_path):
+    cfg = load_config(QUICKSTART, overrides=[
+        "mode=enhanced", "seed=123", "iterations=3", "progress=false", "solved_threshold=199.5",
+        "policy.hidden=[16, 8, 4]", "policy.activation=relu",
+        "evaluation.on_error=score_as_failure", "evaluation.failure_score=-12.25",
+        "trainer.options.population=8", "trainer.options.sigma=0.05",
+        "env.options.course_length=30.5", "transfer.fine_tune=false", "reproduction.mc_lower=-10",
+    ])
+    path = tmp_path / "config.yaml"
+    save_config(cfg, path)
+    again = load_config(path)
+    assert again == cfg
+    assert again.to_dict() == cfg.to_dict()
+    # saving the reloaded config gives the same file
+    path2 = tmp_path / "config2.yaml"
+    save_config(again, path2)
+    assert path2.read_text() == path.read_text()
+
+
+def test_to_dict_is_a_plain_copy():
+    cfg = load_config(QUICKSTART)
+    d = cfg.to_dict()
+    assert d["trainer"]["options"]["population"] == 32
+    d["trainer"]["options"]["population"] = 2
+    d["policy"]["hidden"].append(1)
+    assert cfg.trainer.options["population"] == 32
+    assert cfg.policy.hidden == [40, 40]
+    assert set(d) == {f.name for f in dataclasses.fields(RunConfig)}
+
+
+# ---------------------------------------------------------------- config errors
+
+CONFIG_ERRORS = [
+    # (id, data, overrides, field named in the message, another word the message must hold)
+    ("unknown_top_level_key", {"iterationz": 3}, [], "iterationz", "unknown key"),
+    ("unknown_nested_key", {"reproduction": {"evry": 3}}, [], "reproduction.evry", "unknown key"),
+    ("unknown_nested_key_override", None, ["reproduction.evry=3"], "reproduction.evry", "unknown key"),
+    ("string_for_int", {"seed": "abc"}, [], "seed", "integer"),
+    ("float_for_int", {"iterations": 3.0}, [], "iterations", "integer"),
+    ("float_for_int_override", None, ["reproduction.every=2.5"], "reproduction.every", "integer"),
+    ("bool_for_int", {"evaluation": {"max_steps": True}}, [], "evaluation.max_steps", "integer"),
+    ("list_for_number", {"solved_threshold": [1, 2]}, [], "solved_threshold", "number"),
+    ("list_for_int", {"iterations": [3]}, [], "iterations", "integer"),
+    ("bool_for_number", {"reproduction": {"threshold": False}}, [], "reproduction.threshold", "number"),
+    ("string_for_bool", {"transfer": {"fine_tune": "yes please"}}, [], "transfer.fine_tune", "true or false"),
+    ("int_for_bool", {"progress": 1}, [], "progress", "true or false"),
+    ("bad_list_item", {"policy": {"hidden": [40, "x"]}}, [], "policy.hidden[1]", "integer"),
+    ("scalar_for_list", {"policy": {"hidden": 40}}, [], "policy.hidden", "list"),
+    ("scalar_for_section", {"reproduction": 5}, [], "reproduction", "mapping"),
+    ("scalar_for_options", {"trainer": {"options": "fast"}}, [], "trainer.options", "mapping"),
+    ("literal_mode", {"mode": "posh"}, [], "mode", "posh"),
+    ("literal_activation", {"policy": {"activation": "sigmoid"}}, [], "policy.activation", "sigmoid"),
+    ("literal_on_error", {"evaluation": {"on_error": "ignore"}}, [], "evaluation.on_error", "ignore"),
+    ("mc_reversed", {"reproduction": {"mc_lower": 300, "mc_upper": 100}}, [], "reproduction.mc_lower",
+     "reproduction.mc_upper"),
+    ("capacity_1", {"reproduction": {"capacity": 1}}, [], "reproduction.capacity", "2"),
+    ("negative_iterations", {"iterations": -1}, [], "iterations", ">= 0"),
+    ("negative_iterations_override", None, ["iterations=-3"], "iterations", ">= 0"),
+    ("negative_seed", {"seed": -1}, [], "seed", ">= 0"),
+    ("transfer_every_0", {"transfer": {"every": 0}}, [], "transfer.every", ">= 1"),
+    ("reproduction_every_0", {"reproduction": {"every": 0}}, [], "reproduction.every", ">= 1"),
+    ("max_steps_0", {"evaluation": {"max_steps": 0}}, [], "evaluation.max_steps", ">= 1"),
+    ("eval_episodes_0", {"evaluation": {"eval_episodes": 0}}, [], "evaluation.eval_episodes", ">= 1"),
+    ("hidden_empty", {"policy": {"hidden": []}}, [], "policy.hidden", "layer"),
+    ("hidden_zero_width", {"policy": {"hidden": [40, 0]}}, [], "policy.hidden", ">= 1"),
+    ("nan_float", {"solved_threshold": float("nan")}, [], "solved_threshold", "finite"),
+    ("inf_override", None, ["reproduction.threshold=.inf"], "reproduction.threshold", "finite"),
+    ("neg_inf_override", None, ["reproduction.mc_lower=-.inf"], "reproduction.mc_lower", "finite"),
+    ("malformed_override", None, ["foo"], "foo", "key=value"),
+    ("override_empty_key_part", None, ["reproduction..every=3"], "reproduction..every", "malformed"),
+    ("override_into_scalar", {"seed": 0}, ["seed.x=1"], "seed.x", "seed is not a section"),
+    ("override_into_unset_scalar", None, ["seed.x=1"], "seed", "integer"),
+    ("override_bad_yaml_value", None, ["policy.hidden=[1, 2"], "policy.hidden", "YAML"),
+]
+
+
+@pytest.mark.parametrize("data, overrides, field, word",
+                         [c[1:] for c in CONFIG_ERRORS], ids=[c[0] for c in CONFIG_ERRORS])
+def test_config_error_names_the_field(data, overrides, field, word):
+    with pytest.raises(ConfigError) as info:
+        load_config(data=data, overrides=overrides)
+    msg = str(info.value)
+    assert field in msg
+    assert word in msg
+    assert "\n" not in msg
+
+
+def test_override_into_scalar_of_a_yaml_file_names_the_section():
+    # quickstart sets seed: 0, so seed.x cannot descend into it
+    with pytest.raises(ConfigError, match=r"seed.x.*seed is not a section"):
+        load_config(QUICKSTART, overrides=["seed.x=1"])
+
+
+def test_override_into_list_is_rejected():
+    with pytest.raises(ConfigError, match=r"policy\.hidden"):
+        load_config(QUICKSTART, overrides=["policy.hidden.0=3"])
+
+
+def test_nan_in_yaml_file_is_rejected(tmp_path):
+    path = tmp_path / "nan.yaml"
+    path.write_text("reproduction:\n  mc_upper: .nan\n")
+    with pytest.raises(ConfigError, match=r"reproduction\.mc_upper.*finite"):
+        load_config(path)
+
+
+def test_wrong_types_from_a_yaml_file(tmp_path):
+    path = tmp_path / "types.yaml"
+    path.write_text("iterations: '10'\n")
+    with pytest.raises(ConfigError, match=r"^iterations: expected an integer, got '10'"):
+        load_config(path)
+
+
+def test_huge_int_for_float_field_is_a_config_error():
+    with pytest.raises(ConfigError, match="solved_threshold"):
+        load_config(data={"solved_threshold": 10 ** 400})
+
+
+# ---------------------------------------------------------------- file-level errors
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist") as info:
+        load_config(tmp_path / "nope.yaml")
+    assert "nope.yaml" in str(info.value)
+
+
+def test_directory_instead_of_file(tmp_path):
+    with pytest.raises(ConfigError, match="is not a file"):
+        load_config(tmp_path)
+
+
+def test_invalid_yaml_names_file_and_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("mode: poet\nseed: 0\n  iterations: 3\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    msg = str(info.value)
+    assert "broken.yaml" in msg and "line 3" in msg and "not valid YAML" in msg
+
+
+def test_yaml_list_at_top_level(tmp_path):
+    path = tmp_path / "list.yaml"
+    path.write_text("- mode\n- seed\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(path)
+
+
+def test_binary_file_is_rejected(tmp_path):
+    path = tmp_path / "binary.yaml"
+    path.write_bytes(b"\xff\xfe\x00\x81\x00")
+    with pytest.raises(ConfigError, match="binary.yaml"):
+        load_config(path)
+
+
+# ---------------------------------------------------------------- check_parts
+
+def _parts(*overrides: str, data=None):
+    from poet.runner import check_parts
+
+    return check_parts(load_config(QUICKSTART, overrides=list(overrides), data=data))
+
+
+def test_check_parts_accepts_quickstart():
+    from poet.trainers import ESOptions, ESTrainer
+
+    parts = _parts()
+    assert parts.trainer_cls is ESTrainer
+    assert isinstance(parts.trainer_options, ESOptions)
+    assert parts.trainer_options.population == 32
+    assert parts.family.name == "terrain"
+    assert parts.spec.num_params <= parts.trainer_options.noise_table_size
+
+
+def test_check_parts_unknown_family_lists_registered():
+    import envs
+
+    with pytest.raises(ConfigError) as info:
+        _parts("env.family=nope")
+    msg = str(info.value)
+    assert msg.startswith("env.family")
+    assert "'nope'" in msg
+    for name in envs.FAMILIES:
+        assert name in msg
+
+
+@pytest.mark.parametrize("override, word", [
+    ("env.options.course_length=-5", "course_length"),
+    ("env.options.course_length=long", "course_length"),
+    ("env.options.foo=1", "foo"),
+])
+def test_check_parts_bad_env_option(override, word):
+    with pytest.raises(ConfigError) as info:
+        _parts(override)
+    msg = str(info.value)
+    assert msg.startswith("env.options")
+    assert word in msg
+
+
+@pytest.mark.parametrize("name, word", [
+    ("nope", "unknown trainer 'nope'"),
+    ("poet.trainers:NoSuchTrainer", "NoSuchTrainer"),
+    ("no_such_module_xyz:Trainer", "no_such_module_xyz"),
+    ("poet.trainers.es:ESOptions", "Trainer protocol"),
+])
+def test_check_parts_bad_trainer_name(name, word):
+    with pytest.raises(ConfigError) as info:
+        _parts(f"trainer.name={name}")
+    msg = str(info.value)
+    assert msg.startswith("trainer.name")
+    assert word in msg
+
+
+@pytest.mark.parametrize("override, field, word", [
+    ("trainer.options.population=many", "trainer.options.population", "integer"),
+    ("trainer.options.population=7", "trainer.options.population", "even"),
+    ("trainer.options.population=0", "trainer.options.population", "even"),
+    ("trainer.options.sigma=0", "trainer.options.sigma", "> 0"),
+    ("trainer.options.popsize=8", "trainer.options.popsize", "unknown key"),
+    ("trainer.options.noise_table_size=100", "trainer.options.noise_table_size", "smaller than the policy"),
+])
+def test_check_parts_bad_trainer_option(override, field, word):
+    with pytest.raises(ConfigError) as info:
+        _parts(override)
+    msg = str(info.value)
+    assert msg.startswith(field)
+    assert word in msg
+
+
+def test_check_parts_noise_table_size_exactly_the_policy_is_fine():
+    n = _parts().spec.num_params
+    assert _parts(f"trainer.options.noise_table_size={n}").trainer_options.noise_table_size == n
+    with pytest.raises(ConfigError, match="noise_table_size"):
+        _parts(f"trainer.options.noise_table_size={n - 1}")

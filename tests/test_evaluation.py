@@ -1,0 +1,448 @@
+"""The in-process evaluator: order, request-only results, ES perturbations, policy refs, error
+isolation, error policies, and the batched policy forward."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pytest
+import torch
+
+import envs
+from envs.base import EnvParams
+from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator, NoiseTable, Perturbation, perturb
+from poet.policies import BatchedPolicy, MLPPolicy, init_flat, spec_for_spaces, to_actions
+from poet.trainers import ErrorPolicy, EvaluationFailed
+
+NOISE_SIZE = 100_000
+
+
+def _spec(family):
+    env = family.make_env(family.initial())
+    try:
+        return spec_for_spaces(env.observation_space, env.action_space, (8, 8), "tanh")
+    finally:
+        env.close()
+
+
+def _weights(spec, n: int, seed: int, scale: float = 0.7) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [(scale * rng.standard_normal(spec.num_params)).astype(np.float32) for _ in range(n)]
+
+
+def _mutated(family, n: int, seed: int) -> list[EnvParams]:
+    rng = np.random.default_rng(seed)
+    out, p = [], family.initial()
+    for _ in range(n):
+        p = family.mutate(p, rng)
+        out.append(p)
+    return out
+
+
+@pytest.fixture(scope="module")
+def terrain():
+    family = envs.make_family("terrain", {"course_length": 20.0})
+    return family, _spec(family)
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    family = envs.make_family("cartpole")
+    return family, _spec(family)
+
+
+def _requests(family, spec, ev, seed: int, max_steps: Sequence[int]) -> list[EvalRequest]:
+    refs = [ev.put(w) for w in _weights(spec, 4, seed)]
+    env_list = [family.initial(), *_mutated(family, 3, seed)]
+    reqs = []
+    for i, cap in enumerate(max_steps):
+        reqs.append(EvalRequest(refs[i % 4], env_list[(i * 3) % 4], episodes=1 + i % 3, seed=1000 + 7 * i,
+                                max_steps=cap, tag=f"req{i}"))
+    return reqs
+
+
+def _same(a: EvalResult, b: EvalResult) -> bool:
+    return a.ok and b.ok and a.returns.tobytes() == b.returns.tobytes() and a.lengths.tobytes() == b.lengths.tobytes()
+
+
+def _check_request_only(family, spec, max_steps: Sequence[int]) -> list[EvalResult]:
+    ev = InProcessEvaluator(family, spec)
+    reqs = _requests(family, spec, ev, seed=3, max_steps=max_steps)
+    together = ev.evaluate(reqs)
+    assert len(together) == len(reqs)
+    for r, q in zip(together, reqs):
+        assert r.ok, r.error
+        assert r.returns.shape == (q.episodes,) and r.lengths.shape == (q.episodes,)
+        assert np.all(r.lengths >= 1) and np.all(r.lengths <= q.max_steps)
+    alone = [ev.evaluate([q])[0] for q in reqs]
+    reverse = ev.evaluate(reqs[::-1])[::-1]
+    variants = {"alone": alone, "reversed": reverse}
+    for rows in (1, 3, 1000):
+        variants[f"batch_rows={rows}"] = _with_rows(family, spec, rows, max_steps)
+    for name, results in variants.items():
+        for i, (a, b) in enumerate(zip(together, results)):
+            assert _same(a, b), f"{name}: request {i} differs: {a.returns} vs {b.returns}"
+    return together
+
+
+def _with_rows(family, spec, rows: int, max_steps: Sequence[int]) -> list[EvalResult]:
+    ev = InProcessEvaluator(family, spec, batch_rows=rows)
+    return ev.evaluate(_requests(family, spec, ev, seed=3, max_steps=max_steps))
+
+
+TERRAIN_CAPS = [100, 40, 100, 70, 25, 100, 100, 55]
+
+
+def test_terrain_results_depend_only_on_their_request(terrain) -> None:
+    family, spec = terrain
+    results = _check_request_only(family, spec, TERRAIN_CAPS)
+    # not all alike: the comparison above means something
+    means = {round(r.mean, 9) for r in results}
+    assert len(means) >= 4
+    # some episodes end before their cap (falls, finishes) while others in the batch go on
+    assert any(r.lengths.min() < cap for r, cap in zip(results, TERRAIN_CAPS))
+
+
+def test_cartpole_results_depend_only_on_their_request(cartpole) -> None:
+    family, spec = cartpole
+    results = _check_request_only(family, spec, [200, 60, 200, 200, 30, 150])
+    assert len({tuple(r.lengths) for r in results}) >= 3
+    # CartPole gives +1 per step
+    for r in results:
+        np.testing.assert_array_equal(r.returns, r.lengths.astype(np.float64))
+
+
+def test_results_in_request_order(terrain) -> None:
+    family, spec = terrain
+    ev = InProcessEvaluator(family, spec)
+    reqs = _requests(family, spec, ev, seed=9, max_steps=[10, 20, 30, 40, 50, 60])
+    # one flat env so nobody falls or finishes early: each length is its cap
+    reqs = [EvalRequest(q.policy, family.initial(), q.episodes, q.seed, q.max_steps) for q in reqs]
+    out = ev.evaluate(reqs)
+    assert [list(r.lengths) for r in out] == [[q.max_steps] * q.episodes for q in reqs]
+    assert ev.env_steps == sum(q.max_steps * q.episodes for q in reqs)
+
+
+def test_episode_seed_changes_the_course(terrain) -> None:
+    family, spec = terrain
+    ev = InProcessEvaluator(family, spec)
+    ref = ev.put(_weights(spec, 1, 4)[0])
+    rough = family.initial().replace(roughness=6.0, pit_gap=[0.0, 2.0])
+    a, b, c = ev.evaluate([EvalRequest(ref, rough, 3, s, 100) for s in (1, 1, 2)])
+    assert _same(a, b)
+    assert a.returns.tobytes() != c.returns.tobytes()
+    assert len(set(a.returns.tolist())) > 1  # the episodes of one request get different seeds
+
+
+# ------------------------------------------------------------------ perturbations
+@pytest.mark.parametrize("fixture", ["terrain", "cartpole"])
+def test_perturbed_request_equals_explicitly_perturbed_weights(fixture, request) -> None:
+    family, spec = request.getfixturevalue(fixture)
+    noise = NoiseTable(np.random.SeedSequence(77), NOISE_SIZE)
+    ev = InProcessEvaluator(family, spec, noise)
+    theta = _weights(spec, 1, 5, scale=0.3)[0]
+    ref = ev.put(theta)
+    env = _mutated(family, 2, 1)[-1]
+    cases = [(123, 0.3, 1), (123, 0.3, -1), (NOISE_SIZE - spec.num_params, 0.5, 1), (0, 0.05, -1)]
+    es = ev.evaluate([EvalRequest(ref, env, 2, 42, 80, Perturbation(o, s, g)) for o, s, g in cases])
+    explicit_refs = [ev.put(perturb(theta, noise.get(o, theta.size), s, g)) for o, s, g in cases]
+    explicit = ev.evaluate([EvalRequest(r, env, 2, 42, 80) for r in explicit_refs])
+    for a, b in zip(es, explicit):
+        assert _same(a, b)
+    assert len({r.returns.tobytes() for r in es}) > 1
+
+
+def test_perturb_formula() -> None:
+    theta = np.array([1.0, -2.0], dtype=np.float32)
+    eps = np.array([0.5, 4.0], dtype=np.float32)
+    out = perturb(theta, eps, 0.1, -1)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, [0.95, -2.4], rtol=1e-6)
+
+
+# ------------------------------------------------------------------ policy refs
+def test_put_is_content_addressed(terrain) -> None:
+    family, spec = terrain
+    ev = InProcessEvaluator(family, spec)
+    w, other = _weights(spec, 2, 8)
+    ref = ev.put(w)
+    assert ev.put(w.copy()) == ref
+    assert ev.put(w.astype(np.float64)) == ref
+    assert ev.put(other) != ref
+    with pytest.raises(ValueError, match=str(spec.num_params)):
+        ev.put(w[:-1])
+
+
+def test_put_copies_weights(terrain) -> None:
+    family, spec = terrain
+    ev = InProcessEvaluator(family, spec)
+    w = _weights(spec, 1, 10)[0]
+    ref = ev.put(w)
+    req = EvalRequest(ref, family.initial(), 1, 3, 60)
+    before = ev.evaluate([req])[0]
+    w[:] = 0.0  # the caller reusing its buffer must not change the stored policy
+    assert _same(before, ev.evaluate([req])[0])
+
+
+def test_release_forgets_only_the_released_policy(terrain) -> None:
+    family, spec = terrain
+    ev = InProcessEvaluator(family, spec)
+    a, b = _weights(spec, 2, 11)
+    ra, rb = ev.put(a), ev.put(b)
+    env = family.initial()
+    ok_b = ev.evaluate([EvalRequest(rb, env, 1, 0, 20)])[0]
+    ev.release([ra])
+    try:
+        out = ev.evaluate([EvalRequest(ra, env, 1, 0, 20)])[0]
+    except KeyError as exc:
+        assert ra.key in str(exc)
+    else:
+        assert not out.ok and ra.key in out.error.message and "KeyError" in out.error.message
+    assert _same(ok_b, ev.evaluate([EvalRequest(rb, env, 1, 0, 20)])[0])
+    ev.release([ra])  # releasing twice is harmless
+
+
+def test_released_ref_raises_keyerror_naming_the_key(terrain) -> None:
+    family, spec = terrain
+    ev = InProcessEvaluator(family, spec)
+    ref = ev.put(_weights(spec, 1, 12)[0])
+    ev.release([ref])
+    with pytest.raises(KeyError, match=ref.key):
+        ev.evaluate([EvalRequest(ref, family.initial(), 1, 0, 20)])
+
+
+# ------------------------------------------------------------------ error path
+RAISE_ROUGHNESS = 7.7  # the batch env raises on step 3 when a row has this roughness
+NAN_ROUGHNESS = 8.8  # the row with this roughness gets a NaN reward on step 4
+RAISE_MESSAGE = "simulated physics blow-up"
+
+
+class FaultyBatch:
+    """A terrain batch that misbehaves for chosen param values."""
+
+    def __init__(self, inner, params: Sequence[EnvParams]):
+        self.inner, self.num_envs, self.t = inner, inner.num_envs, 0
+        self.raises = any(p["roughness"] == RAISE_ROUGHNESS for p in params)
+        self.nan_rows = np.array([p["roughness"] == NAN_ROUGHNESS for p in params])
+
+    def reset(self):
+        self.t = 0
+        return self.inner.reset()
+
+    def step(self, actions):
+        self.t += 1
+        if self.raises and self.t == 3:
+            raise RuntimeError(RAISE_MESSAGE)
+        obs, rew, term, trunc = self.inner.step(actions)
+        if self.t == 4:
+            rew = np.where(self.nan_rows, np.nan, rew)
+        return obs, rew, term, trunc
+
+
+class TerrainWrapper:
+    """The terrain family (course_length 20), every method delegated."""
+
+    name = "terrain"
+
+    def __init__(self):
+        self.inner = envs.make_family("terrain", {"course_length": 20.0})
+
+    def initial(self):
+        return self.inner.initial()
+
+    def mutate(self, params, rng):
+        return self.inner.mutate(params, rng)
+
+    def make_env(self, params, render_mode=None):
+        return self.inner.make_env(params, render_mode)
+
+    def features(self, params):
+        return self.inner.features(params)
+
+    def validate(self, params):
+        self.inner.validate(params)
+
+    def flat(self, params):
+        return self.inner.flat(params)
+
+    def make_batch(self, params, seeds, max_steps):
+        return self.inner.make_batch(params, seeds, max_steps)
+
+
+class FaultyTerrainFamily(TerrainWrapper):
+    """Terrain with FaultyBatch as its batched path."""
+
+    def make_batch(self, params, seeds, max_steps):
+        return FaultyBatch(self.inner.make_batch(params, seeds, max_steps), params)
+
+
+class RecordingTerrainFamily(TerrainWrapper):
+    """Terrain that records the rows of every batch env it builds."""
+
+    def __init__(self):
+        super().__init__()
+        self.batches: list[int] = []
+
+    def make_batch(self, params, seeds, max_steps):
+        self.batches.append(len(params))
+        return self.inner.make_batch(params, seeds, max_steps)
+
+
+@pytest.mark.parametrize("batch_rows, sizes", [(3, [3, 3, 3, 3, 3]), (4, [3, 4, 2, 4, 2]), (2, [1, 2, 3, 1, 2, 3, 1, 2]),
+                                               (1000, [15])])
+def test_batch_rows_bounds_batches_without_splitting_requests(terrain, batch_rows, sizes) -> None:
+    # episodes per request: 1, 2, 3, 1, 2, 3, 1, 2 (15 rows); batches are filled greedily in order,
+    # and a request larger than batch_rows gets a batch of its own
+    family, spec = RecordingTerrainFamily(), terrain[1]
+    ev = InProcessEvaluator(family, spec, batch_rows=batch_rows)
+    reqs = _requests(family, spec, ev, seed=3, max_steps=[20] * 8)
+    assert [q.episodes for q in reqs] == [1, 2, 3, 1, 2, 3, 1, 2]
+    ev.evaluate(reqs)
+    assert family.batches == sizes
+
+
+@pytest.fixture(scope="module")
+def faulty(terrain):
+    return FaultyTerrainFamily(), terrain[1]
+
+
+def _good_requests(family, ev, spec) -> list[EvalRequest]:
+    refs = [ev.put(w) for w in _weights(spec, 3, 21)]
+    envs_ = [family.initial(), *_mutated(family, 2, 4)]
+    return [EvalRequest(refs[i], envs_[i], 2, 500 + i, 60, tag=f"good{i}") for i in range(3)]
+
+
+@pytest.mark.parametrize("kind, roughness, message",
+                         [("raise", RAISE_ROUGHNESS, f"RuntimeError: {RAISE_MESSAGE}"),
+                          ("nan", NAN_ROUGHNESS, "the env returned a non-finite reward or observation")])
+@pytest.mark.parametrize("batch_rows", [4096, 3])
+def test_bad_request_is_isolated(faulty, kind, roughness, message, batch_rows) -> None:
+    family, spec = faulty
+    ev = InProcessEvaluator(family, spec, batch_rows=batch_rows)
+    good = _good_requests(family, ev, spec)
+    bad_env = family.initial().replace(roughness=roughness)
+    bad = EvalRequest(good[0].policy, bad_env, 2, 987654, 60, tag=f"the {kind} one")
+    baseline = ev.evaluate(good)
+    mixed = ev.evaluate([good[0], bad, good[1], good[2]])
+    assert [r.ok for r in mixed] == [True, False, True, True]
+    for a, b in zip(baseline, [mixed[0], mixed[2], mixed[3]]):
+        assert _same(a, b)
+    err = mixed[1].error
+    assert err.message == message
+    assert err.env_json == bad_env.to_json()
+    assert err.tag == f"the {kind} one"
+    assert err.seed == 987654
+    assert np.isnan(mixed[1].mean)
+    assert mixed[1].returns.shape == (2,)
+    text = err.describe()
+    assert "the " + kind + " one" in text and bad_env.to_json() in text and "987654" in text and message in text
+
+
+def test_faulty_family_is_a_plain_terrain_family_otherwise(faulty, terrain) -> None:
+    family, spec = faulty
+    ev_f, ev_t = InProcessEvaluator(family, spec), InProcessEvaluator(terrain[0], spec)
+    for a, b in zip(ev_f.evaluate(_good_requests(family, ev_f, spec)), ev_t.evaluate(_good_requests(family, ev_t, spec))):
+        assert _same(a, b)
+
+
+def _mixed_results(faulty) -> list[EvalResult]:
+    family, spec = faulty
+    ev = InProcessEvaluator(family, spec)
+    good = _good_requests(family, ev, spec)
+    bad = EvalRequest(good[1].policy, family.initial().replace(roughness=RAISE_ROUGHNESS), 1, 31, 60,
+                      tag="p7 eligibility")
+    return [good[0], bad, good[2]], ev.evaluate([good[0], bad, good[2]])
+
+
+def test_error_policy_stop_raises_naming_the_tag(faulty) -> None:
+    _, results = _mixed_results(faulty)
+    with pytest.raises(EvaluationFailed, match="p7 eligibility") as info:
+        ErrorPolicy(on_error="stop").scores(results)
+    assert RAISE_MESSAGE in str(info.value) and "seed 31" in str(info.value)
+    # the default policy is stop
+    with pytest.raises(EvaluationFailed):
+        ErrorPolicy().scores(results)
+
+
+def test_error_policy_score_as_failure(faulty) -> None:
+    _, results = _mixed_results(faulty)
+    out = ErrorPolicy(on_error="score_as_failure", failure_score=-123.5).scores(results)
+    np.testing.assert_array_equal(out, [results[0].mean, -123.5, results[2].mean])
+    assert ErrorPolicy(on_error="score_as_failure").scores(results)[1] == -100.0
+    # nothing failed: plain means, also under "stop"
+    np.testing.assert_array_equal(ErrorPolicy().scores([results[0], results[2]]), [results[0].mean, results[2].mean])
+
+
+# ------------------------------------------------------------------ batched policy
+def _mlp_actions(spec, flat: np.ndarray, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mlp = MLPPolicy(spec)
+    mlp.load_flat(flat)
+    np.testing.assert_array_equal(mlp.get_flat(), flat)
+    with torch.no_grad():
+        raw = mlp(torch.as_tensor(obs[None, :]))
+    return to_actions(spec, raw)[0], raw.numpy()[0]
+
+
+def _numpy_forward(spec, flat: np.ndarray, obs: np.ndarray) -> np.ndarray:
+    """An independent forward pass from the documented flat layout (W (out, in) row-major, then b)."""
+    h, off = obs.astype(np.float64), 0
+    sizes = spec.layer_sizes
+    for i in range(len(sizes) - 1):
+        fi, fo = sizes[i], sizes[i + 1]
+        w = flat[off:off + fi * fo].reshape(fo, fi)
+        off += fi * fo
+        b = flat[off:off + fo]
+        off += fo
+        h = w @ h + b
+        if i < len(sizes) - 2:
+            h = np.tanh(h)
+    return h
+
+
+@pytest.mark.parametrize("fixture", ["terrain", "cartpole"])
+def test_batched_policy_matches_mlp_policy(fixture, request) -> None:
+    family, spec = request.getfixturevalue(fixture)
+    rng = np.random.default_rng(6)
+    n = 7
+    flats = np.stack(_weights(spec, n, 13, scale=1.0))
+    obs = rng.standard_normal((n, spec.obs_dim)).astype(np.float32)
+    acts = BatchedPolicy(spec, flats).act(obs)
+    assert acts.shape == ((n,) if spec.action_kind == "discrete" else (n, spec.act_dim))
+    for i in range(n):
+        expected, raw = _mlp_actions(spec, flats[i], obs[i])
+        np.testing.assert_allclose(_numpy_forward(spec, flats[i], obs[i]), raw, atol=1e-5)
+        if spec.action_kind == "discrete":
+            assert acts[i] == expected == int(np.argmax(_numpy_forward(spec, flats[i], obs[i])))
+        else:
+            np.testing.assert_allclose(acts[i], expected, rtol=0, atol=1e-6)
+            assert np.all(acts[i] >= -1.0) and np.all(acts[i] <= 1.0)
+    if spec.action_kind == "discrete":
+        assert len(set(acts.tolist())) == spec.act_dim  # both actions occur
+    # a row's output does not depend on the other rows or on select()
+    sub = BatchedPolicy(spec, flats).select(np.array([5, 2]))
+    np.testing.assert_array_equal(sub.act(obs[[5, 2]]), acts[[5, 2]])
+    for i in (0, 3):
+        np.testing.assert_array_equal(BatchedPolicy(spec, flats[i:i + 1]).act(obs[i:i + 1])[0], acts[i])
+
+
+def test_batched_policy_box_actions_scaled_to_bounds() -> None:
+    # one linear layer with zero weights: raw = bias; action = low + (tanh(b) + 1) / 2 * (high - low)
+    from poet.policies import PolicySpec
+
+    spec = PolicySpec(obs_dim=2, act_dim=2, hidden=(), action_kind="box", action_low=(-2.0, 0.0),
+                      action_high=(2.0, 10.0))
+    flat = np.array([0, 0, 0, 0, 0.5, -1.0], dtype=np.float32)
+    act = BatchedPolicy(spec, flat[None]).act(np.ones((1, 2), np.float32))[0]
+    np.testing.assert_allclose(act, [-2 + (np.tanh(0.5) + 1) * 2, (np.tanh(-1.0) + 1) * 5], atol=1e-6)
+
+
+def test_batched_policy_rejects_wrong_shape(terrain) -> None:
+    _, spec = terrain
+    with pytest.raises(ValueError, match=str(spec.num_params)):
+        BatchedPolicy(spec, np.zeros((2, spec.num_params + 1), np.float32))
+
+
+def test_init_flat_matches_spec(terrain) -> None:
+    _, spec = terrain
+    flat = init_flat(spec, np.random.default_rng(0))
+    assert flat.shape == (spec.num_params,) and flat.dtype == np.float32
