@@ -1,0 +1,575 @@
+"""A fast pure-numpy 2-D runner on a generated course, with POET's BipedalWalker terrain params.
+
+The three parameter groups (roughness, pit_gap, stump_height) and their mutation steps are
+POET's, in POET's units, so POET's score thresholds keep their meaning: falling scores -100
+and ends the episode, finishing the course scores about 300.
+
+One core, `TerrainBatch`, steps many episodes with elementwise numpy operations and gathers
+only (no reductions across rows), so a row's numbers never depend on the other rows or on
+the batch size. `TerrainEnv` is the gymnasium view of the same core with one row, so both
+paths give the same returns bit for bit.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs import _raster
+from envs.base import EnvParamError, EnvParams
+
+FAMILY = "terrain"
+
+# ---- course geometry (metres) ----
+RES = 0.1  # grid resolution of the course arrays
+RUNOUT = 12.0  # flat grass after the finish so the look-ahead never leaves the arrays
+START_PAD = 5.0
+WALK_STEP = 0.5  # the roughness random walk is sampled this often, then interpolated
+ROUGH_GAIN = 0.04
+GRASS_MIN, GRASS_MAX = 3.0, 6.0
+PIT_SCALE = 1.0  # metres per pit_gap unit
+STUMP_SCALE = 0.4  # metres per stump_height unit
+STUMP_WIDTH = 1.0
+NO_GROUND = -1000.0  # height stored in pit cells: far below anything, so walls never trigger there
+
+# ---- physics ----
+DT = 0.05
+DRIVE = 12.0  # ground acceleration per unit of a0; with DRAG the top speed is DRIVE / DRAG = 8 m/s
+DRAG = 1.5
+SLOPE_GRAVITY = 9.8  # full g along the slope: slopes steeper than DRIVE / 9.8 = 1.22 need momentum or hops
+AIR_CONTROL = 2.0
+AIR_DRAG = AIR_CONTROL / (DRIVE / DRAG)  # same top speed in the air, so hopping cannot outrun running
+GRAVITY = 15.0
+JUMP_SPEED = 6.0  # apex 6^2 / (2*15) = 1.2 m, air time 0.8 s
+WALL = 0.25  # a step up taller than this blocks the runner
+MAX_DROP = 0.3  # a step down deeper than this makes the runner airborne
+FALL_DEPTH = 0.5  # this far below the rim of a pit the runner has fallen
+FALL_REWARD = -100.0
+PROGRESS_REWARD = 300.0
+ACTION_COST = 0.01
+
+# ---- observation ----
+# 5 state entries + 17 look-ahead samples at 0.5, 1.0, ..., 8.5 m = 22 (further than the
+# longest possible jump, about 6.7 m).
+LIDAR_CELLS = np.arange(5, 90, 5, dtype=np.int64)
+N_STATE = 5
+OBS_DIM = N_STATE + LIDAR_CELLS.size
+OBS_LIMIT = 5.0
+
+PIT_MAX, PIT_DEFAULT, PIT_STEP = 8.0, (0.0, 0.8), 0.4
+STUMP_MAX, STUMP_DEFAULT, STUMP_STEP = 5.0, (0.0, 0.4), 0.2
+ROUGH_MAX, ROUGH_STEP = 10.0, 0.6
+PARAM_NAMES = ("roughness", "pit_gap", "stump_height")
+
+# Table columns gathered in one go per step.
+_H, _SLOPE, _PIT, _KILL = range(4)
+
+
+# ======================================================================== course
+@dataclass(frozen=True)
+class Course:
+    """One generated course; all arrays are read-only and indexed by cell (x = i * RES)."""
+
+    course_length: float
+    base: np.ndarray  # the smooth ground before obstacles
+    height: np.ndarray  # ground height; NO_GROUND in pit cells
+    pit: np.ndarray  # bool
+    rim: np.ndarray  # height of the ground just before the pit (pit cells; 0 elsewhere)
+    stump: np.ndarray  # bool
+    slope: np.ndarray  # gradient of the smooth ground (0 on stumps and pits)
+    table: np.ndarray  # (n_cells, 4) float64: height, slope, pit (0/1), fall level
+    obstacles: tuple[tuple[str, float, float], ...]  # (kind, x_start m, pit width m | stump height m)
+
+    @property
+    def n_cells(self) -> int:
+        """Number of grid cells."""
+        return int(self.height.size)
+
+
+def n_cells_for(course_length: float) -> int:
+    """Grid size covering the course plus the run-out."""
+    return int(round((course_length + RUNOUT) / RES)) + 1
+
+
+def generate_course(params: EnvParams, seed: int, course_length: float = 80.0) -> Course:
+    """The course of one episode, from params and the episode seed (cached, read-only)."""
+    validate_params(params)
+    v = params.values
+    pit_gap, stump_height = _as_range(v["pit_gap"]), _as_range(v["stump_height"])
+    return _build_course(float(v["roughness"]), pit_gap, stump_height, int(seed), float(course_length))
+
+
+def _as_range(value: Sequence[float]) -> tuple[float, ...]:
+    return tuple(float(x) for x in value)
+
+
+@lru_cache(maxsize=512)
+def _build_course(
+    roughness: float, pit_gap: tuple[float, ...], stump_height: tuple[float, ...], seed: int, course_length: float
+) -> Course:
+    rng = np.random.Generator(np.random.PCG64(seed))
+    n = n_cells_for(course_length)
+    base, walk_slope = _ground_walk(rng, roughness, n, course_length)
+    is_pit, x0, size = _place_obstacles(rng, pit_gap, stump_height, course_length)
+    first = np.rint(x0 / RES).astype(np.int64)
+    last = first + np.where(is_pit, np.rint(size / RES).astype(np.int64), int(round(STUMP_WIDTH / RES)))
+    keep = last > first  # a pit narrower than half a cell is no pit
+    is_pit, first, last, size = is_pit[keep], first[keep], last[keep], size[keep]
+    height, pit, rim, stump = _overlay(base, is_pit, first, last, size)
+
+    slope = np.where(pit | stump, 0.0, walk_slope)
+    table = np.empty((n, 4))
+    table[:, _H], table[:, _SLOPE], table[:, _PIT] = height, slope, pit
+    table[:, _KILL] = np.where(pit, rim - FALL_DEPTH, -np.inf)
+    arrays = [base, height, pit, rim, stump, slope, table]
+    for a in arrays:
+        a.flags.writeable = False  # shared through the cache
+    obstacles = tuple(
+        ("pit" if p else "stump", float(i * RES), float(z))
+        for p, i, z in zip(is_pit.tolist(), first.tolist(), size.tolist())
+    )
+    return Course(course_length, *arrays, obstacles=obstacles)
+
+
+def _overlay(
+    base: np.ndarray, is_pit: np.ndarray, first: np.ndarray, last: np.ndarray, size: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cut the pits and raise the stumps [first, last) into the ground: (height, pit, rim, stump)."""
+    n = base.size
+    if first.size == 0:
+        return base.copy(), np.zeros(n, bool), np.zeros(n), np.zeros(n, bool)
+    # Label cells with 1 + the index of the obstacle covering them (obstacles never touch).
+    marks = np.zeros(n + 1, dtype=np.int64)
+    marks[first] = np.arange(1, first.size + 1)
+    marks[last] = -np.arange(1, first.size + 1)
+    label = np.cumsum(marks)[:n]
+    inside, which = label > 0, np.maximum(label - 1, 0)
+    pit = inside & is_pit[which]
+    stump = inside & ~pit
+    # Stump tops are flat, at least `size` above every point of the ground they stand on.
+    top = np.maximum.reduceat(base, np.stack([first, last], axis=1).ravel())[::2] + size
+    rim = np.where(pit, base[first - 1][which], 0.0)
+    height = np.where(pit, NO_GROUND, np.where(stump, top[which], base))
+    return height, pit, rim, stump
+
+
+def _ground_walk(
+    rng: np.random.Generator, roughness: float, n_cells: int, course_length: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """BipedalWalker's smoothed random walk, sampled every WALK_STEP m, linear in between: (height, slope)."""
+    n_samples = int(math.ceil((n_cells - 1) * RES / WALK_STEP)) + 1
+    noise = rng.uniform(-1.0, 1.0, size=n_samples)  # drawn always: roughness never shifts obstacles
+    if roughness == 0.0:
+        return np.zeros(n_cells), np.zeros(n_cells)  # the walk below stays at exactly 0
+    kicks = (noise * (roughness * ROUGH_GAIN)).tolist()
+    pad, finish = int(START_PAD / WALK_STEP), min(int(course_length / WALK_STEP), n_samples - 1)
+    ys = [0.0] * (pad + 1)  # on the start pad y = v = 0 stays exactly 0
+    y = v = 0.0
+    for kick in kicks[pad + 1 : finish + 1]:
+        v = 0.8 * v + (0.01 if y < 0.0 else -0.01 if y > 0.0 else 0.0)  # 0.01 * sign(0 - y)
+        v += kick
+        y += v
+        ys.append(y)
+    ys += [y] * (n_samples - len(ys))  # flat run-out after the finish
+    ys_arr = np.asarray(ys)
+    height = np.interp(np.arange(n_cells) * RES, np.arange(n_samples) * WALK_STEP, ys_arr)
+    per_sample = int(round(WALK_STEP / RES))
+    slope = np.repeat(np.diff(ys_arr) / WALK_STEP, per_sample)  # slope of the segment a cell starts in
+    return height, np.append(slope, 0.0)[:n_cells]
+
+
+def _place_obstacles(
+    rng: np.random.Generator, pit_gap: tuple[float, ...], stump_height: tuple[float, ...], course_length: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Alternate grass stretches with obstacles of the enabled kinds, up to the finish.
+
+    Returns (is_pit, x_start, size): size is a pit's width or a stump's height, in metres.
+    """
+    # One row per enabled kind: (is_pit, lo, hi, metres per unit).
+    kinds = np.array(
+        [(1.0, *pit_gap, PIT_SCALE)] * bool(pit_gap) + [(0.0, *stump_height, STUMP_SCALE)] * bool(stump_height)
+    ).reshape(-1, 4)
+    if not len(kinds):
+        return np.zeros(0, bool), np.zeros(0), np.zeros(0)
+    k = int(course_length // GRASS_MIN) + 1  # more than can fit
+    grass = rng.uniform(GRASS_MIN, GRASS_MAX, size=k)
+    pick = kinds[rng.integers(len(kinds), size=k)]
+    u = rng.uniform(0.0, 1.0, size=k)
+    is_pit, lo, hi, scale = pick[:, 0] > 0.5, pick[:, 1], pick[:, 2], pick[:, 3]
+    size = (lo + (hi - lo) * u) * scale
+    extent = np.where(is_pit, size, STUMP_WIDTH)
+    end = START_PAD + np.cumsum(grass + extent)
+    fits = int(np.searchsorted(end, course_length, side="right"))  # `end` increases
+    return is_pit[:fits], (end - extent)[:fits], size[:fits]
+
+
+# ==================================================================== validation
+def validate_params(params: EnvParams) -> None:
+    """Raise EnvParamError naming the bad field if `params` are not valid terrain params."""
+    if not isinstance(params, EnvParams):
+        raise EnvParamError(FAMILY, "params", f"expected EnvParams, got {type(params).__name__}")
+    if params.family != FAMILY:
+        raise EnvParamError(FAMILY, "family", f"expected family {FAMILY!r}, got {params.family!r}")
+    values = params.values
+    for name in PARAM_NAMES:
+        if name not in values:
+            raise EnvParamError(FAMILY, name, "missing")
+    for name in values:
+        if name not in PARAM_NAMES:
+            raise EnvParamError(FAMILY, name, f"unknown parameter (known: {', '.join(PARAM_NAMES)})")
+    _check_number("roughness", values["roughness"], 0.0, ROUGH_MAX)
+    _check_range("pit_gap", values["pit_gap"], PIT_MAX, PIT_DEFAULT[1])
+    _check_range("stump_height", values["stump_height"], STUMP_MAX, STUMP_DEFAULT[1])
+
+
+def _check_number(name: str, value: Any, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EnvParamError(FAMILY, name, f"expected a number, got {type(value).__name__}")
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise EnvParamError(FAMILY, name, f"{value!r} is outside [{lo}, {hi}]")
+    return float(value)
+
+
+def _check_range(name: str, value: Any, max_value: float, min_hi: float) -> None:
+    if not isinstance(value, list):
+        raise EnvParamError(FAMILY, name, f"expected [] or [lo, hi], got {type(value).__name__}")
+    if not value:
+        return
+    if len(value) != 2:
+        raise EnvParamError(FAMILY, name, f"expected [] or [lo, hi], got {len(value)} values")
+    lo = _check_number(name, value[0], 0.0, max_value)
+    hi = _check_number(name, value[1], 0.0, max_value)
+    if lo > hi:
+        raise EnvParamError(FAMILY, name, f"lo {lo} > hi {hi}")
+    if hi < min_hi:
+        raise EnvParamError(FAMILY, name, f"hi {hi} < {min_hi}")
+
+
+# ====================================================================== mutation
+def _mutate_range(
+    current: list[float], rng: np.random.Generator, step: float, default: tuple[float, float], max_value: float
+) -> list[float]:
+    """POET's reproduce op for an [lo, hi] group: enable at default, else move the ends by +-step."""
+    if not current:
+        return [default[0], default[1]]
+    lo, hi = float(current[0]), float(current[1])
+    options = []
+    for d_lo in (step, 0.0, -step):
+        for d_hi in (step, 0.0, -step):
+            if d_lo == 0.0 and d_hi == 0.0:
+                continue
+            new_lo, new_hi = round(lo + d_lo, 1) + 0.0, round(hi + d_hi, 1) + 0.0
+            if 0.0 <= new_lo <= new_hi <= max_value and new_hi >= default[1]:
+                options.append([new_lo, new_hi])
+    if not options:
+        return [round(lo, 1), round(hi, 1)]
+    return options[int(rng.integers(len(options)))]
+
+
+# ===================================================================== the core
+class TerrainBatch:
+    """Many terrain episodes stepped together (implements envs.base.BatchEnv).
+
+    Rows that are already done keep their state and last observation, and return zero
+    reward with terminated = truncated = False; callers mask them.
+    """
+
+    def __init__(self, courses: Sequence[Course], max_steps: int):
+        if not courses:
+            raise ValueError("TerrainBatch needs at least one course")
+        lengths = {c.course_length for c in courses}
+        if len(lengths) != 1:
+            raise ValueError("all courses of a batch need the same course_length")
+        self.num_envs = len(courses)
+        self.courses = tuple(courses)
+        self.course_length = float(lengths.pop())
+        self.max_steps = int(max_steps)
+        self.single_observation_space = observation_space()
+        self.single_action_space = action_space()
+        m = courses[0].n_cells
+        # Rows laid end to end so that one gather serves all rows.
+        self._table = np.concatenate([c.table for c in courses])
+        self._height = np.ascontiguousarray(self._table[:, _H])
+        self._off = np.arange(self.num_envs, dtype=np.int64) * m
+        self._lidar = self._off[:, None] + LIDAR_CELLS[None, :]
+        self._max_cell = m - 1 - int(LIDAR_CELLS[-1])
+        self._progress_scale = PROGRESS_REWARD / self.course_length
+        self._start()
+
+    # ---- state ----
+    def reset(self) -> np.ndarray:
+        """Put every runner at x = 0 on the start pad; returns (num_envs, OBS_DIM) float32."""
+        self._start()
+        return self._observe()
+
+    def _start(self) -> None:
+        n = self.num_envs
+        self.t = 0
+        self.x, self.y, self.vx, self.vy = (np.zeros(n) for _ in range(4))
+        self.grounded = np.ones(n, dtype=bool)
+        self.done = np.zeros(n, dtype=bool)
+        self.cell = np.zeros(n, dtype=np.int64)
+        self._here = self._table[self._off]
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Advance every row by DT; returns (obs float32, rewards float64, terminated, truncated)."""
+        a = np.asarray(actions, dtype=np.float64).reshape(self.num_envs, 2)
+        a = np.minimum(np.maximum(a, -1.0), 1.0)
+        a0, a1 = a[:, 0], a[:, 1]
+        x, y, vx, vy, g = self.x, self.y, self.vx, self.vy, self.grounded
+        live = ~self.done
+        self.t += 1
+
+        # Velocities: drive with drag and slope on the ground, slight air control in the air.
+        ground_dv = DRIVE * a0 - DRAG * vx - SLOPE_GRAVITY * self._here[:, _SLOPE]
+        vx = vx + DT * np.where(g, ground_dv, AIR_CONTROL * a0 - AIR_DRAG * vx)
+        jump = g & (a1 > 0.0)
+        air = ~g | jump
+        # Exact ballistic update (constant gravity over the step), so the apex is exactly
+        # JUMP_SPEED^2 / (2 GRAVITY) = 1.2 m and 1.6 m stumps stay out of reach.
+        vy0 = np.where(jump, JUMP_SPEED * a1, vy)
+        vy = np.where(air, vy0 - DT * GRAVITY, 0.0)
+        y_new = np.where(air, y + DT * (vy0 - (0.5 * DT * GRAVITY)), y)
+
+        # Horizontal move, blocked by walls (stump sides, steep bumps) and the start of the course.
+        # The wall test uses the higher end of this step's vertical path: a runner that comes
+        # down faster than WALL per step lands on a ledge it was above instead of bouncing off it.
+        x_new = x + DT * vx
+        cell = self._cell(x_new)
+        blocked = (self._height[self._off + cell] > np.maximum(y, y_new) + WALL) | (x_new < 0.0)
+        x_new = np.where(blocked, x, x_new)
+        vx = np.where(blocked, 0.0, vx)
+        cell = np.where(blocked, self.cell, cell)
+        cell = np.where(live, cell, self.cell)
+        here = self._table[self._off + cell]
+        ground, over_pit = here[:, _H], here[:, _PIT] > 0.5
+
+        # Contact: follow the ground while running, land when coming down onto it.
+        follow = g & ~jump & ~over_pit & (y - ground < MAX_DROP)
+        land = air & (vy <= 0.0) & ~over_pit & (y_new <= ground)
+        contact = follow | land
+        y_new = np.where(contact, ground, y_new)
+        vy = np.where(contact, 0.0, vy)
+
+        fell = y_new < here[:, _KILL]
+        finished = x_new >= self.course_length
+        progress = self._progress_scale * (np.minimum(x_new, self.course_length) - x)
+        reward = np.where(fell, FALL_REWARD, progress - ACTION_COST * (a0 * a0 + a1 * a1))
+        terminated = (fell | finished) & live
+        truncated = live & ~terminated & (self.t >= self.max_steps)
+
+        # Done rows keep their state (and so their last observation).
+        self.x = np.where(live, x_new, x)
+        self.y = np.where(live, y_new, y)
+        self.vx = np.where(live, vx, self.vx)
+        self.vy = np.where(live, vy, self.vy)
+        self.grounded = np.where(live, contact, g)
+        self.cell, self._here = cell, here
+        self.done = self.done | terminated | truncated
+        return self._observe(), np.where(live, reward, 0.0), terminated, truncated
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    # ---- helpers ----
+    def _cell(self, x: np.ndarray) -> np.ndarray:
+        # x >= 0 always (the start is a wall), so truncation is floor.
+        return np.minimum((x * (1.0 / RES)).astype(np.int64), self._max_cell)
+
+    def _observe(self) -> np.ndarray:
+        obs = np.empty((self.num_envs, OBS_DIM))
+        obs[:, 0] = self.vx * (1.0 / 8.0)
+        obs[:, 1] = self.vy * (1.0 / 6.0)
+        obs[:, 2] = self.grounded
+        obs[:, 3] = (self.y - self._here[:, _H]) * 0.5
+        obs[:, 4] = self._here[:, _PIT]
+        np.minimum(np.maximum(obs[:, :N_STATE], -OBS_LIMIT), OBS_LIMIT, out=obs[:, :N_STATE])
+        # Pit cells hold NO_GROUND, so the look-ahead reports them as -1.
+        ahead = (self._height[self._lidar + self.cell[:, None]] - self.y[:, None]) * 0.5
+        np.minimum(np.maximum(ahead, -1.0), 1.0, out=obs[:, N_STATE:])
+        return obs.astype(np.float32)
+
+
+def observation_space() -> spaces.Box:
+    """The observation space of one row."""
+    return spaces.Box(-OBS_LIMIT, OBS_LIMIT, (OBS_DIM,), np.float32)
+
+
+def action_space() -> spaces.Box:
+    """The action space of one row: [drive, jump]."""
+    return spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+
+# ================================================================ gymnasium env
+class TerrainEnv(gym.Env):
+    """gymnasium view of the terrain core with one row; same numbers as TerrainBatch."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(
+        self,
+        params: EnvParams,
+        course_length: float = 80.0,
+        max_episode_steps: int = 600,
+        render_mode: str | None = None,
+    ):
+        validate_params(params)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        self.params = params
+        self.course_length = float(course_length)
+        self.max_episode_steps = int(max_episode_steps)
+        self.render_mode = render_mode
+        self.observation_space = observation_space()
+        self.action_space = action_space()
+        self.course_seed: int | None = None
+        self._core: TerrainBatch | None = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode on the course of `seed` (or one drawn from self.np_random)."""
+        super().reset(seed=seed)
+        self.course_seed = int(seed) if seed is not None else int(self.np_random.integers(2**63 - 1))
+        course = generate_course(self.params, self.course_seed, self.course_length)
+        self._core = TerrainBatch([course], self.max_episode_steps)
+        return self._core.reset()[0], {"x": 0.0, "course_seed": self.course_seed}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """One DT step of the single row."""
+        if self._core is None:
+            raise RuntimeError("call reset() before step()")
+        obs, reward, terminated, truncated = self._core.step(np.asarray(action).reshape(1, 2))
+        info = {"x": float(self._core.x[0]), "finished": bool(self._core.x[0] >= self.course_length)}
+        return obs[0], float(reward[0]), bool(terminated[0]), bool(truncated[0]), info
+
+    def render(self) -> np.ndarray | None:
+        """An rgb_array frame (200 x 400) around the runner, or None without render_mode."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without render_mode; pass render_mode='rgb_array'")
+            return None
+        if self._core is None:
+            self.reset()
+        assert self._core is not None
+        return render_frame(self._core.courses[0], float(self._core.x[0]), float(self._core.y[0]))
+
+
+# =================================================================== rendering
+SKY, GRASS, DIRT, STUMP, RUNNER = (206, 228, 250), (96, 158, 72), (120, 90, 60), (140, 96, 50), (214, 48, 48)
+
+
+def render_frame(course: Course, x: float, y: float, height: int = 200, width: int = 400) -> np.ndarray:
+    """The course around a runner at (x, y): 20 m wide, runner a quarter in from the left."""
+    ppm = width / 20.0
+    # The camera follows the ground under the runner, so jumps show as jumps.
+    left, bottom = x - 5.0, float(course.base[min(max(int(x / RES), 0), course.n_cells - 1)]) - 3.5
+    col_x = left + (np.arange(width) + 0.5) / ppm
+    img = _raster.blank(height, width, SKY)
+    _draw_ground(img, course, col_x, bottom, ppm)
+    _raster.checkered_line(img, (course.course_length - left) * ppm)
+    col, feet_row = (x - left) * ppm, height - (y - bottom) * ppm
+    _raster.fill_rect(img, col - 5, feet_row - 0.8 * ppm, col + 5, feet_row, RUNNER)  # a 0.5 x 0.8 m block
+    return img
+
+
+def render_profile(course: Course, height: int = 200) -> np.ndarray:
+    """The whole course (one column per 0.1 m cell) scaled to fit `height` rows."""
+    solid = course.height[~course.pit]
+    lo, hi = float(min(solid.min(), course.base.min())), float(solid.max())
+    ppm = min(1.0 / RES, (height - 30) / (hi - lo + 2.0))
+    bottom = lo - max(1.0, (height / ppm - (hi - lo)) / 3)  # ground in the lower third
+    img = _raster.blank(height, course.n_cells, SKY)
+    _draw_ground(img, course, np.arange(course.n_cells) * RES + RES / 2, bottom, ppm)
+    _raster.checkered_line(img, course.course_length / RES)
+    return img
+
+
+def _draw_ground(img: np.ndarray, course: Course, col_x: np.ndarray, bottom: float, ppm: float) -> None:
+    """Grass-topped dirt under the ground, stumps in brown, pits left open."""
+    h = img.shape[0]
+    cells = np.clip(np.floor(col_x / RES).astype(np.int64), 0, course.n_cells - 1)
+    solid = ~course.pit[cells]
+    base_row = h - (course.base[cells] - bottom) * ppm
+    top_row = np.where(course.stump[cells], h - (course.height[cells] - bottom) * ppm, base_row)
+    _raster.fill_columns(img, base_row, DIRT, mask=solid)
+    _raster.fill_columns(img, base_row, GRASS, bottom=base_row + 3, mask=solid)
+    _raster.fill_columns(img, top_row, STUMP, bottom=base_row, mask=solid & course.stump[cells])
+
+
+# ====================================================================== family
+class TerrainFamily:
+    """POET's BipedalWalker terrain parameters on a fast numpy runner."""
+
+    name = FAMILY
+
+    def __init__(self, course_length: float = 80.0, max_episode_steps: int = 600):
+        if isinstance(course_length, bool) or not isinstance(course_length, (int, float)):
+            raise ValueError(f"option course_length must be a number, got {type(course_length).__name__}")
+        if not (math.isfinite(course_length) and course_length >= 2 * START_PAD):
+            raise ValueError(f"option course_length must be finite and >= {2 * START_PAD}, got {course_length!r}")
+        steps_ok = isinstance(max_episode_steps, (int, np.integer)) and not isinstance(max_episode_steps, bool)
+        if not steps_ok or max_episode_steps < 1:
+            raise ValueError(f"option max_episode_steps must be a positive int, got {max_episode_steps!r}")
+        self.course_length = float(course_length)
+        self.max_episode_steps = int(max_episode_steps)
+        self.observation_space = observation_space()
+        self.action_space = action_space()
+
+    def initial(self) -> EnvParams:
+        """The flat course: no roughness, no pits, no stumps."""
+        return EnvParams.create(FAMILY, {"roughness": 0.0, "pit_gap": [], "stump_height": []})
+
+    def mutate(self, params: EnvParams, rng: np.random.Generator) -> EnvParams:
+        """POET's reproduce op: all three groups move on every call."""
+        self.validate(params)
+        v = params.values
+        roughness = round(float(v["roughness"]) + rng.uniform(-ROUGH_STEP, ROUGH_STEP), 1)
+        roughness = min(max(roughness, 0.0), ROUGH_MAX) + 0.0  # + 0.0 turns -0.0 into 0.0
+        pit_gap = _mutate_range(v["pit_gap"], rng, PIT_STEP, PIT_DEFAULT, PIT_MAX)
+        stump_height = _mutate_range(v["stump_height"], rng, STUMP_STEP, STUMP_DEFAULT, STUMP_MAX)
+        return EnvParams.create(FAMILY, {"roughness": roughness, "pit_gap": pit_gap, "stump_height": stump_height})
+
+    def validate(self, params: EnvParams) -> None:
+        """Raise EnvParamError naming the bad field."""
+        validate_params(params)
+
+    def features(self, params: EnvParams) -> np.ndarray:
+        """[roughness, pit_lo, pit_hi, stump_lo, stump_hi]; a disabled group reads 0, 0."""
+        v = params.values
+        groups = [*(v["pit_gap"] or [0.0, 0.0]), *(v["stump_height"] or [0.0, 0.0])]
+        return np.array([v["roughness"], *groups], dtype=np.float64)
+
+    def flat(self, params: EnvParams) -> dict[str, float]:
+        """One scalar per column; a disabled group reads 0.0 with its *_enabled flag 0.0."""
+        v = params.values
+        out = {"roughness": float(v["roughness"])}
+        for name in ("pit_gap", "stump_height"):
+            lo, hi = v[name] or [0.0, 0.0]
+            out[f"{name}_lo"], out[f"{name}_hi"] = float(lo), float(hi)
+            out[f"{name}_enabled"] = 1.0 if v[name] else 0.0
+        return out
+
+    def course(self, params: EnvParams, seed: int) -> Course:
+        """The course of (params, seed) at this family's course_length."""
+        return generate_course(params, seed, self.course_length)
+
+    def make_env(self, params: EnvParams, render_mode: str | None = None) -> TerrainEnv:
+        """A gymnasium env on these params (truncates at max_episode_steps)."""
+        return TerrainEnv(params, self.course_length, self.max_episode_steps, render_mode)
+
+    def make_batch(self, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int) -> TerrainBatch:
+        """One row per (params, seed) episode; the fast path."""
+        if len(params) != len(seeds):
+            raise ValueError(f"got {len(params)} params but {len(seeds)} seeds")
+        if int(max_steps) < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps!r}")
+        return TerrainBatch([self.course(p, s) for p, s in zip(params, seeds)], int(max_steps))
+
+    def render_profile(self, params: EnvParams, seed: int = 0) -> np.ndarray:
+        """An RGB image (200 x n_cells) of the whole course of (params, seed)."""
+        return render_profile(self.course(params, seed))
