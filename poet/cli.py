@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, help="root seed")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set reproduction.every=50 (repeatable)")
+    r.add_argument("--backend", choices=["ray", "inprocess"], help="where rollouts run (default: ray)")
+    r.add_argument("--address", help="join this Ray cluster instead of starting a local one (e.g. auto)")
+    r.add_argument("--workers", type=int, help="Ray workers (default: the CPUs Ray sees)")
     r.add_argument("--quiet", action="store_true", help="no progress bar or phase lines")
     return parser
 
@@ -41,10 +44,11 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError(f"no CONFIG given and {QUICKSTART} not found; run from the project root or name a config")
         config = str(QUICKSTART)
     overrides = list(args.overrides)
-    if args.iterations is not None:
-        overrides.append(f"iterations={args.iterations}")
-    if args.seed is not None:
-        overrides.append(f"seed={args.seed}")
+    for flag, key in (("iterations", "iterations"), ("seed", "seed"), ("backend", "evaluation.backend"), ("address", "ray.address"),
+                      ("workers", "ray.workers")):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides.append(f"{key}={value}")
     run(config, out=args.out, overrides=overrides, progress=False if args.quiet else None)
     return 0
 

@@ -39,12 +39,24 @@ class PolicyConfig:
 class EvaluationConfig:
     """How agents are scored and where rollouts run."""
 
-    backend: Literal["inprocess"] = "inprocess"
+    backend: Literal["ray", "inprocess"] = "ray"
     max_steps: int = 2000  # step cap of every episode
     eval_episodes: int = 5  # episodes behind each agent-on-env score (eligibility, MC, novelty, transfer)
     on_error: Literal["stop", "score_as_failure"] = "stop"
     failure_score: float = -100.0  # the score a failed evaluation gets with on_error=score_as_failure
     batch_rows: int = 4096  # most episodes stepped together in one batch
+
+
+@dataclass
+class RayConfig:
+    """The Ray worker pool (evaluation.backend: ray)."""
+
+    address: str | None = None  # join an existing cluster ("auto", "ray://host:10001"); None starts a local Ray
+    workers: int | None = None  # default: the CPUs Ray sees
+    chunks_per_worker: int = 2  # chunks per worker and wave: fewer = bigger batches, more = better balance
+    inflight_per_worker: int = 2  # chunks queued on a worker so it never waits for the driver
+    max_chunk_retries: int = 3  # a chunk whose worker dies is re-run this many times
+    log_to_driver: bool = False  # show the workers' stdout/stderr and Ray's logs
 
 
 @dataclass
@@ -89,6 +101,7 @@ class RunConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     reproduction: ReproductionConfig = field(default_factory=ReproductionConfig)
     transfer: TransferConfig = field(default_factory=TransferConfig)
@@ -202,6 +215,11 @@ def validate(cfg: RunConfig) -> RunConfig:
     _check(ev.max_steps >= 1, f"evaluation.max_steps: must be >= 1, got {ev.max_steps}")
     _check(ev.eval_episodes >= 1, f"evaluation.eval_episodes: must be >= 1, got {ev.eval_episodes}")
     _check(ev.batch_rows >= 1, f"evaluation.batch_rows: must be >= 1, got {ev.batch_rows}")
+    rc = cfg.ray
+    _check(rc.workers is None or rc.workers >= 1, f"ray.workers: must be >= 1, got {rc.workers}")
+    _check(rc.chunks_per_worker >= 1, f"ray.chunks_per_worker: must be >= 1, got {rc.chunks_per_worker}")
+    _check(rc.inflight_per_worker >= 1, f"ray.inflight_per_worker: must be >= 1, got {rc.inflight_per_worker}")
+    _check(rc.max_chunk_retries >= 0, f"ray.max_chunk_retries: must be >= 0, got {rc.max_chunk_retries}")
     rp = cfg.reproduction
     _check(rp.every >= 1, f"reproduction.every: must be >= 1, got {rp.every}")
     _check(rp.max_children >= 1, f"reproduction.max_children: must be >= 1, got {rp.max_children}")

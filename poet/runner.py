@@ -101,7 +101,18 @@ def prepare_out_dir(out: str | Path) -> Path:
 def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
     """The configured evaluation backend."""
     cfg = parts.cfg
-    return InProcessEvaluator(parts.family, parts.spec, noise, batch_rows=cfg.evaluation.batch_rows)
+    if cfg.evaluation.backend == "inprocess":
+        return InProcessEvaluator(parts.family, parts.spec, noise, batch_rows=cfg.evaluation.batch_rows)
+    from poet.evaluation.ray_pool import RayEvaluator
+
+    rc = cfg.ray
+    try:
+        return RayEvaluator(parts.family, parts.spec, noise, workers=rc.workers, address=rc.address,
+                            batch_rows=cfg.evaluation.batch_rows, chunks_per_worker=rc.chunks_per_worker,
+                            inflight_per_worker=rc.inflight_per_worker, max_chunk_retries=rc.max_chunk_retries,
+                            log_to_driver=rc.log_to_driver)
+    except ConnectionError as exc:
+        raise ConfigError(f"ray.address: cannot connect to Ray at {rc.address!r} ({exc})") from None
 
 
 def build_context(parts: RunParts, run_dir: Path, log: Callable[[str], None]) -> RunContext:

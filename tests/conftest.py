@@ -1,6 +1,7 @@
 """Shared fixtures: a tiny, fast POET config on a short terrain course."""
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -22,7 +23,7 @@ def tiny_config(**sections) -> dict:
         "progress": False,
         "env": {"family": "terrain", "options": {"course_length": 20.0, "max_episode_steps": 150}},
         "policy": {"hidden": [16, 16]},
-        "evaluation": {"max_steps": 150, "eval_episodes": 2},
+        "evaluation": {"max_steps": 150, "eval_episodes": 2, "backend": "inprocess"},
         "trainer": {"name": "es", "options": {"population": 16, "noise_table_size": 200_000, "lr": 0.03}},
         "reproduction": {"every": 4, "threshold": 100.0, "max_children": 4, "max_admitted": 2,
                          "capacity": 4, "novelty_k": 3},
@@ -40,3 +41,14 @@ def tiny_config(**sections) -> dict:
 def tiny():
     """Factory for tiny configs: tiny(mode="enhanced", evaluation={...})."""
     return tiny_config
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray instance (2 CPUs) shared by every test that needs it."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -103,10 +103,15 @@ def test_enhanced_admits_best_active_agent(tiny, tmp_path):
 
 
 @pytest.mark.slow
-def test_quickstart_shows_poet_working(tmp_path):
+def test_quickstart_shows_poet_working(ray_local, tmp_path):
     """Acceptance: the quickstart admits >= 4 envs, accepts a transfer, and solves a harder env."""
     result = poet.run(ROOT / "experiments" / "quickstart.yaml", out=tmp_path / "q", progress=False)
     run = load_run(result.run_dir)
+    # The default backend is the Ray pool; the in-process backend gives the same tables.
+    assert run.config["evaluation"]["backend"] == "ray"
+    poet.run(ROOT / "experiments" / "quickstart.yaml", out=tmp_path / "q-inprocess", progress=False,
+             overrides=["evaluation.backend=inprocess"])
+    _assert_same_tables(run, load_run(tmp_path / "q-inprocess"))
     children = run.envs[run.envs["parent_env_id"].notna()]
     assert len(children) >= 4
     assert run.transfers["accepted"].sum() >= 1

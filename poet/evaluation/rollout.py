@@ -31,7 +31,8 @@ def request_weights(req: EvalRequest, lookup: WeightsLookup, noise: NoiseTable |
     return perturb(theta, noise.get(int(p.offset), theta.size), p.sigma, p.sign)
 
 
-def _error(req: EvalRequest, message: str) -> EvalResult:
+def error_result(req: EvalRequest, message: str) -> EvalResult:
+    """A result that carries an error with the request's identity."""
     err = EvalError(message=message, env_json=req.env.to_json(), tag=req.tag, seed=req.seed)
     return EvalResult(returns=np.full(req.episodes, np.nan), lengths=np.zeros(req.episodes, dtype=np.int64), error=err)
 
@@ -116,7 +117,7 @@ def _run_batch(family, spec, requests, idx, lookup, noise, results) -> None:
         returns, lengths, bad = _step_rows(family, spec, reqs, flats)
     except Exception as exc:  # an env raised: isolate the culprit by running requests alone
         if len(idx) == 1:
-            results[idx[0]] = _error(reqs[0], f"{type(exc).__name__}: {exc}")
+            results[idx[0]] = error_result(reqs[0], f"{type(exc).__name__}: {exc}")
             return
         for i in idx:
             _run_batch(family, spec, requests, [i], lookup, noise, results)
@@ -126,6 +127,6 @@ def _run_batch(family, spec, requests, idx, lookup, noise, results) -> None:
         sl = slice(row, row + r.episodes)
         row += r.episodes
         if bad[sl].any():
-            results[i] = _error(r, "the env returned a non-finite reward or observation")
+            results[i] = error_result(r, "the env returned a non-finite reward or observation")
         else:
             results[i] = EvalResult(returns=returns[sl].copy(), lengths=lengths[sl].copy())

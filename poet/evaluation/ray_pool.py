@@ -1,0 +1,245 @@
+"""The persistent Ray actor pool: the default Evaluator.
+
+- Workers are created once and live for the whole run.
+- Policy weights go into the object store once per version (numpy, zero-copy on a node);
+  chunks carry references. A worker builds its batched policy from the arrays of the
+  chunk at hand and drops it afterwards, so its memory does not grow with the number of
+  policies seen.
+- The ES noise table is put once; each node maps it once and workers slice it.
+- Requests are packed into chunks (longest work first) with a bounded number in flight
+  per worker; a worker that dies has its chunks re-run on a replacement. Results are
+  keyed by request position, so nothing is lost or counted twice.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import resource
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from envs import EnvFamily
+from poet.evaluation.inprocess import weights_key
+from poet.evaluation.noise import NoiseTable
+from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
+from poet.evaluation.rollout import error_result, run_requests
+from poet.policies import PolicySpec
+
+
+class RolloutWorker:
+    """What runs inside each Ray actor: the family, the policy spec and the node's noise table."""
+
+    def __init__(self, family: EnvFamily, spec: dict, noise: np.ndarray | None, batch_rows: int):
+        import torch
+
+        torch.set_num_threads(1)  # one core per worker; torch's own threads would fight the pool
+        self.family = family
+        self.spec = PolicySpec.from_dict(spec)
+        self.noise = NoiseTable.from_array(noise) if noise is not None else None
+        self.batch_rows = batch_rows
+
+    def run(self, requests: list[EvalRequest], keys: list[str], *weights: np.ndarray) -> list[EvalResult]:
+        """Evaluate a chunk; `weights` arrive resolved from the object store, in the order of `keys`."""
+        table = dict(zip(keys, weights))
+
+        def lookup(ref: PolicyRef) -> np.ndarray:
+            return table[ref.key]
+
+        return run_requests(self.family, self.spec, requests, lookup, self.noise, self.batch_rows)
+
+    def pid(self) -> int:
+        """The worker's process id."""
+        return os.getpid()
+
+    def node(self) -> str:
+        """The Ray node this worker runs on."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def memory(self) -> dict[str, float]:
+        """Resident memory now and at peak, in MB."""
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        now_kb = 0
+        try:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        now_kb = int(line.split()[1])
+        except OSError:
+            pass
+        return {"rss_mb": now_kb / 1024, "peak_rss_mb": peak_kb / 1024}
+
+
+def plan_chunks(requests: Sequence[EvalRequest], workers: int, chunks_per_worker: int, max_rows: int) -> list[list[int]]:
+    """Request indices packed into chunks, the costliest requests first.
+
+    A chunk holds about total_rows / (workers * chunks_per_worker) episodes (at most
+    `max_rows`), enough to amortise dispatch while leaving several chunks per worker for
+    load balancing. A request is never split.
+    """
+    if not requests:
+        return []
+    cost = [r.episodes * r.max_steps for r in requests]
+    order = sorted(range(len(requests)), key=lambda i: -cost[i])  # stable: ties keep submission order
+    total = sum(r.episodes for r in requests)
+    target = max(1, min(max_rows, math.ceil(total / max(1, workers * chunks_per_worker))))
+    chunks, cur, rows = [], [], 0
+    for i in order:
+        if cur and rows + requests[i].episodes > target:
+            chunks.append(cur)
+            cur, rows = [], 0
+        cur.append(i)
+        rows += requests[i].episodes
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: bool = False) -> bool:
+    """Start or join Ray quietly; returns True if this call started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(address=address, num_cpus=None if address else num_cpus, include_dashboard=False,
+             logging_level=logging.ERROR, log_to_driver=log_to_driver, configure_logging=True)
+    return True
+
+
+@dataclass
+class _Worker:
+    actor: Any
+    generation: int = 0
+    inflight: int = 0
+
+
+class RayEvaluator:
+    """Evaluator on a persistent pool of Ray actors (see the module docstring)."""
+
+    def __init__(self, family: EnvFamily, spec: PolicySpec, noise: NoiseTable | None = None, *,
+                 workers: int | None = None, address: str | None = None, batch_rows: int = 4096,
+                 chunks_per_worker: int = 4, inflight_per_worker: int = 2, max_chunk_retries: int = 3,
+                 log_to_driver: bool = False):
+        import ray
+
+        self._ray = ray
+        self._owns_ray = ensure_ray(address, workers, log_to_driver)
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        self.num_workers = int(workers) if workers else cpus
+        if self.num_workers < 1:
+            raise ValueError(f"evaluation.workers must be >= 1, got {self.num_workers}")
+        self.family, self.spec, self.batch_rows = family, spec, int(batch_rows)
+        self.chunks_per_worker = int(chunks_per_worker)
+        self.inflight_per_worker = int(inflight_per_worker)
+        self.max_chunk_retries = int(max_chunk_retries)
+        # Fractional CPUs let a pool larger than the CPU count still schedule (tests, oversubscription).
+        self._num_cpus = min(1.0, cpus / self.num_workers)
+        self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0)(RolloutWorker)
+        self._noise_ref = ray.put(noise.noise) if noise is not None else None
+        self._weights: dict[str, Any] = {}
+        self.workers = [_Worker(self._spawn()) for _ in range(self.num_workers)]
+        self.restarts = 0
+        self.env_steps = 0
+        ray.get([w.actor.pid.remote() for w in self.workers])  # fail early if workers cannot start
+
+    def _spawn(self):
+        return self._actor_cls.remote(self.family, self.spec.to_dict(), self._noise_ref, self.batch_rows)
+
+    # ---------------------------------------------------------------- weights
+
+    def put(self, weights: np.ndarray) -> PolicyRef:
+        w = np.ascontiguousarray(weights, dtype=np.float32)
+        if w.shape != (self.spec.num_params,):
+            raise ValueError(f"policy weights must have shape ({self.spec.num_params},), got {w.shape}")
+        key = weights_key(w)
+        if key not in self._weights:
+            self._weights[key] = self._ray.put(w)
+        return PolicyRef(key)
+
+    def release(self, refs: Sequence[PolicyRef]) -> None:
+        for ref in refs:
+            self._weights.pop(ref.key, None)
+
+    # ---------------------------------------------------------------- waves
+
+    def _submit(self, wi: int, requests: Sequence[EvalRequest], chunk: list[int]):
+        reqs = [requests[i] for i in chunk]
+        keys = sorted({r.policy.key for r in reqs})
+        missing = [k for k in keys if k not in self._weights]
+        if missing:
+            raise KeyError(f"policy {missing[0]} was never put into this evaluator (or was released)")
+        worker = self.workers[wi]
+        worker.inflight += 1
+        return worker.actor.run.remote(reqs, keys, *[self._weights[k] for k in keys])
+
+    def _replace(self, wi: int, generation: int) -> None:
+        worker = self.workers[wi]
+        if worker.generation != generation:
+            return  # already replaced after an earlier failed chunk of the same worker
+        try:
+            self._ray.kill(worker.actor, no_restart=True)
+        except Exception:  # already dead
+            pass
+        self.workers[wi] = _Worker(self._spawn(), generation=generation + 1)
+        self.restarts += 1
+
+    def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
+        ray = self._ray
+        results: list[EvalResult | None] = [None] * len(requests)
+        queue = deque((chunk, 0) for chunk in plan_chunks(requests, self.num_workers, self.chunks_per_worker, self.batch_rows))
+        pending: dict[Any, tuple[int, int, list[int], int]] = {}
+        lost = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError)
+        while queue or pending:
+            for wi, worker in enumerate(self.workers):
+                while queue and worker.inflight < self.inflight_per_worker:
+                    chunk, attempt = queue.popleft()
+                    ref = self._submit(wi, requests, chunk)
+                    pending[ref] = (wi, worker.generation, chunk, attempt)
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                wi, generation, chunk, attempt = pending.pop(ref)
+                if self.workers[wi].generation == generation:
+                    self.workers[wi].inflight -= 1
+                try:
+                    out = ray.get(ref)
+                except lost as exc:
+                    self._replace(wi, generation)
+                    if attempt + 1 > self.max_chunk_retries:
+                        for i in chunk:
+                            results[i] = error_result(requests[i], f"worker died {attempt + 1} times running "
+                                                                   f"this request ({type(exc).__name__})")
+                    else:
+                        queue.appendleft((chunk, attempt + 1))
+                    continue
+                for i, r in zip(chunk, out):
+                    results[i] = r
+        self.env_steps += sum(r.steps for r in results if r is not None)
+        return results  # type: ignore[return-value]
+
+    # ---------------------------------------------------------------- introspection and shutdown
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the current workers."""
+        return self._ray.get([w.actor.pid.remote() for w in self.workers])
+
+    def worker_memory(self) -> list[dict[str, float]]:
+        """Current and peak resident memory of each worker, in MB."""
+        return self._ray.get([w.actor.memory.remote() for w in self.workers])
+
+    def close(self) -> None:
+        for w in self.workers:
+            try:
+                self._ray.kill(w.actor, no_restart=True)
+            except Exception:
+                pass
+        self.workers = []
+        self._weights.clear()
+        self._noise_ref = None
+        if self._owns_ray and self._ray.is_initialized():
+            self._ray.shutdown()
+

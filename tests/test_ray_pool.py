@@ -1,0 +1,263 @@
+"""The Ray pool: same results as in-process whatever the workers and chunking, fault tolerance,
+env errors, memory that does not grow with policies, and a 2-node cluster."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import ray.cloudpickle
+
+import envs
+import poet
+from envs import EnvParams
+from poet.analysis import load_run
+from poet.evaluation import EvalRequest, InProcessEvaluator, NoiseTable, Perturbation
+from poet.evaluation.ray_pool import RayEvaluator, plan_chunks
+from poet.policies import init_flat, spec_for_spaces
+from poet.seeding import Seeds
+from tests.conftest import ROOT
+
+# Test-only classes travel to the workers by value (the workers cannot import tests/).
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+TERRAIN = envs.make_family("terrain", {"course_length": 30.0})
+
+
+def _setup(family, hidden=(16, 16), noise_size=200_000):
+    env = family.make_env(family.initial())
+    spec = spec_for_spaces(env.observation_space, env.action_space, hidden, "tanh")
+    return spec, NoiseTable(Seeds(7).sequence("noise"), noise_size)
+
+
+def _params(family, n, seed=0):
+    rng = np.random.default_rng(seed)
+    out = [family.initial()]
+    while len(out) < n:
+        out.append(family.mutate(out[-1], rng))
+    return out
+
+
+def _requests(ev, spec, params, n_policies=6, scale=3.0):
+    """A mixed wave: plain and perturbed requests, different episode counts and step caps."""
+    refs = [ev.put(init_flat(spec, np.random.default_rng(i)) * scale) for i in range(n_policies)]
+    reqs = []
+    for i, ref in enumerate(refs):
+        for j, p in enumerate(params):
+            reqs.append(EvalRequest(ref, p, 1 + (i + j) % 3, 1000 * i + j, 60 + 40 * (j % 3), tag=f"pol{i} env{j}"))
+            reqs.append(EvalRequest(ref, p, 1, 77 + i, 150, Perturbation(13 * i + j, 0.1, 1 - 2 * (j % 2))))
+    return reqs
+
+
+def _same(a, b) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert (x.error is None) == (y.error is None)
+        np.testing.assert_array_equal(x.returns, y.returns)
+        np.testing.assert_array_equal(x.lengths, y.lengths)
+
+
+def test_plan_chunks_longest_first_and_never_splits():
+    fam = TERRAIN
+    p = fam.initial()
+    reqs = [EvalRequest(None, p, e, 0, s) for e, s in [(1, 10), (5, 100), (2, 100), (3, 50), (1, 1000)]]
+    chunks = plan_chunks(reqs, workers=2, chunks_per_worker=2, max_rows=4)
+    flat = [i for c in chunks for i in c]
+    assert sorted(flat) == list(range(5))
+    assert flat[:2] == [4, 1]  # costs (episodes x steps) 1000 and 500 first
+    costs = [reqs[i].episodes * reqs[i].max_steps for i in flat]
+    assert costs == sorted(costs, reverse=True)
+    for c in chunks:  # a chunk exceeds the target only when a single request is bigger
+        assert sum(reqs[i].episodes for i in c) <= 5 or len(c) == 1
+    assert plan_chunks([], 2, 2, 10) == []
+
+
+@pytest.mark.parametrize("family_name", ["terrain", "cartpole"])
+def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_name):
+    family = TERRAIN if family_name == "terrain" else envs.make_family("cartpole")
+    spec, noise = _setup(family)
+    params = _params(family, 4)
+    ref_ev = InProcessEvaluator(family, spec, noise)
+    expected = ref_ev.evaluate(_requests(ref_ev, spec, params))
+    for workers, chunks, inflight in [(1, 1, 1), (2, 2, 2), (3, 7, 1)]:
+        ev = RayEvaluator(family, spec, noise, workers=workers, chunks_per_worker=chunks, inflight_per_worker=inflight)
+        try:
+            reqs = _requests(ev, spec, params)
+            _same(ev.evaluate(reqs), expected)
+            _same(ev.evaluate(list(reversed(reqs)))[::-1], expected)  # order of the wave changes nothing
+        finally:
+            ev.close()
+    assert ray_local.is_initialized(), "closing a pool must not shut down a Ray it did not start"
+
+
+def test_killed_worker_mid_wave_gives_identical_results(ray_local):
+    spec, noise = _setup(TERRAIN)
+    params = _params(TERRAIN, 8)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, chunks_per_worker=6, inflight_per_worker=1)
+    try:
+        reqs = _requests(ev, spec, params, n_policies=40, scale=0.3)
+        t0 = time.perf_counter()
+        clean = ev.evaluate(reqs)
+        duration = time.perf_counter() - t0
+        victim = ev.worker_pids()[0]
+        killer = threading.Timer(duration * 0.4, os.kill, args=(victim, signal.SIGKILL))
+        killer.start()
+        faulty = ev.evaluate(reqs)
+        killer.join()
+        assert ev.restarts >= 1, f"the worker was not killed mid-wave (wave took {duration:.2f}s)"
+        assert victim not in ev.worker_pids()
+        _same(faulty, clean)
+        assert all(r.error is None for r in faulty)
+        # the pool keeps working at full size after the fault
+        assert len(ev.worker_pids()) == 2
+        _same(ev.evaluate(reqs), clean)
+    finally:
+        ev.close()
+
+
+class FlakyFamily:
+    """Terrain whose env raises when roughness is 0.5 and returns a NaN reward when it is 0.7."""
+
+    name = "terrain"
+
+    def __init__(self, start_roughness: float = 0.0):
+        self.inner = envs.make_family("terrain", {"course_length": 20.0})
+        self.start_roughness = start_roughness
+
+    def initial(self):
+        return self.inner.initial().replace(roughness=self.start_roughness)
+
+    def __getattr__(self, item):
+        if item == "inner":  # during unpickling, before __dict__ is restored
+            raise AttributeError(item)
+        return getattr(self.inner, item)
+
+    def make_batch(self, params, seeds, max_steps):
+        return FlakyBatch(self.inner.make_batch(params, seeds, max_steps), [p["roughness"] for p in params])
+
+
+class FlakyBatch:
+    def __init__(self, inner, roughness):
+        self.inner, self.roughness, self.num_envs = inner, np.asarray(roughness), inner.num_envs
+        self.t = 0
+
+    def reset(self):
+        return self.inner.reset()
+
+    def step(self, actions):
+        self.t += 1
+        obs, rew, term, trunc = self.inner.step(actions)
+        if self.t == 5 and np.any(self.roughness == 0.5):
+            raise RuntimeError("terrain generator exploded")
+        rew = np.where((self.roughness == 0.7) & (self.t == 3), np.nan, rew)
+        return obs, rew, term, trunc
+
+
+def test_env_errors_carry_identity_and_spare_the_rest(ray_local):
+    family = FlakyFamily()
+    spec, noise = _setup(family.inner)
+    good, boom, nan = (family.initial().replace(roughness=r) for r in (0.0, 0.5, 0.7))
+    ev = RayEvaluator(family, spec, noise, workers=2, chunks_per_worker=1)
+    try:
+        ref = ev.put(init_flat(spec, np.random.default_rng(0)))
+        reqs = [EvalRequest(ref, good, 2, 1, 100, tag="p0 ok"), EvalRequest(ref, boom, 2, 2, 100, tag="p1 boom"),
+                EvalRequest(ref, nan, 1, 3, 100, tag="p2 nan"), EvalRequest(ref, good, 1, 4, 100, tag="p3 ok")]
+        results = ev.evaluate(reqs)
+        alone = ev.evaluate([reqs[0], reqs[3]])
+    finally:
+        ev.close()
+    assert results[1].error is not None and "terrain generator exploded" in results[1].error.message
+    assert results[1].error.tag == "p1 boom" and results[1].error.seed == 2
+    assert EnvParams.from_json(results[1].error.env_json) == boom
+    assert results[2].error is not None and "non-finite" in results[2].error.message
+    assert results[2].error.tag == "p2 nan"
+    _same([results[0], results[3]], alone)
+
+
+def test_run_stops_on_env_error_by_default_and_can_go_on(ray_local, tiny, tmp_path, monkeypatch):
+    # The first env of the run has roughness 0.5: its env raises.
+    monkeypatch.setitem(envs.FAMILIES, "flaky", lambda **o: FlakyFamily(start_roughness=0.5))
+    cfg = tiny(env={"family": "flaky", "options": {}}, evaluation={"backend": "ray"}, iterations=2)
+    with pytest.raises(poet.trainers.EvaluationFailed, match=r"p0 .*terrain generator exploded.*on_error"):
+        poet.run(cfg, out=tmp_path / "stop", progress=False)
+    assert (tmp_path / "stop" / "config.yaml").exists()
+    cfg["evaluation"] = {**cfg["evaluation"], "on_error": "score_as_failure", "failure_score": -123.0}
+    poet.run(cfg, out=tmp_path / "go", progress=False)
+    run = load_run(tmp_path / "go")
+    assert (run.iterations["score"] == -123.0).all() and len(run.iterations) == 2
+
+
+def test_worker_memory_does_not_grow_with_policies(ray_local):
+    spec, noise = _setup(TERRAIN, hidden=(40, 40))
+    p = TERRAIN.initial()
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
+    try:
+        def wave(n):
+            refs = [ev.put(init_flat(spec, np.random.default_rng(10_000 + i)) * 2) for i in range(n)]
+            ev.evaluate([EvalRequest(r, p, 1, i, 30) for i, r in enumerate(refs)])
+            ev.release(refs)
+            return max(m["rss_mb"] for m in ev.worker_memory())
+
+        wave(10)  # warm-up: imports, allocator pools
+        small = wave(10)
+        large = wave(1000)
+    finally:
+        ev.close()
+    assert large <= small * 1.10, f"worker RSS grew from {small:.0f} MB (10 policies) to {large:.0f} MB (1000)"
+
+
+def test_ray_backend_run_equals_inprocess(ray_local, tiny, tmp_path):
+    for mode in ("poet", "enhanced"):
+        a = tmp_path / f"{mode}-inprocess"
+        b = tmp_path / f"{mode}-ray"
+        poet.run(tiny(mode=mode), out=a, progress=False)
+        poet.run(tiny(mode=mode, evaluation={"backend": "ray"}, ray={"workers": 2}), out=b, progress=False)
+        ra, rb = load_run(a), load_run(b)
+        for table in ("iterations", "envs", "transfers", "events"):
+            pd.testing.assert_frame_equal(getattr(ra, table), getattr(rb, table), check_exact=True, obj=table)
+
+
+CLUSTER_SCRIPT = r"""
+import json, sys
+import numpy as np
+import ray
+from ray.cluster_utils import Cluster
+sys.path.insert(0, sys.argv[1])
+from tests.test_ray_pool import TERRAIN, _setup, _params, _requests
+from poet.evaluation.ray_pool import RayEvaluator
+
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+cluster.add_node(num_cpus=1)
+ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+spec, noise = _setup(TERRAIN)
+ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
+nodes = ray.get([w.actor.node.remote() for w in ev.workers])
+res = ev.evaluate(_requests(ev, spec, _params(TERRAIN, 4)))
+print(json.dumps({"nodes": len(set(nodes)), "returns": [r.returns.tolist() for r in res],
+                  "lengths": [r.lengths.tolist() for r in res]}))
+ev.close()
+ray.shutdown()
+cluster.shutdown()
+"""
+
+
+@pytest.mark.slow
+def test_two_node_cluster_gives_single_node_results():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", CLUSTER_SCRIPT, str(ROOT)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["nodes"] == 2, "the two workers should land on two different nodes"
+    spec, noise = _setup(TERRAIN)
+    ev = InProcessEvaluator(TERRAIN, spec, noise)
+    expected = ev.evaluate(_requests(ev, spec, _params(TERRAIN, 4)))
+    assert out["returns"] == [r.returns.tolist() for r in expected]
+    assert out["lengths"] == [r.lengths.tolist() for r in expected]
