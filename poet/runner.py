@@ -193,8 +193,16 @@ def run(config: RunConfig | str | Path | Mapping | None = None, out: str | Path 
         "policy": parts.spec.to_dict(), "numpy": np.__version__,
     }, indent=2))
     show = cfg.progress if progress is None else progress
+    if show:
+        where = "in this process" if cfg.evaluation.backend == "inprocess" else (
+            f"on Ray at {cfg.ray.address}" if cfg.ray.address else "on a local Ray pool")
+        print(f"poet: {cfg.mode} on {cfg.env.family}, {cfg.iterations} iterations, seed {cfg.seed}, "
+              f"rollouts {where}; run directory {run_dir}", file=sys.stderr)
     bar = Progress(cfg.iterations, 0, show)
     ctx = build_context(parts, run_dir, bar.log)
+    workers = getattr(ctx.evaluator, "num_workers", None)
+    if workers is not None:
+        bar.log(f"ray pool ready: {workers} workers")
     orch = Orchestrator(ctx, on_iteration=bar.update)
     t0 = time.perf_counter()
     try:
