@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from envs import EnvParams
-from poet.evaluation.inprocess import weights_key
+from poet.evaluation.policy_store import weights_key
 
 
 @dataclass

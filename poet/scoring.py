@@ -14,7 +14,7 @@ import numpy as np
 
 from envs import EnvParams
 from poet.evaluation import EvalRequest, Evaluator
-from poet.evaluation.inprocess import weights_key
+from poet.evaluation.policy_store import weights_key
 from poet.seeding import Seeds
 from poet.trainers.base import ErrorPolicy
 

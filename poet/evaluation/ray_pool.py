@@ -23,8 +23,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from envs import EnvFamily
-from poet.evaluation.inprocess import weights_key
 from poet.evaluation.noise import NoiseTable
+from poet.evaluation.policy_store import PolicyStore
 from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
 from poet.evaluation.rollout import error_result, run_requests
 from poet.policies import PolicySpec
@@ -141,7 +141,7 @@ class RayEvaluator:
         self._num_cpus = min(1.0, cpus / self.num_workers)
         self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0)(RolloutWorker)
         self._noise_ref = ray.put(noise.noise) if noise is not None else None
-        self._weights: dict[str, Any] = {}
+        self.policies = PolicyStore(spec, ray.put)
         self.workers = [_Worker(self._spawn()) for _ in range(self.num_workers)]
         self.restarts = 0
         self.env_steps = 0
@@ -153,29 +153,20 @@ class RayEvaluator:
     # ---------------------------------------------------------------- weights
 
     def put(self, weights: np.ndarray) -> PolicyRef:
-        w = np.ascontiguousarray(weights, dtype=np.float32)
-        if w.shape != (self.spec.num_params,):
-            raise ValueError(f"policy weights must have shape ({self.spec.num_params},), got {w.shape}")
-        key = weights_key(w)
-        if key not in self._weights:
-            self._weights[key] = self._ray.put(w)
-        return PolicyRef(key)
+        return self.policies.put(weights)
 
     def release(self, refs: Sequence[PolicyRef]) -> None:
-        for ref in refs:
-            self._weights.pop(ref.key, None)
+        self.policies.release(refs)
 
     # ---------------------------------------------------------------- waves
 
     def _submit(self, wi: int, requests: Sequence[EvalRequest], chunk: list[int]):
         reqs = [requests[i] for i in chunk]
         keys = sorted({r.policy.key for r in reqs})
-        missing = [k for k in keys if k not in self._weights]
-        if missing:
-            raise KeyError(f"policy {missing[0]} was never put into this evaluator (or was released)")
+        handles = [self.policies.get(k) for k in keys]
         worker = self.workers[wi]
         worker.inflight += 1
-        return worker.actor.run.remote(reqs, keys, *[self._weights[k] for k in keys])
+        return worker.actor.run.remote(reqs, keys, *handles)
 
     def _replace(self, wi: int, generation: int) -> None:
         worker = self.workers[wi]
@@ -238,7 +229,7 @@ class RayEvaluator:
             except Exception:
                 pass
         self.workers = []
-        self._weights.clear()
+        self.policies.clear()
         self._noise_ref = None
         if self._owns_ray and self._ray.is_initialized():
             self._ray.shutdown()
