@@ -8,6 +8,7 @@ __version__ = "0.1.0"
 
 from poet import analysis  # noqa: E402
 from poet.config import ConfigError, RunConfig, load_config  # noqa: E402
-from poet.runner import RunResult, run  # noqa: E402
+from poet.runner import RunInterrupted, RunResult, resume, run  # noqa: E402
 
-__all__ = ["ConfigError", "RunConfig", "RunResult", "analysis", "load_config", "run", "__version__"]
+__all__ = ["ConfigError", "RunConfig", "RunInterrupted", "RunResult", "analysis", "load_config", "resume", "run",
+           "__version__"]

@@ -1,4 +1,4 @@
-"""Command line: `poet run [CONFIG] [--out DIR] [--iterations N] [--seed S] [--set k=v ...]`."""
+"""Command line: `poet run [CONFIG] ...` and `poet resume DIR [--iterations N]`."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +7,7 @@ from pathlib import Path
 
 from envs import EnvParamError
 from poet.config import ConfigError
+from poet.runner import RunInterrupted
 from poet.trainers import EvaluationFailed
 
 QUICKSTART = Path("experiments") / "quickstart.yaml"
@@ -32,7 +33,20 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--address", help="join this Ray cluster instead of starting a local one (e.g. auto)")
     r.add_argument("--workers", type=int, help="Ray workers (default: the CPUs Ray sees)")
     r.add_argument("--quiet", action="store_true", help="no progress bar or phase lines")
+    rs = sub.add_parser("resume", help="continue a run from its newest checkpoint")
+    rs.add_argument("run_dir", help="the run directory")
+    rs.add_argument("--iterations", type=int, help="new total number of iterations (default: the run's)")
+    rs.add_argument("--quiet", action="store_true", help="no progress bar or phase lines")
     return parser
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from poet.runner import resume
+
+    if args.iterations is not None and args.iterations < 0:
+        raise ConfigError(f"--iterations: must be >= 0, got {args.iterations}")
+    resume(args.run_dir, iterations=args.iterations, progress=False if args.quiet else None)
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -59,12 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "resume":
+            return _resume(args)
     except (ConfigError, EnvParamError) as exc:
         print(f"poet: error: {exc}", file=sys.stderr)
         return 2
     except EvaluationFailed as exc:
         print(f"poet: error: {exc}", file=sys.stderr)
         return 1
+    except RunInterrupted as exc:
+        print(f"poet: {exc}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print("poet: interrupted", file=sys.stderr)
         return 130

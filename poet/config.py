@@ -90,6 +90,14 @@ class TransferConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    """When to write checkpoints and how many to keep."""
+
+    every: int = 25  # iterations between checkpoints (0: only at the end and on SIGINT/SIGTERM)
+    keep: int = 3  # newest checkpoints kept
+
+
+@dataclass
 class RunConfig:
     """A whole POET run."""
 
@@ -105,6 +113,7 @@ class RunConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     reproduction: ReproductionConfig = field(default_factory=ReproductionConfig)
     transfer: TransferConfig = field(default_factory=TransferConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (what is saved in the run directory)."""
@@ -229,6 +238,8 @@ def validate(cfg: RunConfig) -> RunConfig:
     _check(rp.mc_lower <= rp.mc_upper,
            f"reproduction.mc_lower ({rp.mc_lower}) must be <= reproduction.mc_upper ({rp.mc_upper})")
     _check(cfg.transfer.every >= 1, f"transfer.every: must be >= 1, got {cfg.transfer.every}")
+    _check(cfg.checkpoint.every >= 0, f"checkpoint.every: must be >= 0, got {cfg.checkpoint.every}")
+    _check(cfg.checkpoint.keep >= 1, f"checkpoint.keep: must be >= 1, got {cfg.checkpoint.keep}")
     return cfg
 
 

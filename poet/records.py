@@ -44,6 +44,7 @@ class RecordWriter:
         self.dir = Path(run_dir) / "records"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._files: dict[str, IO[str]] = {}
+        self._rows = {t: _count_lines(self.dir / f"{t}.jsonl") for t in TABLES}
 
     def write(self, table: str, row: dict[str, Any]) -> None:
         """Append a row to a table."""
@@ -53,6 +54,11 @@ class RecordWriter:
         if f is None:
             f = self._files[table] = open(self.dir / f"{table}.jsonl", "a", encoding="utf-8")
         f.write(json_text(row) + "\n")
+        self._rows[table] += 1
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows written so far per table (a checkpoint stores them to cut the tables back on resume)."""
+        return dict(self._rows)
 
     def flush(self) -> None:
         """Push rows to disk."""
@@ -73,3 +79,24 @@ def read_rows(run_dir: str | Path, table: str) -> list[dict[str, Any]]:
         return []
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def _count_lines(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def truncate_tables(run_dir: str | Path, rows: dict[str, int]) -> None:
+    """Cut every table back to its first `rows[table]` rows (rows written after a checkpoint)."""
+    folder = Path(run_dir) / "records"
+    for table in TABLES:
+        path = folder / f"{table}.jsonl"
+        if not path.exists():
+            continue
+        with open(path, encoding="utf-8") as f:
+            kept = [line for line in f if line.strip()][: rows.get(table, 0)]
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(line if line.endswith("\n") else line + "\n" for line in kept), encoding="utf-8")
+        tmp.replace(path)

@@ -6,24 +6,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 import envs
 from envs import EnvFamily
-from poet import __version__
+from poet import __version__, checkpoint
 from poet.config import ConfigError, RunConfig, build_dataclass, load_config, save_config
 from poet.context import RunContext
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
 from poet.orchestrator import Orchestrator
 from poet.policies import PolicySpec, spec_for_spaces
 from poet.population import Population
-from poet.records import RecordWriter
+from poet.records import RecordWriter, truncate_tables
 from poet.scoring import ScoreCache, Scorer
 from poet.seeding import Seeds
 from poet.trainers import ErrorPolicy, TrainerContext, resolve_trainer
@@ -175,42 +177,139 @@ class RunResult:
     seconds: float
 
 
-def run(config: RunConfig | str | Path | Mapping | None = None, out: str | Path | None = None,
-        overrides: list[str] | tuple[str, ...] = (), progress: bool | None = None) -> RunResult:
-    """Run POET from a RunConfig, a YAML path or a mapping; returns where the run directory is."""
-    config_path = config if isinstance(config, (str, Path)) else None
+class RunInterrupted(RuntimeError):
+    """The run stopped on SIGINT/SIGTERM after checkpointing."""
+
+    def __init__(self, iteration: int, run_dir: Path):
+        self.iteration, self.run_dir = iteration, run_dir
+        super().__init__(f"interrupted before iteration {iteration}; checkpoint saved; "
+                         f"continue with: poet resume {run_dir}")
+
+
+class StopRequest:
+    """SIGINT/SIGTERM ask the run to stop after the current iteration (a second SIGINT aborts at once)."""
+
+    def __init__(self, log: Callable[[str], None]):
+        self.requested, self.log, self._old = False, log, {}
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
+        self.log(f"{signal.Signals(signum).name}: finishing this iteration, then checkpointing "
+                 "(Ctrl-C again aborts without a checkpoint)")
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def identity_text(cfg: RunConfig) -> str:
+    """The config as a checkpoint identifies it: everything but the iteration target and display."""
+    data = cfg.to_dict()
+    data.pop("iterations")
+    data.pop("progress")
+    return json.dumps(data, sort_keys=True)
+
+
+def _resolve(config: RunConfig | str | Path | Mapping | None, overrides: Sequence[str]) -> RunConfig:
     if isinstance(config, RunConfig):
-        cfg = load_config(data=config.to_dict(), overrides=overrides)
-    elif isinstance(config, Mapping):
-        cfg = load_config(data=config, overrides=overrides)
-    else:
-        cfg = load_config(config_path, overrides=overrides)
+        return load_config(data=config.to_dict(), overrides=overrides)
+    if isinstance(config, Mapping):
+        return load_config(data=config, overrides=overrides)
+    return load_config(config, overrides=overrides)
+
+
+def run(config: RunConfig | str | Path | Mapping | None = None, out: str | Path | None = None,
+        overrides: Sequence[str] = (), progress: bool | None = None) -> RunResult:
+    """Run POET from a RunConfig, a YAML path or a mapping; returns where the run directory is."""
+    cfg = _resolve(config, overrides)
     parts = check_parts(cfg)
+    config_path = config if isinstance(config, (str, Path)) else None
     run_dir = prepare_out_dir(out if out is not None else default_out_dir(config_path))
     save_config(cfg, run_dir / "config.yaml")
     (run_dir / "run.json").write_text(json.dumps({
         "poet_version": __version__, "family": cfg.env.family, "mode": cfg.mode, "seed": cfg.seed,
         "policy": parts.spec.to_dict(), "numpy": np.__version__,
     }, indent=2))
+    return _drive(parts, run_dir, None, progress)
+
+
+def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | None = None) -> RunResult:
+    """Continue a run from its newest usable checkpoint, to `iterations` (default: the config's)."""
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.yaml"
+    if not config_path.is_file():
+        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml)")
+    cfg = load_config(config_path, overrides=[f"iterations={iterations}"] if iterations is not None else [])
+    parts = check_parts(cfg)
+    try:
+        snapshot = checkpoint.latest(run_dir, identity_text(cfg))
+    except checkpoint.CheckpointError as exc:
+        raise ConfigError(str(exc)) from None
+    truncate_tables(run_dir, snapshot.table_rows)
+    if iterations is not None:
+        save_config(cfg, config_path)  # a later resume aims for the new target too
+    return _drive(parts, run_dir, snapshot, progress)
+
+
+def _restore(ctx: RunContext, orch: Orchestrator, snap: checkpoint.Snapshot) -> None:
+    ctx.population = snap.population
+    ctx.solved = dict(snap.solved)
+    ctx.scorer.cache.scores = dict(snap.cache)
+    orch.iteration = snap.iteration
+
+
+def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None, progress: bool | None) -> RunResult:
+    """Run (or continue) the schedule with progress, periodic checkpoints and signal handling."""
+    cfg = parts.cfg
     show = cfg.progress if progress is None else progress
+    start = snapshot.iteration if snapshot is not None else 0
     if show:
         where = "in this process" if cfg.evaluation.backend == "inprocess" else (
             f"on Ray at {cfg.ray.address}" if cfg.ray.address else "on a local Ray pool")
-        print(f"poet: {cfg.mode} on {cfg.env.family}, {cfg.iterations} iterations, seed {cfg.seed}, "
+        verb = f"resuming at iteration {start} of" if snapshot is not None else "running"
+        print(f"poet: {verb} {cfg.iterations} iterations of {cfg.mode} on {cfg.env.family}, seed {cfg.seed}, "
               f"rollouts {where}; run directory {run_dir}", file=sys.stderr)
-    bar = Progress(cfg.iterations, 0, show)
+    bar = Progress(cfg.iterations, start, show)
     ctx = build_context(parts, run_dir, bar.log)
-    workers = getattr(ctx.evaluator, "num_workers", None)
-    if workers is not None:
-        bar.log(f"ray pool ready: {workers} workers")
-    orch = Orchestrator(ctx, on_iteration=bar.update)
+    identity = identity_text(cfg)
+    last_saved = {"iteration": start if snapshot is not None else -1}
+
+    def save(orch: Orchestrator) -> None:
+        if last_saved["iteration"] != orch.iteration:
+            checkpoint.save(ctx, orch.iteration, run_dir, identity, cfg.checkpoint.keep)
+            last_saved["iteration"] = orch.iteration
+
     t0 = time.perf_counter()
-    try:
-        orch.run(cfg.iterations)
-    finally:
-        bar.close()
-        ctx.records.close()
-        ctx.evaluator.close()
+    with StopRequest(bar.log) as stop:
+        def after_iteration(orch: Orchestrator) -> None:
+            bar.update(orch)
+            every = cfg.checkpoint.every
+            if (every and orch.iteration % every == 0) or stop.requested:
+                save(orch)
+            if stop.requested and orch.iteration < cfg.iterations:
+                raise RunInterrupted(orch.iteration, run_dir)
+
+        orch = Orchestrator(ctx, on_iteration=after_iteration)
+        try:
+            workers = getattr(ctx.evaluator, "num_workers", None)
+            if workers is not None:
+                bar.log(f"ray pool ready: {workers} workers")
+            if snapshot is not None:
+                _restore(ctx, orch, snapshot)
+            orch.run(cfg.iterations)
+            save(orch)
+        finally:
+            bar.close()
+            ctx.records.close()
+            ctx.evaluator.close()
     result = RunResult(run_dir, orch.iteration, len(ctx.population.active), len(ctx.population.archive),
                        orch.annecs(), time.perf_counter() - t0)
     if show:

@@ -1,0 +1,222 @@
+"""Versioned, atomic, complete and safe checkpoints of a run.
+
+A checkpoint is a folder `checkpoints/ckpt-<iteration>` holding:
+- `state.json`: everything that is not a big array (population, archive, lineage, scores,
+  trainer scalars, the agent x env score cache, solved envs, counters, the iteration);
+- `arrays.npz`: every numpy array (weights, optimizer moments), loaded with
+  `allow_pickle=False`, so opening a checkpoint cannot run code;
+- `manifest.json`: format version, library versions, config hash, the record tables'
+  row counts at that moment, and a SHA-256 of the two files above.
+
+It is written into a temporary folder and renamed into place, so a crash never leaves
+a half-written checkpoint under a final name. Random streams need no saving: every draw
+comes from the root seed and the (phase, iteration, pair) it is for.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envs import EnvParams
+from poet import __version__
+from poet.context import RunContext
+from poet.pair import Pair
+from poet.population import Population
+from poet.records import TABLES
+
+FORMAT_VERSION = 1
+PREFIX = "ckpt-"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, corrupt or of an unknown format."""
+
+
+def config_hash(config_text: str) -> str:
+    """Hash of the resolved config text."""
+    return hashlib.sha256(config_text.encode()).hexdigest()[:16]
+
+
+def _sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- plain data <-> (json, arrays)
+
+def _split(value: Any, prefix: str, arrays: dict[str, np.ndarray]) -> Any:
+    """JSON-able form of nested data; arrays are moved to `arrays` and referenced by key."""
+    if isinstance(value, np.ndarray):
+        arrays[prefix] = value
+        return {"__array__": prefix}
+    if isinstance(value, dict):
+        return {str(k): _split(v, f"{prefix}/{k}", arrays) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_split(v, f"{prefix}/{i}", arrays) for i, v in enumerate(value)]
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"checkpoint cannot hold a {type(value).__name__} at {prefix}")
+
+
+def _join(value: Any, arrays: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"__array__"}:
+            return np.array(arrays[value["__array__"]])
+        return {k: _join(v, arrays) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_join(v, arrays) for v in value]
+    return value
+
+
+def _pair_data(p: Pair) -> dict[str, Any]:
+    return {"pair_id": p.pair_id, "index": p.index, "env": p.env.to_dict(), "theta": p.theta, "state": p.state,
+            "parent_env_id": p.parent_env_id, "created_iteration": p.created_iteration, "scores": list(p.scores),
+            "retired_iteration": p.retired_iteration}
+
+
+def _pair_from(d: dict[str, Any]) -> Pair:
+    return Pair(pair_id=d["pair_id"], index=int(d["index"]), env=EnvParams.from_dict(d["env"]),
+                theta=np.asarray(d["theta"], dtype=np.float32), state=d["state"], parent_env_id=d["parent_env_id"],
+                created_iteration=int(d["created_iteration"]), scores=[float(s) for s in d["scores"]],
+                retired_iteration=d["retired_iteration"])
+
+
+@dataclass
+class Snapshot:
+    """What a checkpoint holds, in memory."""
+
+    iteration: int  # the next iteration to run
+    population: Population
+    solved: dict[str, int]
+    cache: dict[tuple[str, str], float]
+    table_rows: dict[str, int]
+
+
+# ---------------------------------------------------------------- write
+
+def save(ctx: RunContext, iteration: int, run_dir: Path, config_text: str, keep: int) -> Path:
+    """Write a checkpoint of the state before `iteration`; keep the newest `keep` ones."""
+    ctx.records.flush()
+    root = Path(run_dir) / "checkpoints"
+    root.mkdir(exist_ok=True)
+    final = root / f"{PREFIX}{iteration:09d}"
+    tmp = root / f".tmp-{PREFIX}{iteration:09d}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    arrays: dict[str, np.ndarray] = {}
+    pop = ctx.population
+    state = {
+        "iteration": iteration,
+        "population": {
+            "active": [_split(_pair_data(p), f"active/{p.pair_id}", arrays) for p in pop.active],
+            "archive": [_split(_pair_data(p), f"archive/{p.pair_id}", arrays) for p in pop.archive],
+            "next_index": pop.next_index,
+        },
+        "solved": dict(ctx.solved),
+        "score_cache": [[a, e, s] for (a, e), s in sorted(ctx.scorer.cache.scores.items())],
+    }
+    (tmp / "state.json").write_text(json.dumps(state, sort_keys=True))
+    np.savez(tmp / "arrays.npz", **arrays)
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "iteration": iteration,
+        "config_hash": config_hash(config_text),
+        "versions": _versions(),
+        "table_rows": ctx.records.row_counts(),
+        "sha256": {name: _sha(tmp / name) for name in ("state.json", "arrays.npz")},
+    }
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+    _prune(root, keep)
+    return final
+
+
+def _versions() -> dict[str, str]:
+    import gymnasium
+    import torch
+
+    return {"poet": __version__, "numpy": np.__version__, "torch": torch.__version__, "gymnasium": gymnasium.__version__}
+
+
+def _prune(root: Path, keep: int) -> None:
+    done = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(PREFIX))
+    for old in done[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- read
+
+def load(path: Path, config_text: str | None = None) -> Snapshot:
+    """Read and verify one checkpoint folder (raises CheckpointError if it is not usable)."""
+    path = Path(path)
+    try:
+        manifest = json.loads((path / "manifest.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{path}: unreadable manifest ({exc.__class__.__name__})") from None
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: checkpoint format version {version!r}; this poet {__version__} reads "
+                              f"version {FORMAT_VERSION}")
+    for name, digest in manifest.get("sha256", {}).items():
+        if not (path / name).exists() or _sha(path / name) != digest:
+            raise CheckpointError(f"{path}: {name} is missing or corrupt (checksum mismatch)")
+    if config_text is not None and manifest.get("config_hash") != config_hash(config_text):
+        raise CheckpointError(f"{path}: written for a different config than {path.parents[1] / 'config.yaml'}")
+    try:
+        state = json.loads((path / "state.json").read_text())
+        # allow_pickle=False: an object array (the only way a .npz can carry code) is refused.
+        with np.load(path / "arrays.npz", allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{path}: unreadable state ({exc})") from None
+    pop_data = state["population"]
+    population = Population(
+        active=[_pair_from(_join(d, arrays)) for d in pop_data["active"]],
+        archive=[_pair_from(_join(d, arrays)) for d in pop_data["archive"]],
+        next_index=int(pop_data["next_index"]),
+    )
+    return Snapshot(
+        iteration=int(state["iteration"]),
+        population=population,
+        solved={k: int(v) for k, v in state["solved"].items()},
+        cache={(a, e): float(s) for a, e, s in state["score_cache"]},
+        table_rows={t: int(manifest["table_rows"].get(t, 0)) for t in TABLES},
+    )
+
+
+def checkpoints(run_dir: Path) -> list[Path]:
+    """Checkpoint folders of a run, oldest first."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(PREFIX))
+
+
+def latest(run_dir: Path, config_text: str | None = None) -> Snapshot:
+    """The newest usable checkpoint; broken newer ones are skipped with a warning naming them."""
+    found = checkpoints(run_dir)
+    if not found:
+        raise CheckpointError(f"{run_dir}: no checkpoints to resume from")
+    for path in reversed(found):
+        try:
+            return load(path, config_text)
+        except CheckpointError as exc:
+            if "format version" in str(exc):
+                raise
+            warnings.warn(f"skipping checkpoint {path}: {exc}", stacklevel=2)
+    raise CheckpointError(f"{run_dir}: no usable checkpoint (all {len(found)} are corrupt)")
