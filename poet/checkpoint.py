@@ -218,5 +218,5 @@ def latest(run_dir: Path, config_text: str | None = None) -> Snapshot:
         except CheckpointError as exc:
             if "format version" in str(exc):
                 raise
-            warnings.warn(f"skipping checkpoint {path}: {exc}", stacklevel=2)
+            warnings.warn(f"skipping checkpoint {exc}", stacklevel=2)
     raise CheckpointError(f"{run_dir}: no usable checkpoint (all {len(found)} are corrupt)")

@@ -1,0 +1,194 @@
+"""Checkpoint and resume: a run killed hard and resumed equals the run that never stopped;
+broken newest checkpoints are skipped; checkpoints cannot carry code."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import poet
+from poet import checkpoint
+from poet.analysis import load_run
+from tests.conftest import ROOT
+
+TABLES = ("iterations", "envs", "transfers", "events")
+
+
+def _write_config(path: Path, cfg: dict) -> Path:
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _final_state(run_dir: Path) -> tuple[str, dict[str, np.ndarray]]:
+    last = checkpoint.checkpoints(run_dir)[-1]
+    with np.load(last / "arrays.npz", allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    return (last / "state.json").read_text(), arrays
+
+
+def _assert_same_run(a: Path, b: Path) -> None:
+    ra, rb = load_run(a), load_run(b)
+    for table in TABLES:
+        pd.testing.assert_frame_equal(getattr(ra, table), getattr(rb, table), check_exact=True, obj=table)
+    sa, xa = _final_state(a)
+    sb, xb = _final_state(b)
+    assert sa == sb
+    assert xa.keys() == xb.keys() and all(np.array_equal(xa[k], xb[k]) for k in xa)
+
+
+def _kill_after_checkpoint(cmd: list[str], run_dir: Path, iteration: int, timeout: float = 240) -> None:
+    """Start `cmd`, wait until the checkpoint of `iteration` exists, SIGKILL the whole process tree."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    target = run_dir / "checkpoints" / f"{checkpoint.PREFIX}{iteration:09d}"
+    deadline = time.monotonic() + timeout
+    try:
+        while not target.exists():
+            if proc.poll() is not None:
+                raise AssertionError(f"run ended before the kill: {proc.stderr.read().decode()[-2000:]}")
+            assert time.monotonic() < deadline, "no checkpoint appeared in time"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the run and every Ray process it started
+        proc.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["inprocess", "ray"])
+def test_hard_kill_then_resume_equals_straight_run(tiny, tmp_path, backend):
+    k = 8
+    cfg = tiny(mode="enhanced", iterations=2 * k, evaluation={"backend": backend}, ray={"workers": 2},
+               checkpoint={"every": 2, "keep": 2})
+    config = _write_config(tmp_path / "cfg.yaml", cfg)
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    base = [sys.executable, "-m", "poet.cli"]
+    subprocess.run(base + ["run", str(config), "--out", str(straight), "--quiet"], cwd=ROOT, check=True,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    _kill_after_checkpoint(base + ["run", str(config), "--out", str(killed), "--quiet"], killed, k)
+    assert len(load_run(killed).iterations) > 0
+    subprocess.run(base + ["resume", str(killed), "--quiet"], cwd=ROOT, check=True,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    _assert_same_run(straight, killed)
+    run = load_run(killed)
+    assert not run.iterations.duplicated(["iteration", "pair_id"]).any()
+    assert sorted(run.iterations["iteration"].unique()) == list(range(2 * k))
+
+
+def test_resume_to_more_iterations_equals_longer_run(tiny, tmp_path):
+    short, long_ = tmp_path / "short", tmp_path / "long"
+    poet.run(tiny(iterations=6), out=short, progress=False)
+    poet.resume(short, iterations=11, progress=False)
+    poet.run(tiny(iterations=11), out=long_, progress=False)
+    _assert_same_run(long_, short)
+    assert yaml.safe_load((short / "config.yaml").read_text())["iterations"] == 11
+
+
+def test_sigterm_checkpoints_and_resume_completes(tiny, tmp_path):
+    cfg = tiny(iterations=400, checkpoint={"every": 0})
+    config = _write_config(tmp_path / "cfg.yaml", cfg)
+    out = tmp_path / "r"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(out), "--quiet"],
+                            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "records" / "iterations.jsonl").exists() or len(load_run(out).iterations) < 3:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "checkpoint saved" in err and "poet resume" in err
+    saved = checkpoint.checkpoints(out)
+    assert len(saved) == 1
+    stopped_at = checkpoint.load(saved[0]).iteration
+    assert len(load_run(out).iterations["iteration"].unique()) == stopped_at
+    poet.resume(out, iterations=stopped_at + 2, progress=False)
+    assert sorted(load_run(out).iterations["iteration"].unique()) == list(range(stopped_at + 2))
+
+
+def test_corrupt_newest_checkpoint_is_skipped(tiny, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    cfg = tiny(iterations=9, checkpoint={"every": 3, "keep": 5})
+    poet.run(cfg, out=a, progress=False)
+    poet.run(cfg, out=b, progress=False)
+    newest = checkpoint.checkpoints(b)[-1]
+    data = bytearray((newest / "arrays.npz").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (newest / "arrays.npz").write_bytes(bytes(data))
+    # A half-written one (no manifest) is also left behind by a crash in the old layout.
+    (b / "checkpoints" / f"{checkpoint.PREFIX}{99:09d}").mkdir()
+    with pytest.warns(UserWarning, match=rf"{checkpoint.PREFIX}000000009.*corrupt"):
+        snap = checkpoint.latest(b)
+    assert snap.iteration == 6
+    with pytest.warns(UserWarning):
+        poet.resume(b, progress=False)
+    for table in TABLES:
+        pd.testing.assert_frame_equal(getattr(load_run(a), table), getattr(load_run(b), table), check_exact=True)
+
+
+class _Boom:
+    def __reduce__(self):
+        return (os.system, (f"touch {_Boom.marker}",))
+
+
+def test_tampered_checkpoint_cannot_run_code(tiny, tmp_path):
+    run = tmp_path / "r"
+    poet.run(tiny(iterations=3), out=run, progress=False)
+    ckpt = checkpoint.checkpoints(run)[-1]
+    marker = tmp_path / "pwned"
+    _Boom.marker = marker
+    # An attacker replaces the arrays with a pickled object array and fixes the checksums.
+    payload = np.empty(1, dtype=object)
+    payload[0] = _Boom()
+    np.savez(ckpt / "arrays.npz", evil=payload)
+    manifest = json.loads((ckpt / "manifest.json").read_text())
+    manifest["sha256"]["arrays.npz"] = checkpoint._sha(ckpt / "arrays.npz")
+    (ckpt / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(checkpoint.CheckpointError, match="unreadable state"):
+        checkpoint.load(ckpt)
+    assert not marker.exists(), "loading a checkpoint executed code"
+    # state.json is plain JSON: a pickle there is just unreadable text.
+    (ckpt / "state.json").write_bytes(pickle.dumps(_Boom()))
+    manifest["sha256"]["state.json"] = checkpoint._sha(ckpt / "state.json")
+    (ckpt / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(checkpoint.CheckpointError):
+        checkpoint.load(ckpt)
+    assert not marker.exists()
+
+
+def test_unknown_format_version_is_a_clear_error(tiny, tmp_path):
+    run = tmp_path / "r"
+    poet.run(tiny(iterations=3), out=run, progress=False)
+    ckpt = checkpoint.checkpoints(run)[-1]
+    manifest = json.loads((ckpt / "manifest.json").read_text())
+    manifest["format_version"] = 99
+    (ckpt / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(poet.ConfigError, match="format version 99"):
+        poet.resume(run, progress=False)
+    proc = subprocess.run([sys.executable, "-m", "poet.cli", "resume", str(run)], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "format version 99" in proc.stderr
+
+
+def test_resume_of_a_directory_without_a_run(tmp_path):
+    with pytest.raises(poet.ConfigError, match="not a run directory"):
+        poet.resume(tmp_path, progress=False)
+
+
+def test_checkpoint_keeps_the_last_k(tiny, tmp_path):
+    run = tmp_path / "r"
+    poet.run(tiny(iterations=10, checkpoint={"every": 2, "keep": 2}), out=run, progress=False)
+    assert [p.name for p in checkpoint.checkpoints(run)] == [f"{checkpoint.PREFIX}{i:09d}" for i in (8, 10)]
+    assert not list((run / "checkpoints").glob(".tmp-*"))
