@@ -461,6 +461,7 @@ class TerrainEnv(gym.Env):
 
 # =================================================================== rendering
 SKY, GRASS, DIRT, STUMP, RUNNER = (206, 228, 250), (96, 158, 72), (120, 90, 60), (140, 96, 50), (214, 48, 48)
+MARKER = (60, 60, 60)
 
 
 def render_frame(course: Course, x: float, y: float, height: int = 200, width: int = 400) -> np.ndarray:
@@ -471,6 +472,10 @@ def render_frame(course: Course, x: float, y: float, height: int = 200, width: i
     col_x = left + (np.arange(width) + 0.5) / ppm
     img = _raster.blank(height, width, SKY)
     _draw_ground(img, course, col_x, bottom, ppm)
+    # Distance posts every 2 m along the bottom edge, so motion shows even on flat ground.
+    for post in np.arange(np.ceil(left / 2.0) * 2.0, left + width / ppm, 2.0):
+        px = (post - left) * ppm
+        _raster.fill_rect(img, px - 1, height - 10, px + 1, height, MARKER)
     _raster.checkered_line(img, (course.course_length - left) * ppm)
     col, feet_row = (x - left) * ppm, height - (y - bottom) * ppm
     _raster.fill_rect(img, col - 5, feet_row - 0.8 * ppm, col + 5, feet_row, RUNNER)  # a 0.5 x 0.8 m block

@@ -1,4 +1,4 @@
-"""Command line: `poet run [CONFIG] ...` and `poet resume DIR [--iterations N]`."""
+"""Command line: `poet run [CONFIG] ...`, `poet resume DIR [--iterations N]`, `poet report DIR`, `poet render DIR`."""
 from __future__ import annotations
 
 import argparse
@@ -37,7 +37,30 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("run_dir", help="the run directory")
     rs.add_argument("--iterations", type=int, help="new total number of iterations (default: the run's)")
     rs.add_argument("--quiet", action="store_true", help="no progress bar or phase lines")
+    rp = sub.add_parser("report", help="write PNG figures and index.html of a run")
+    rp.add_argument("run_dir", help="the run directory")
+    rp.add_argument("--out", help="folder for the report (default: DIR/report)")
+    rd = sub.add_parser("render", help="animated GIF of one episode of a pair's agent")
+    rd.add_argument("run_dir", help="the run directory")
+    rd.add_argument("--pair", required=True, help="pair id of the agent (active or archived), e.g. p3")
+    rd.add_argument("--env", dest="env_id", help="env id to run on (default: the pair's own env)")
+    rd.add_argument("--seed", type=int, default=0, help="episode seed (default: 0)")
+    rd.add_argument("--out", required=True, help="GIF file to write")
     return parser
+
+
+def _report(args: argparse.Namespace) -> int:
+    from poet.report import write_report
+
+    print(write_report(args.run_dir, args.out))
+    return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    from poet.render import render_gif
+
+    print(render_gif(args.run_dir, args.pair, args.out, env_id=args.env_id, seed=args.seed))
+    return 0
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -75,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "resume":
             return _resume(args)
+        if args.command == "report":
+            return _report(args)
+        if args.command == "render":
+            return _render(args)
     except (ConfigError, EnvParamError) as exc:
         print(f"poet: error: {exc}", file=sys.stderr)
         return 2

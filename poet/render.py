@@ -1,0 +1,154 @@
+"""Animated GIFs of a run's agents: one deterministic episode of a pair's agent on an env.
+
+    render_gif("runs/demo", "p3", "p3.gif")                    # the pair's own env
+    render_gif("runs/demo", "p3", "p3-on-p5.gif", env_id=...)  # any env the run admitted
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from envs import EnvFamily, EnvParams
+from poet import checkpoint
+from poet.analysis import load_run
+from poet.config import ConfigError, load_config
+from poet.pair import Pair
+from poet.policies import MLPPolicy, PolicySpec, to_actions
+from poet.runner import RunParts, check_parts
+
+MAX_FRAMES = 300  # longer episodes are subsampled so GIFs stay small
+LISTED = 20  # ids named in an error message
+
+
+def _listing(ids: Sequence[str]) -> str:
+    """Up to LISTED ids, comma-separated, with how many there are in all if more."""
+    shown = ", ".join(ids[:LISTED]) or "none"
+    return shown if len(ids) <= LISTED else f"{shown}, ... ({len(ids)} in all)"
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    """ConfigError unless `run_dir` holds config.yaml and records/."""
+    if not (run_dir / "config.yaml").is_file() or not (run_dir / "records").is_dir():
+        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml and records/)")
+
+
+def load_agents(run_dir: str | Path) -> tuple[RunParts, checkpoint.Snapshot]:
+    """The run's parts (family, policy spec) and its newest checkpoint (the agents)."""
+    path = Path(run_dir)
+    _check_run_dir(path)
+    parts = check_parts(load_config(path / "config.yaml"))
+    if not checkpoint.checkpoints(path):
+        raise ConfigError(f"{str(path)!r} has no checkpoints (agents' weights are saved only in checkpoints)")
+    try:
+        snapshot = checkpoint.latest(path)
+    except checkpoint.CheckpointError as exc:
+        raise ConfigError(str(exc)) from None
+    return parts, snapshot
+
+
+def find_pair(snapshot: checkpoint.Snapshot, pair_id: str) -> Pair:
+    """The active or archived pair with this id (ConfigError listing the known ids)."""
+    pairs = [*snapshot.population.active, *snapshot.population.archive]
+    for pair in pairs:
+        if pair.pair_id == pair_id:
+            return pair
+    known = _listing([p.pair_id for p in sorted(pairs, key=lambda p: p.index)])
+    raise ConfigError(f"--pair: unknown pair {pair_id!r}; pairs in the newest checkpoint: {known}")
+
+
+def find_env(run_dir: str | Path, env_id: str) -> EnvParams:
+    """Params of any env the run admitted, by env id (ConfigError listing the known ids)."""
+    envs = load_run(run_dir).envs
+    rows = envs[envs["env_id"] == env_id]
+    if not len(rows):
+        known = _listing([f"{e} ({p})" for e, p in zip(envs["env_id"], envs["pair_id"])])
+        raise ConfigError(f"--env: unknown env {env_id!r}; envs of this run: {known}")
+    return EnvParams.from_json(rows["params_json"].iloc[0])
+
+
+def _make_rgb_env(family: EnvFamily, params: EnvParams, name: str) -> gym.Env:
+    """family.make_env(params, render_mode='rgb_array'), or ConfigError naming the family."""
+    cannot = ConfigError(f"env family {name!r} cannot render rgb_array frames")
+    try:
+        env = family.make_env(params, render_mode="rgb_array")
+    except (ValueError, TypeError, gym.error.Error):
+        raise cannot from None
+    if "rgb_array" not in (getattr(env, "metadata", None) or {}).get("render_modes", []):
+        env.close()
+        raise cannot
+    return env
+
+
+def _frame(env: gym.Env, name: str) -> np.ndarray:
+    """One rgb frame of the env (ConfigError if it gives none)."""
+    try:
+        frame = env.render()
+    except gym.error.Error:
+        frame = None
+    if not isinstance(frame, np.ndarray) or frame.ndim != 3 or frame.shape[2] not in (3, 4):
+        raise ConfigError(f"env family {name!r} cannot render rgb_array frames")
+    return np.ascontiguousarray(frame[:, :, :3], dtype=np.uint8)
+
+
+@torch.no_grad()
+def episode_frames(family: EnvFamily, spec: PolicySpec, theta: np.ndarray, params: EnvParams, seed: int,
+                   max_steps: int, name: str = "?") -> list[np.ndarray]:
+    """Frames of one deterministic episode of the policy `theta` on `params` (reset, then every step)."""
+    policy = MLPPolicy(spec)
+    policy.load_flat(theta)
+    env = _make_rgb_env(family, params, name)
+    try:
+        obs, _ = env.reset(seed=int(seed))
+        frames = [_frame(env, name)]
+        for _ in range(int(max_steps)):
+            raw = policy(torch.as_tensor(np.asarray(obs, dtype=np.float32)).reshape(1, -1))
+            obs, _, terminated, truncated, _ = env.step(to_actions(spec, raw)[0])
+            frames.append(_frame(env, name))
+            if terminated or truncated:
+                break
+    finally:
+        env.close()
+    return frames
+
+
+def subsample(frames: Sequence[np.ndarray], limit: int = MAX_FRAMES) -> tuple[list[np.ndarray], int]:
+    """At most `limit` frames (every k-th, always keeping the last) and the step k."""
+    k = max(1, math.ceil(len(frames) / limit))
+    kept = list(frames[::k])
+    if (len(frames) - 1) % k:
+        kept[-1] = frames[-1]
+    return kept, k
+
+
+def write_gif(frames: Sequence[np.ndarray], out: str | Path, fps: float, step: int = 1) -> Path:
+    """Write frames as a looping animated GIF (each frame lasts `step` / fps seconds)."""
+    from PIL import Image
+
+    path = Path(out)
+    images = [Image.fromarray(f) for f in frames]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        images[0].save(path, format="GIF", save_all=True, append_images=images[1:],
+                       duration=max(20, round(1000 * step / fps)), loop=0)
+    except OSError as exc:
+        raise ConfigError(f"--out {str(path)!r}: cannot write the GIF ({exc.strerror or exc})") from None
+    return path
+
+
+def render_gif(run_dir: str | Path, pair_id: str, out: str | Path, env_id: str | None = None, seed: int = 0,
+               max_steps: int | None = None, fps: float = 20) -> Path:
+    """One episode of a pair's agent (newest checkpoint) on its own env or on `env_id`, as an animated GIF."""
+    if fps <= 0:
+        raise ConfigError(f"fps must be > 0, got {fps}")
+    parts, snapshot = load_agents(run_dir)
+    pair = find_pair(snapshot, pair_id)
+    params = pair.env if env_id is None else find_env(run_dir, env_id)
+    steps = parts.cfg.evaluation.max_steps if max_steps is None else int(max_steps)
+    frames = episode_frames(parts.family, parts.spec, pair.theta, params, seed, steps, parts.cfg.env.family)
+    kept, k = subsample(frames)
+    return write_gif(kept, out, fps, k)

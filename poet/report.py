@@ -1,0 +1,326 @@
+"""A static report of a run: one PNG per figure and an `index.html` that shows them.
+
+Every figure is a function of a `poet.analysis.Run` returning a matplotlib `Figure`
+(built with `matplotlib.figure.Figure`, so no display or pyplot state is needed);
+`FIGURES` lists them by name, for `write_report` and `notebooks/analyze_run.ipynb`.
+"""
+from __future__ import annotations
+
+import html
+import io
+import re
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
+
+from poet.analysis import Run, load_run
+from poet.config import ConfigError, RunConfig
+
+# Columns of `run.envs` that are not env parameters.
+NON_PARAM_COLUMNS = {"env_id", "family", "pair_id", "parent_env_id", "created_iteration", "retired_iteration",
+                     "solved_iteration", "params_json"}
+SOLVED_COLOR, UNSOLVED_COLOR = "tab:green", "tab:gray"
+LEGEND_PAIRS = 24  # more pairs than this: the scores figure has no legend
+
+
+def _pair_order(run: Run) -> list[str]:
+    """Pair ids in creation order (p0, p1, ..., p10), including any only seen in other tables."""
+    ids = set(run.envs["pair_id"].dropna()) | set(run.iterations["pair_id"].dropna())
+    ids |= set(run.transfers["source_pair_id"].dropna()) | set(run.transfers["target_pair_id"].dropna())
+
+    def key(pid: str) -> tuple[int, str]:
+        digits = re.sub(r"\D", "", str(pid))
+        return (int(digits) if digits else 1 << 30, str(pid))
+
+    return sorted(ids, key=key)
+
+
+def _note(ax: Axes, text: str) -> None:
+    """Grey centred text on an axes (for empty panels)."""
+    ax.text(0.5, 0.6, text, ha="center", va="center", transform=ax.transAxes, color="0.4",
+            bbox={"facecolor": "w", "edgecolor": "none"})
+
+
+def _threshold(run: Run) -> float:
+    """The run's solved threshold (the config default if the run has no config)."""
+    return float(run.config.get("solved_threshold", RunConfig.solved_threshold))
+
+
+# ---------------------------------------------------------------- figures
+
+def scores_figure(run: Run) -> Figure:
+    """Score of every pair's agent on its own env at each iteration, with the solved threshold."""
+    fig = Figure(figsize=(9, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    it = run.iterations
+    pairs = _pair_order(run) if len(it) else []
+    for pid in pairs:
+        rows = it[it["pair_id"] == pid].sort_values("iteration")
+        if len(rows):
+            ax.plot(rows["iteration"], rows["score"].astype(float), lw=1.2, label=str(pid))
+    ax.axhline(_threshold(run), color="k", ls="--", lw=1, label=f"solved ({_threshold(run):g})")
+    if not len(it):
+        _note(ax, "no iterations recorded")
+    ax.set(xlabel="iteration", ylabel="score", title="Scores of every pair")
+    if len(pairs) <= LEGEND_PAIRS:
+        ax.legend(fontsize="small", ncol=max(1, (len(pairs) + 1) // 12), loc="best")
+    return fig
+
+
+def _param_columns(run: Run) -> list[str]:
+    """Numeric env parameter columns of `run.envs` (no ids, iterations or *_enabled flags)."""
+    envs, types = run.envs, pd.api.types
+    return [c for c in envs.columns if c not in NON_PARAM_COLUMNS and not c.endswith(("_enabled", "_id"))
+            and types.is_numeric_dtype(envs[c]) and not types.is_bool_dtype(envs[c])]
+
+
+def env_params_figure(run: Run) -> Figure:
+    """Parameters of every admitted env at its creation iteration, with their running maximum."""
+    cols = _param_columns(run)
+    fig = Figure(figsize=(9, min(30.0, 1.8 + 1.6 * max(1, len(cols)))), layout="constrained")
+    if not cols or not len(run.envs):
+        ax = fig.add_subplot()
+        _note(ax, "no numeric env parameters")
+        ax.set(xlabel="creation iteration", title="Env parameters")
+        return fig
+    axes = fig.subplots(len(cols), 1, sharex=True, squeeze=False)[:, 0]
+    envs = run.envs.sort_values("created_iteration", kind="stable")
+    x = envs["created_iteration"].astype(float).to_numpy()
+    for ax, col in zip(axes, cols):
+        y = envs[col].astype(float).to_numpy()
+        ax.scatter(x, y, s=18, zorder=3, label="admitted env")
+        ax.step(x, np.fmax.accumulate(y), where="post", color="tab:red", lw=1, label="running max")
+        ax.set_ylabel(col)
+    axes[0].set_title("Env parameters at creation")
+    axes[0].legend(fontsize="small", loc="upper left")
+    axes[-1].set_xlabel("creation iteration")
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
+def _tree_layout(envs: pd.DataFrame) -> dict[str, float]:
+    """y of each env: leaves in depth-first order one unit apart, parents centred on their children."""
+    ids = list(envs["env_id"])
+    known = set(ids)
+    kids: dict[str, list[str]] = {e: [] for e in ids}
+    roots = []
+    for env_id, parent in zip(envs["env_id"], envs["parent_env_id"]):
+        if isinstance(parent, str) and parent in known and parent != env_id:
+            kids[parent].append(env_id)
+        else:
+            roots.append(env_id)
+    y: dict[str, float] = {}
+    next_leaf = [0.0]
+
+    def place(node: str) -> float:
+        y[node] = np.nan  # marks the node as visited (guards against cycles)
+        ys = [place(k) for k in kids[node] if k not in y]
+        if ys:
+            y[node] = float(np.mean(ys))
+        else:
+            y[node], next_leaf[0] = next_leaf[0], next_leaf[0] + 1
+        return y[node]
+
+    for root in roots + ids:  # ids again: nodes only reachable through a cycle
+        if root not in y:
+            place(root)
+    return y
+
+
+def env_tree_figure(run: Run) -> Figure:
+    """The tree of environments (parent to child) by creation iteration, coloured by solved or not."""
+    envs = run.envs.drop_duplicates("env_id").sort_values("created_iteration", kind="stable")
+    fig = Figure(figsize=(9, min(30.0, max(3.0, 0.45 * len(envs) + 1.5))), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set(xlabel="creation iteration", title="Env tree", yticks=[])
+    if not len(envs):
+        _note(ax, "no envs")
+        return fig
+    y = _tree_layout(envs)
+    x = dict(zip(envs["env_id"], envs["created_iteration"].astype(float)))
+    for env_id, parent in zip(envs["env_id"], envs["parent_env_id"]):
+        if isinstance(parent, str) and parent in x:
+            ax.annotate("", xy=(x[env_id], y[env_id]), xytext=(x[parent], y[parent]),
+                        arrowprops={"arrowstyle": "->", "color": "0.5", "lw": 1, "shrinkA": 6, "shrinkB": 6})
+    solved = envs["solved_iteration"].notna().to_numpy()
+    retired = envs["retired_iteration"].notna().to_numpy()
+    xs, ys = envs["env_id"].map(x).to_numpy(float), envs["env_id"].map(y).to_numpy(float)
+    colors = np.where(solved, SOLVED_COLOR, UNSOLVED_COLOR)
+    ax.scatter(xs, ys, s=90, c=list(colors), edgecolors=np.where(retired, "k", "none").tolist(), zorder=3)
+    for xi, yi, label in zip(xs, ys, envs["pair_id"]):
+        ax.annotate(str(label), (xi, yi), xytext=(6, 5), textcoords="offset points", fontsize="small")
+    handles = [Line2D([], [], ls="", marker="o", color=SOLVED_COLOR, label="solved"),
+               Line2D([], [], ls="", marker="o", color=UNSOLVED_COLOR, label="not solved"),
+               Line2D([], [], ls="", marker="o", mfc="w", mec="k", label="retired (black edge)")]
+    ax.legend(handles=handles, fontsize="small", loc="best")
+    ax.margins(x=0.08, y=0.15)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
+def _transfer_counts(run: Run, pairs: list[str], accepted_only: bool) -> np.ndarray:
+    """Matrix [source, target] of transfer rows (all attempts, or accepted only)."""
+    t = run.transfers
+    if accepted_only and len(t):
+        t = t[t["accepted"].astype(bool)]
+    counts = np.zeros((len(pairs), len(pairs)), dtype=int)
+    index = {p: i for i, p in enumerate(pairs)}
+    for s, g in zip(t["source_pair_id"], t["target_pair_id"]):
+        if s in index and g in index:
+            counts[index[s], index[g]] += 1
+    return counts
+
+
+def transfer_matrix_figure(run: Run) -> Figure:
+    """Transfers from source pair (rows) to target pair (columns): accepted, and all attempts."""
+    pairs = _pair_order(run)
+    size = min(14.0, 3.0 + 0.35 * len(pairs))
+    fig = Figure(figsize=(2 * size + 1, size), layout="constrained")
+    axes = fig.subplots(1, 2)
+    for ax, accepted_only, title, cmap in ((axes[0], True, "accepted transfers", "Greens"),
+                                           (axes[1], False, "transfer attempts", "Blues")):
+        ax.set(title=title, xlabel="target pair", ylabel="source pair")
+        if not pairs:
+            _note(ax, "no pairs")
+            continue
+        counts = _transfer_counts(run, pairs, accepted_only)
+        top = max(1, int(counts.max()))
+        image = ax.imshow(counts, cmap=cmap, vmin=0, vmax=top)
+        ticks = range(len(pairs))
+        ax.set_xticks(ticks, pairs, rotation=90 if len(pairs) > 12 else 0, fontsize="small")
+        ax.set_yticks(ticks, pairs, fontsize="small")
+        if len(pairs) <= 20:
+            for (i, j), n in np.ndenumerate(counts):
+                if n:
+                    ax.text(j, i, str(n), ha="center", va="center", fontsize="x-small",
+                            color="w" if n > top / 2 else "k")
+        if not len(run.transfers):
+            _note(ax, "no transfers")
+        bar = fig.colorbar(image, ax=ax, shrink=0.8, label="count")
+        bar.locator = MaxNLocator(integer=True)
+        bar.update_ticks()
+    return fig
+
+
+def annecs_figure(run: Run) -> Figure:
+    """ANNECS (accumulated number of novel environments created and solved) after each iteration."""
+    fig = Figure(figsize=(9, 3.5), layout="constrained")
+    ax = fig.add_subplot()
+    annecs = run.annecs
+    if len(annecs):
+        ax.step(annecs.index, annecs.to_numpy(), where="post", color="tab:purple")
+    else:
+        _note(ax, "no iterations recorded")
+    ax.set(xlabel="iteration", ylabel="ANNECS", title="ANNECS")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
+def population_figure(run: Run) -> Figure:
+    """Active pairs trained at each iteration, and pairs archived by then."""
+    fig = Figure(figsize=(9, 3.5), layout="constrained")
+    ax = fig.add_subplot()
+    it = run.iterations
+    if len(it):
+        active = it.groupby("iteration")["pair_id"].nunique()
+        retired = run.envs["retired_iteration"].dropna().astype(int).to_numpy()
+        archived = [int((retired <= i).sum()) for i in active.index]
+        ax.step(active.index, active.to_numpy(), where="post", label="active")
+        ax.step(active.index, archived, where="post", label="archived")
+        ax.legend(fontsize="small", loc="upper left")
+    else:
+        _note(ax, "no iterations recorded")
+    ax.set(xlabel="iteration", ylabel="pairs", title="Population")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
+FIGURES: dict[str, Callable[[Run], Figure]] = {
+    "scores": scores_figure,
+    "env_params": env_params_figure,
+    "env_tree": env_tree_figure,
+    "transfer_matrix": transfer_matrix_figure,
+    "annecs": annecs_figure,
+    "population": population_figure,
+}
+
+
+def caption(name: str) -> str:
+    """The caption of a figure: its function's one-line docstring."""
+    return (FIGURES[name].__doc__ or name).strip().splitlines()[0]
+
+
+def figure_png(fig: Figure, dpi: int = 100) -> bytes:
+    """A figure as PNG bytes (Agg canvas, no display needed)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------- summary and page
+
+def summary(run: Run) -> dict[str, object]:
+    """The report's summary table: size of the run and what it achieved."""
+    it, t = run.iterations, run.transfers
+    annecs = run.annecs
+    return {
+        "mode": run.config.get("mode", "?"),
+        "family": run.config.get("env", {}).get("family", "?"),
+        "seed": run.config.get("seed", "?"),
+        "iterations": int(it["iteration"].nunique()) if len(it) else 0,
+        "envs admitted": len(run.envs),
+        "envs admitted by reproduction": int(run.envs["parent_env_id"].notna().sum()),
+        "transfers accepted / attempted": f"{int(t['accepted'].sum()) if len(t) else 0} / {len(t)}",
+        "final ANNECS": int(annecs.iloc[-1]) if len(annecs) else 0,
+    }
+
+
+def _html(run: Run, names: list[str]) -> str:
+    """The index page: summary table, then every figure with its caption."""
+    rows = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+                     for k, v in summary(run).items())
+    figures = "\n".join(
+        f'<figure><img src="{name}.png" alt="{name}"><figcaption>{html.escape(caption(name))}</figcaption></figure>'
+        for name in names)
+    title = html.escape(f"POET run {run.path.resolve().name}")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: sans-serif; max-width: 1000px; margin: 2em auto; }}
+table {{ border-collapse: collapse; }} th, td {{ border: 1px solid #ccc; padding: 4px 10px; text-align: left; }}
+figure {{ margin: 2em 0; }} img {{ max-width: 100%; }} figcaption {{ color: #444; }}
+</style></head><body>
+<h1>{title}</h1>
+<p>{html.escape(str(run.path))}</p>
+<table>
+{rows}
+</table>
+{figures}
+</body></html>
+"""
+
+
+def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
+    """Write every FIGURES figure as PNG and index.html into out_dir (default <run_dir>/report); returns index.html."""
+    try:
+        run = load_run(run_dir)
+    except FileNotFoundError as exc:
+        raise ConfigError(str(exc)) from None
+    out = Path(out_dir) if out_dir is not None else Path(run_dir) / "report"
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file, not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, make in FIGURES.items():
+            (out / f"{name}.png").write_bytes(figure_png(make(run)))
+        index = out / "index.html"
+        index.write_text(_html(run, list(FIGURES)))
+    except OSError as exc:
+        raise ConfigError(f"--out {str(out)!r}: cannot write the report ({exc.strerror or exc})") from None
+    return index

@@ -1,0 +1,226 @@
+"""Run analysis: `poet report` figures and page, `poet render` GIFs, and the analysis notebook.
+
+One small Enhanced POET run (module fixture) serves every test; the CLI commands run as
+subprocesses, all started together, since each pays a few seconds of imports.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import gymnasium as gym
+import nbformat
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+from PIL import Image
+
+import poet
+from envs import EnvParams
+from poet import checkpoint
+from poet.analysis import load_run
+from poet.render import episode_frames, render_gif, subsample
+from poet.report import FIGURES, write_report
+from tests.conftest import ROOT, tiny_config
+
+NOTEBOOK = ROOT / "notebooks" / "analyze_run.ipynb"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A 12-iteration Enhanced POET run with checkpoints every 4 iterations."""
+    out = tmp_path_factory.mktemp("report") / "run"
+    poet.run(tiny_config(mode="enhanced", iterations=12, checkpoint={"every": 4}), out=out, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pairs(run_dir) -> tuple[str, str]:
+    """Two active pair ids of the run's newest checkpoint."""
+    active = checkpoint.latest(run_dir).population.active
+    assert len(active) >= 2
+    return active[0].pair_id, active[-1].pair_id
+
+
+def _cli(args: list[str]) -> subprocess.CompletedProcess:
+    """`python -m poet.cli ARGS` from the repository root."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "poet.cli", *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def cli_out(tmp_path_factory) -> Path:
+    """Where the CLI commands write."""
+    return tmp_path_factory.mktemp("cli")
+
+
+@pytest.fixture(scope="module")
+def cli(run_dir, pairs, cli_out) -> dict[str, subprocess.CompletedProcess]:
+    """Every CLI command of this module, run concurrently; results by name."""
+    out = cli_out
+    own, other = pairs
+    other_env = load_run(run_dir).envs.set_index("pair_id").loc[other, "env_id"]
+    commands = {
+        "report": ["report", run_dir, "--out", out / "report"],
+        "gif_own": ["render", run_dir, "--pair", own, "--out", out / "own.gif"],
+        "gif_other": ["render", run_dir, "--pair", own, "--env", other_env, "--seed", 1, "--out", out / "other.gif"],
+        "bad_pair": ["render", run_dir, "--pair", "p999", "--out", out / "x.gif"],
+        "bad_env": ["render", run_dir, "--pair", own, "--env", "0123456789abcdef", "--out", out / "x.gif"],
+        "bad_dir_render": ["render", out, "--pair", own, "--out", out / "x.gif"],
+        "bad_dir_report": ["report", out / "nowhere"],
+    }
+    with ThreadPoolExecutor(len(commands)) as pool:
+        futures = {name: pool.submit(_cli, args) for name, args in commands.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def _ok(proc: subprocess.CompletedProcess) -> Path:
+    """Exit 0; the one line printed is a path that exists."""
+    assert proc.returncode == 0, proc.stderr
+    path = Path(proc.stdout.strip())
+    assert path.is_file(), proc.stdout
+    return path
+
+
+def _one_error_line(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    """Exit 2 and exactly one `poet: error:` line naming every needle."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("poet: error: "), proc.stderr
+    assert all(n in lines[0] for n in needles), (needles, lines[0])
+    assert proc.stdout == ""
+
+
+def _check_pngs(folder: Path) -> None:
+    """Every figure of FIGURES is a real PNG in `folder`, shown by its index.html."""
+    page = (folder / "index.html").read_text()
+    for name in FIGURES:
+        data = (folder / f"{name}.png").read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 5000, name
+        assert f'src="{name}.png"' in page
+
+
+# ---------------------------------------------------------------- report
+
+def test_report_cli_writes_every_figure_and_the_page(cli, cli_out):
+    index = _ok(cli["report"])
+    assert index == cli_out / "report" / "index.html"
+    _check_pngs(index.parent)
+    page = index.read_text()
+    assert "enhanced" in page and "terrain" in page and "final ANNECS" in page
+
+
+def test_every_figure_function_returns_a_figure(run_dir):
+    run = load_run(run_dir)
+    assert set(FIGURES) == {"scores", "env_params", "env_tree", "transfer_matrix", "annecs", "population"}
+    for name, make in FIGURES.items():
+        assert isinstance(make(run), Figure), name
+
+
+def test_report_default_folder_and_empty_runs(run_dir, tmp_path):
+    assert write_report(run_dir) == run_dir / "report" / "index.html"
+    short = tmp_path / "short"
+    poet.run(tiny_config(iterations=2), out=short, progress=False)
+    run = load_run(short)
+    assert not len(run.transfers) and not len(run.children())
+    _check_pngs(write_report(short).parent)
+    (tmp_path / "blank" / "records").mkdir(parents=True)  # a run that has not written a row yet
+    _check_pngs(write_report(tmp_path / "blank").parent)
+
+
+# ---------------------------------------------------------------- render
+
+def _frames(path: Path) -> int:
+    """Frames of a GIF (also checks it opens as one)."""
+    with Image.open(path) as gif:
+        assert gif.format == "GIF"
+        return gif.n_frames
+
+
+def test_render_cli_writes_gifs(cli):
+    assert _frames(_ok(cli["gif_own"])) > 1
+    assert _frames(_ok(cli["gif_other"])) > 1
+
+
+def test_cli_errors_are_one_line(cli, pairs, run_dir):
+    _one_error_line(cli["bad_pair"], "p999", *pairs)
+    _one_error_line(cli["bad_env"], "0123456789abcdef", load_run(run_dir).envs["env_id"].iloc[0])
+    _one_error_line(cli["bad_dir_render"], "not a run directory")
+    _one_error_line(cli["bad_dir_report"], "not a run directory")
+
+
+def test_render_gif_api_prints_nothing(run_dir, pairs, tmp_path, capsys):
+    archived = checkpoint.latest(run_dir).population.archive
+    pair_id = archived[0].pair_id if archived else pairs[0]
+    out = render_gif(run_dir, pair_id, tmp_path / "a.gif", fps=10)
+    assert out == tmp_path / "a.gif" and _frames(out) > 1
+    assert capsys.readouterr() == ("", "")
+    with pytest.raises(poet.ConfigError, match="unknown env"):
+        render_gif(run_dir, pairs[0], tmp_path / "b.gif", env_id="nope")
+
+
+class _NoFrames:
+    """A family whose envs render no rgb frames."""
+
+    def make_env(self, params: EnvParams, render_mode: str | None = None) -> gym.Env:
+        env = gym.make("CartPole-v1")
+        env.unwrapped.metadata = {"render_modes": []}
+        return env
+
+
+def test_family_without_rgb_frames_is_a_config_error(run_dir):
+    from poet.render import load_agents
+
+    parts, snapshot = load_agents(run_dir)
+    pair = snapshot.population.active[0]
+    with pytest.raises(poet.ConfigError, match="'blind' cannot render"):
+        episode_frames(_NoFrames(), parts.spec, pair.theta, pair.env, 0, 10, "blind")
+
+
+def test_subsample_keeps_the_last_frame():
+    frames = [np.full((2, 2, 3), i % 256, np.uint8) for i in range(1000)]
+    kept, step = subsample(frames, 300)
+    assert len(kept) <= 300 and step == 4 and kept[-1] is frames[-1]
+    assert subsample(frames[:5], 300) == (frames[:5], 1)
+
+
+# ---------------------------------------------------------------- notebook
+
+def test_committed_notebook_has_no_outputs():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and all(c.outputs == [] and c.execution_count is None for c in code)
+
+
+def _this_python_kernel():
+    """A kernel manager whose kernel runs on this interpreter, whatever kernelspecs are installed."""
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    class ThisPython(KernelSpecManager):
+        def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+            argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+            return KernelSpec(argv=argv, display_name="poet tests", language="python", name=kernel_name)
+
+    return KernelManager(kernel_name="python3", kernel_spec_manager=ThisPython())
+
+
+def test_notebook_runs_against_the_run(run_dir, monkeypatch):
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("POET_RUN_DIR", str(run_dir))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    client = NotebookClient(nb, km=_this_python_kernel(), kernel_name="python3", timeout=120,
+                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    client.execute()  # raises CellExecutionError on the first failing cell
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == len(FIGURES)
+    text = "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for o in outputs)
+    assert str(run_dir) in text and "on env of" in text and "no cross-scores" not in text
