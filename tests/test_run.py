@@ -126,3 +126,10 @@ def test_quickstart_shows_poet_working(ray_local, tmp_path):
     assert harder_solved, "no admitted env harder than the initial one was solved"
     solved_scores = run.iterations[run.iterations["env_id"].isin(harder_solved)]["score"]
     assert solved_scores.max() >= 230
+    # `poet report` on the quickstart run writes every figure and the page.
+    from poet.report import FIGURES, write_report
+
+    index = write_report(result.run_dir)
+    for name in FIGURES:
+        png = index.parent / f"{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"{name}.png" in index.read_text()
