@@ -1,0 +1,568 @@
+"""Evaluation throughput and worker memory: the Ray pool against plain processes and naive Ray tasks.
+
+    cd /work/main && PYTHONPATH=. python benchmarks/eval_pool.py --workers 2 [--envs terrain,bipedal] [--quick] [--json PATH]
+
+For each env the same matrix of P policies x E envs x n episodes (one EvalRequest per
+(policy, env)) is evaluated three ways, with W workers:
+
+- raw:   W plain processes (multiprocessing, spawn), no Ray and no framework code in the
+         loop: one gymnasium env per env params, an `MLPPolicy` forward on one observation
+         per step. Throughput is the sum over processes of steps / own wall time, i.e. raw
+         gets perfect load balance for free.
+- pool:  `RayEvaluator(..., workers=W).evaluate(requests)`, one wave, after a warm-up wave.
+- naive: one `@ray.remote` task per episode that rebuilds the policy module and the env from
+         weights passed by value, as in ../shared/context/user-report-parallel-rollouts.txt.
+
+All three run exactly the same episodes (same weights, env params and episode seeds, so the
+same step counts up to float round-off in the policy forward). Each is measured `repeats`
+times, interleaved (raw, pool, naive, raw, ...), each time on fresh episode seeds so that no
+way profits from a cache warmed by an earlier repetition; the table shows medians. Raw runs
+with no Ray running; pool and naive share one Ray instance per repetition. Before each timed
+span the script waits for the machine to be quiet, and during it reads from /proc the CPU time
+of its own process tree and of the whole machine, so the load of other programs is on record.
+
+Then the pool's worker memory: after a warm-up, two waves of identical shape (R requests of
+one short episode each on one env, fresh seeds per request) that differ only in the number of
+distinct policies, 10 versus 1000; weights are released after each wave.
+
+Ray starts with num_cpus=W. The pool's actors hold one CPU each for their lifetime, so the pool
+is created for its measurement and closed before naive tasks run (else they never schedule).
+Nothing here is a pass/fail test; targets are printed next to the numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import multiprocessing as mp
+import os
+import platform
+import statistics
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from envs import EnvFamily, EnvParams
+from envs.base import EnvParamError
+from envs.terrain import TerrainFamily
+from poet.evaluation.protocol import EvalRequest, PolicyRef
+from poet.evaluation.ray_pool import RayEvaluator
+from poet.policies import MLPPolicy, PolicySpec, init_flat, spec_for_spaces
+from poet.seeding import episode_seeds
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGETS = {"efficiency": 0.9, "speedup_vs_naive_terrain": 5.0, "rss_growth_1000_vs_10": 0.10}
+HIDDEN, ACTIVATION = (40, 40), "tanh"
+# init_flat gives the output layer std 0.01 (actions near zero: the walker folds and falls
+# after ~110 steps). Std 1 gives varied gaits, many of which stay up for the 400-step cap.
+OUTPUT_SCALE = 100.0
+
+
+# =============================================================================== the envs
+class BipedalFamily:
+    """gymnasium's BipedalWalker-v3 as a one-env family: no params, no `make_batch`, so the
+    pool steps it through `LockstepBatch` (one gymnasium env per episode)."""
+
+    name = "bipedal_walker_v3"
+
+    def initial(self) -> EnvParams:
+        return EnvParams.create(self.name, {})
+
+    def mutate(self, params: EnvParams, rng: np.random.Generator) -> EnvParams:
+        return params
+
+    def make_env(self, params: EnvParams, render_mode: str | None = None) -> gym.Env:
+        return gym.make("BipedalWalker-v3", render_mode=render_mode)
+
+    def features(self, params: EnvParams) -> np.ndarray:
+        return np.zeros(0)
+
+    def validate(self, params: EnvParams) -> None:
+        if params.family != self.name or params.values:
+            raise EnvParamError(self.name, "params", "this family has exactly one env, with no params")
+
+    def flat(self, params: EnvParams) -> dict[str, float]:
+        return {}
+
+
+@dataclass
+class Sizes:
+    """How big each part of the benchmark is."""
+
+    policies: int = 10  # P
+    envs: int = 4  # E
+    episodes: int = 5  # n per (policy, env)
+    bipedal_max_steps: int = 400
+    terrain_max_steps: int | None = None  # None: the family default
+    repeats: int = 3
+    memory_requests: int = 1000  # rows of each memory wave (one episode per request)
+    memory_policies: tuple[int, int] = (10, 1000)
+    memory_max_steps: int = 50
+
+    @classmethod
+    def quick(cls) -> "Sizes":
+        """A smoke run: seconds per env instead of minutes."""
+        return cls(policies=4, envs=2, episodes=2, bipedal_max_steps=100, terrain_max_steps=100,
+                   repeats=1, memory_max_steps=10)
+
+
+@dataclass
+class Setup:
+    """One env's benchmark matrix."""
+
+    name: str
+    family: Any  # an EnvFamily; BipedalFamily is defined here, so Ray sends it by value
+    spec: PolicySpec
+    policies: list[np.ndarray]
+    envs: list[EnvParams]
+    episodes: int
+    max_steps: int
+
+
+def random_policies(spec: PolicySpec, count: int, seed: int) -> list[np.ndarray]:
+    """Distinct `init_flat` policies with the output layer scaled by OUTPUT_SCALE."""
+    out_size = spec.layer_sizes[-2] * spec.act_dim + spec.act_dim  # last weights + biases
+    policies = []
+    for i in range(count):
+        flat = init_flat(spec, np.random.default_rng([seed, i]))
+        flat[-out_size:] *= OUTPUT_SCALE
+        policies.append(flat)
+    return policies
+
+
+def make_setup(name: str, sizes: Sizes) -> Setup:
+    """The matrix for `terrain` (initial params and mutated children) or `bipedal`."""
+    if name == "terrain":
+        family: EnvFamily = TerrainFamily()
+        envs, rng = [family.initial()], np.random.default_rng(7)
+        while len(envs) < sizes.envs:
+            envs.append(family.mutate(envs[-1], rng))
+        max_steps = sizes.terrain_max_steps or family.max_episode_steps
+    elif name == "bipedal":
+        family = BipedalFamily()
+        envs = [family.initial()] * sizes.envs  # one env: E copies keep the matrix shape
+        max_steps = sizes.bipedal_max_steps
+    else:
+        raise ValueError(f"unknown env {name!r} (known: terrain, bipedal)")
+    probe = family.make_env(envs[0])
+    spec = spec_for_spaces(probe.observation_space, probe.action_space, HIDDEN, ACTIVATION)
+    probe.close()
+    return Setup(name, family, spec, random_policies(spec, sizes.policies, seed=1), envs, sizes.episodes, max_steps)
+
+
+# ============================================================ one episode, the plain way
+Episode = tuple[int, int, int]  # (policy index, env index, env seed)
+
+
+def matrix_requests(setup: Setup, refs: Sequence[PolicyRef], seed_base: int) -> list[EvalRequest]:
+    """One request per (policy, env) with n episodes; request seeds start at `seed_base`."""
+    return [EvalRequest(refs[p], env, setup.episodes, seed_base + p * len(setup.envs) + e, setup.max_steps)
+            for p in range(len(setup.policies)) for e, env in enumerate(setup.envs)]
+
+
+def matrix_episodes(setup: Setup, seed_base: int) -> list[Episode]:
+    """The episodes of `matrix_requests`, with the same env seeds the pool uses."""
+    out = []
+    for p in range(len(setup.policies)):
+        for e in range(len(setup.envs)):
+            out.extend((p, e, s) for s in episode_seeds(seed_base + p * len(setup.envs) + e, setup.episodes))
+    return out
+
+
+def run_episode(env: gym.Env, policy: MLPPolicy, low: np.ndarray, high: np.ndarray, seed: int,
+                max_steps: int) -> tuple[float, int]:
+    """One episode: one observation through the torch module per step, tanh-squashed to the bounds."""
+    obs, _ = env.reset(seed=seed)
+    ret, steps = 0.0, 0
+    with torch.no_grad():
+        while steps < max_steps:
+            raw = policy(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+            obs, reward, terminated, truncated, _ = env.step(low + (np.tanh(raw) + 1.0) * 0.5 * (high - low))
+            ret += float(reward)
+            steps += 1
+            if terminated or truncated:
+                break
+    return ret, steps
+
+
+def action_bounds(spec: PolicySpec) -> tuple[np.ndarray, np.ndarray]:
+    """The action box as float32 arrays."""
+    return np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
+
+
+# ====================================================================== CPU accounting
+def _tree_jiffies(root: int) -> int:
+    """utime + stime (+ reaped children) of `root` and all its live descendants."""
+    stats: dict[int, tuple[int, int]] = {}  # pid -> (ppid, jiffies)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        stats[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, (0, 0))[1]
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def _machine_busy_jiffies() -> int:
+    """Busy CPU time of the whole machine (all cores), from /proc/stat."""
+    with open("/proc/stat") as f:
+        values = [int(x) for x in f.readline().split()[1:]]
+    return sum(values) - values[3] - values[4]  # minus idle and iowait
+
+
+class CpuWatch:
+    """Average cores busy in this script's process tree and in the rest of the machine over a span."""
+
+    HZ = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self) -> None:
+        self.t0, self.own0, self.all0 = time.monotonic(), _tree_jiffies(os.getpid()), _machine_busy_jiffies()
+
+    def stop(self) -> dict[str, float]:
+        seconds = time.monotonic() - self.t0
+        own = (_tree_jiffies(os.getpid()) - self.own0) / self.HZ
+        everything = (_machine_busy_jiffies() - self.all0) / self.HZ
+        return {"script_cores": round(own / seconds, 3), "other_cores": round(max(0.0, everything - own) / seconds, 3)}
+
+
+def settle(max_wait: float = 10.0, window: float = 0.5, quiet_cores: float = 0.15) -> dict[str, float]:
+    """Wait until the machine is quiet (Ray start-up, process exits, ...) before a measurement.
+
+    Quiet means fewer than `quiet_cores` busy over `window` seconds; gives up after `max_wait`
+    seconds (other programs may keep it busy) and says how busy it was.
+    """
+    t0 = time.monotonic()
+    while True:
+        busy0 = _machine_busy_jiffies()
+        time.sleep(window)
+        busy = (_machine_busy_jiffies() - busy0) / CpuWatch.HZ / window
+        if busy < quiet_cores or time.monotonic() - t0 > max_wait:
+            return {"settle_s": round(time.monotonic() - t0, 2), "busy_before_cores": round(busy, 3)}
+
+
+# ============================================================================ measures
+@dataclass
+class Measurement:
+    """One timed run of one way."""
+
+    steps: int
+    seconds: float
+    steps_per_s: float
+    cpu: dict[str, float] = field(default_factory=dict)
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def raw_process(setup: Setup, episodes: list[Episode], barrier: Any, results: Any, release: Any) -> None:
+    """Body of one raw process: warm up, wait for the others, run `episodes`, report, wait to exit."""
+    torch.set_num_threads(1)
+    policy = MLPPolicy(setup.spec)
+    low, high = action_bounds(setup.spec)
+    envs = [setup.family.make_env(p) for p in setup.envs]  # one env per env params, reused
+    policy.load_flat(setup.policies[0])
+    run_episode(envs[0], policy, low, high, seed=10**8 - 1, max_steps=20)  # warm-up, not counted
+    barrier.wait()
+    t0, cpu0, steps, loaded = time.monotonic(), time.process_time(), 0, -1
+    for p, e, seed in episodes:
+        if p != loaded:
+            policy.load_flat(setup.policies[p])
+            loaded = p
+        steps += run_episode(envs[e], policy, low, high, seed, setup.max_steps)[1]
+    results.put((steps, t0, time.monotonic(), time.process_time() - cpu0))
+    release.wait()  # exit (interpreter teardown) only after the parent has read the CPU counters
+
+
+def measure_raw(setup: Setup, episodes: list[Episode], workers: int) -> Measurement:
+    """W spawned processes, episodes dealt round-robin; steps/s summed over processes."""
+    ctx = mp.get_context("spawn")
+    barrier, results, release = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=raw_process, args=(setup, episodes[i::workers], barrier, results, release))
+             for i in range(workers)]
+    for proc in procs:
+        proc.start()
+    quiet = settle()  # the processes are warm and blocked on the barrier
+    barrier.wait()  # the clock starts now
+    watch = CpuWatch()
+    reports = [results.get() for _ in procs]
+    cpu = watch.stop()
+    release.set()
+    for proc in procs:
+        proc.join()
+    steps = sum(r[0] for r in reports)
+    wall = max(r[2] for r in reports) - min(r[1] for r in reports)
+    rate = sum(r[0] / (r[2] - r[1]) for r in reports)
+    rollout_cores = sum(r[3] for r in reports) / wall
+    cpu["background_cores"] = round(max(0.0, cpu["script_cores"] - rollout_cores), 3)  # driver, queues
+    return Measurement(steps, wall, rate, cpu | quiet, {"wall_steps_per_s": steps / wall})
+
+
+def open_pool(setup: Setup, workers: int) -> RayEvaluator:
+    """A pool warmed up by one short wave (imports, first torch calls, env construction)."""
+    pool = RayEvaluator(setup.family, setup.spec, noise=None, workers=workers)
+    refs = [pool.put(w) for w in setup.policies]
+    pairs = [(ref, env) for ref in refs for env in setup.envs]
+    warm = [EvalRequest(ref, env, 1, 10**8 + i, min(50, setup.max_steps)) for i, (ref, env) in enumerate(pairs)]
+    check(pool.evaluate(warm))
+    pool.release(refs)
+    return pool
+
+
+def check(results: Sequence[Any]) -> None:
+    """Fail loudly if any request came back with an error."""
+    bad = [r.error.describe() for r in results if r.error is not None]
+    if bad:
+        raise RuntimeError(f"{len(bad)} evaluation errors, first: {bad[0]}")
+
+
+def measure_pool(setup: Setup, seed_base: int, workers: int) -> Measurement:
+    """One timed `evaluate` of the whole matrix on a freshly warmed pool."""
+    pool = open_pool(setup, workers)
+    try:
+        refs = [pool.put(w) for w in setup.policies]
+        requests = matrix_requests(setup, refs, seed_base)
+        quiet = settle()
+        watch = CpuWatch()
+        t0 = time.perf_counter()
+        results = pool.evaluate(requests)
+        seconds = time.perf_counter() - t0
+        cpu = watch.stop()
+        check(results)
+        steps = sum(r.steps for r in results)
+        return Measurement(steps, seconds, steps / seconds, cpu | quiet)
+    finally:
+        pool.close()
+
+
+def naive_episode(family: Any, spec: PolicySpec, weights: np.ndarray, params: EnvParams, seed: int,
+                  max_steps: int) -> tuple[float, int]:
+    """The user's pattern: a task that rebuilds the policy and the env, then runs one episode."""
+    torch.set_num_threads(1)
+    policy = MLPPolicy(spec)
+    policy.load_flat(weights)
+    env = family.make_env(params)
+    try:
+        return run_episode(env, policy, *action_bounds(spec), seed, max_steps)
+    finally:
+        env.close()
+
+
+def submit_naive(setup: Setup, episodes: list[Episode]) -> list[tuple[float, int]]:
+    """All episodes as tasks at once, weights by value (numpy arguments, not object refs)."""
+    import ray
+
+    task = ray.remote(num_cpus=1)(naive_episode)
+    refs = [task.remote(setup.family, setup.spec, setup.policies[p], setup.envs[e], seed, setup.max_steps)
+            for p, e, seed in episodes]
+    return ray.get(refs)
+
+
+def measure_naive(setup: Setup, episodes: list[Episode], workers: int) -> Measurement:
+    """Warm the task workers with a few tasks, then time all episodes."""
+    submit_naive(setup, [(0, 0, 10**8 + i) for i in range(2 * workers)])
+    quiet = settle()
+    watch = CpuWatch()
+    t0 = time.perf_counter()
+    out = submit_naive(setup, episodes)
+    seconds = time.perf_counter() - t0
+    steps = sum(length for _, length in out)
+    return Measurement(steps, seconds, steps / seconds, watch.stop() | quiet)
+
+
+# ================================================================================ memory
+def memory_wave(pool: RayEvaluator, setup: Setup, sizes: Sizes, distinct: int, seed_base: int) -> list[dict[str, float]]:
+    """`memory_requests` one-episode requests on the first env, cycling over `distinct` fresh
+    policies; weights are released afterwards. Returns each worker's memory after the wave."""
+    refs = [pool.put(w) for w in random_policies(setup.spec, distinct, seed=seed_base)]
+    requests = [EvalRequest(refs[i % distinct], setup.envs[0], 1, seed_base + i, sizes.memory_max_steps)
+                for i in range(sizes.memory_requests)]
+    check(pool.evaluate(requests))
+    pool.release(refs)
+    return worker_memory(pool)
+
+
+def measure_memory(setup: Setup, sizes: Sizes, workers: int) -> dict[str, Any]:
+    """Worker RSS after waves that differ only in the number of distinct policies (10 vs 1000)."""
+    few, many = sizes.memory_policies
+    pool = open_pool(setup, workers)
+    try:
+        memory_wave(pool, setup, sizes, few, 2 * 10**6)  # warm-up: steady state for this wave shape
+        after_few = memory_wave(pool, setup, sizes, few, 3 * 10**6)
+        after_many = memory_wave(pool, setup, sizes, many, 4 * 10**6)
+        after_many_again = memory_wave(pool, setup, sizes, many, 5 * 10**6)
+    finally:
+        pool.close()
+    rss_few, rss_many = [m["rss_mb"] for m in after_few], [m["rss_mb"] for m in after_many]
+    return {
+        "worker_rss_mb_10": round(max(rss_few), 1),
+        "worker_rss_mb_1000": round(max(rss_many), 1),
+        "total_rss_mb_10": round(sum(rss_few), 1),
+        "total_rss_mb_1000": round(sum(rss_many), 1),
+        "worker_rss_mb_1000_second_wave": round(max(m["rss_mb"] for m in after_many_again), 1),
+        "worker_peak_rss_mb_10": round(max(m["peak_rss_mb"] for m in after_few), 1),
+        "worker_peak_rss_mb_1000": round(max(m["peak_rss_mb"] for m in after_many), 1),
+        "rss_growth_1000_vs_10": round(max(rss_many) / max(rss_few) - 1.0, 4),
+        "memory_waves": {"rows": sizes.memory_requests, "policies": [few, many], "max_steps": sizes.memory_max_steps,
+                         "per_worker_after_10": after_few, "per_worker_after_1000": after_many,
+                         "per_worker_after_1000_second_wave": after_many_again},
+    }
+
+
+def worker_memory(pool: RayEvaluator) -> list[dict[str, float]]:
+    """`worker_memory()` plus the anonymous / shared split of RSS from /proc (same node)."""
+    out = []
+    for mem, pid in zip(pool.worker_memory(), pool.worker_pids()):
+        split = {}
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith(("RssAnon:", "RssFile:", "RssShmem:")):
+                        key, kb = line.split()[:2]
+                        split[key[:-1].lower() + "_mb"] = round(int(kb) / 1024, 1)
+        except OSError:
+            pass
+        out.append({k: round(v, 1) for k, v in mem.items()} | split)
+    return out
+
+
+# =============================================================================== driver
+@contextmanager
+def ray_session(workers: int) -> Iterator[None]:
+    """A private, quiet Ray instance with W CPUs, shut down afterwards so raw runs beside no Ray at all."""
+    import ray
+
+    # address="local": always a new instance, never one found through RAY_ADDRESS.
+    ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], None]) -> dict[str, Any]:
+    """Interleaved raw / pool / naive repetitions, then memory; returns the env's JSON entry."""
+    setup = make_setup(name, sizes)
+    runs: dict[str, list[Measurement]] = {"raw": [], "pool": [], "naive": []}
+    for rep in range(sizes.repeats):
+        seed_base = 10**6 * (rep + 1)  # fresh episodes every repetition
+        episodes = matrix_episodes(setup, seed_base)
+        runs["raw"].append(measure_raw(setup, episodes, workers))  # with no Ray running at all
+        with ray_session(workers):
+            runs["pool"].append(measure_pool(setup, seed_base, workers))
+            runs["naive"].append(measure_naive(setup, episodes, workers))
+        log(f"  [{name} rep {rep + 1}/{sizes.repeats}] " + "  ".join(
+            f"{way} {ms[-1].steps_per_s:,.0f} steps/s ({ms[-1].steps} steps, {ms[-1].seconds:.1f}s, "
+            f"other load {ms[-1].cpu['other_cores']:.2f} cores)" for way, ms in runs.items()))
+    median = {way: statistics.median(m.steps_per_s for m in ms) for way, ms in runs.items()}
+    # Steps per CPU-second of the whole process tree: less sensitive to other programs' load.
+    per_cpu = {way: statistics.median(m.steps / max(1e-9, m.cpu["script_cores"] * m.seconds) for m in ms)
+               for way, ms in runs.items()}
+    entry = {
+        "raw_steps_per_s": round(median["raw"], 1),
+        "pool_steps_per_s": round(median["pool"], 1),
+        "naive_steps_per_s": round(median["naive"], 1),
+        "efficiency": round(median["pool"] / median["raw"], 3),
+        "speedup_vs_naive": round(median["pool"] / median["naive"], 3),
+        "efficiency_per_repeat": [round(p.steps_per_s / r.steps_per_s, 3) for p, r in zip(runs["pool"], runs["raw"])],
+        "speedup_vs_naive_per_repeat": [round(p.steps_per_s / n.steps_per_s, 3)
+                                        for p, n in zip(runs["pool"], runs["naive"])],
+        "steps_per_cpu_s": {way: round(v, 1) for way, v in per_cpu.items()},
+        "cpu_efficiency": round(per_cpu["pool"] / per_cpu["raw"], 3),
+        "max_other_load_cores": max(m.cpu["other_cores"] for ms in runs.values() for m in ms),
+    }
+    log(f"  [{name}] memory waves ...")
+    with ray_session(workers):
+        entry |= measure_memory(setup, sizes, workers)
+    entry |= {
+        "matrix": {"policies": len(setup.policies), "envs": len(setup.envs), "episodes": setup.episodes,
+                   "max_steps": setup.max_steps, "policy_params": setup.spec.num_params,
+                   "env_params": [p.values for p in setup.envs]},
+        "runs": {way: [asdict(m) for m in ms] for way, ms in runs.items()},
+    }
+    return entry
+
+
+def machine_info(workers: int) -> dict[str, Any]:
+    """What the numbers were measured on."""
+    import ray
+
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    return {"cpu_count": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)), "cpu_model": model,
+            "load_average_at_start": os.getloadavg(), "platform": platform.platform(),
+            "python": sys.version.split()[0], "numpy": np.__version__, "torch": torch.__version__,
+            "ray": ray.__version__, "gymnasium": gym.__version__, "workers": workers}
+
+
+def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
+    """One row per env, then the targets."""
+    cols = [("env", "{}"), ("raw", "{:,.0f}"), ("pool", "{:,.0f}"), ("naive", "{:,.0f}"), ("efficiency", "{:.2f}"),
+            ("vs_naive", "{:.1f}x"), ("rss_10", "{:.0f}"), ("rss_1000", "{:.0f}"), ("total_10", "{:.0f}"),
+            ("total_1000", "{:.0f}")]
+    keys = ["raw_steps_per_s", "pool_steps_per_s", "naive_steps_per_s", "efficiency", "speedup_vs_naive",
+            "worker_rss_mb_10", "worker_rss_mb_1000", "total_rss_mb_10", "total_rss_mb_1000"]
+    rows = [[name] + [fmt.format(r[k]) for (_, fmt), k in zip(cols[1:], keys)] for name, r in results.items()]
+    widths = [max(len(c[0]), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
+    print("steps/s (median over repeats); RSS in MB: max over workers (rss_*) and sum over workers (total_*)")
+    print("  ".join(c[0].rjust(w) for c, w in zip(cols, widths)))
+    for row in rows:
+        print("  ".join(v.rjust(w) for v, w in zip(row, widths)))
+    for name, r in results.items():
+        marks = [f"efficiency {r['efficiency']:.2f} {'>=' if r['efficiency'] >= TARGETS['efficiency'] else '<'} "
+                 f"{TARGETS['efficiency']}",
+                 f"rss growth {100 * r['rss_growth_1000_vs_10']:+.1f}% (target within "
+                 f"{100 * TARGETS['rss_growth_1000_vs_10']:.0f}%)"]
+        if name == "terrain":
+            ok = r["speedup_vs_naive"] >= TARGETS["speedup_vs_naive_terrain"]
+            marks.append(f"vs naive {r['speedup_vs_naive']:.1f}x {'>=' if ok else '<'} "
+                         f"{TARGETS['speedup_vs_naive_terrain']:.0f}x")
+        print(f"{name}: " + "; ".join(marks))
+    if quick:
+        print("(--quick: smoke-test sizes; the targets are meant for full-size runs)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--envs", default="terrain,bipedal")
+    parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
+    parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 3, quick 1)")
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "eval_pool.json")
+    args = parser.parse_args()
+    sizes = Sizes.quick() if args.quick else Sizes()
+    if args.repeats:
+        sizes.repeats = args.repeats
+    t0 = time.perf_counter()
+    log = functools.partial(print, flush=True)
+    info = machine_info(args.workers)
+    results = {}
+    for name in [n.strip() for n in args.envs.split(",") if n.strip()]:
+        log(f"{name} ...")
+        results[name] = benchmark_env(name, sizes, args.workers, log)
+    info["load_average_at_end"] = os.getloadavg()
+    info["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    print_table(results, args.quick)
+    print(f"total wall time {info['wall_seconds']:.0f}s")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"machine": info, "sizes": asdict(sizes), "targets": TARGETS, "envs": results},
+                                    indent=2, default=float))
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
