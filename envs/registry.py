@@ -17,6 +17,12 @@ def _terrain(**options: Any) -> EnvFamily:
     return TerrainFamily(**options)
 
 
+def _bipedal(**options: Any) -> EnvFamily:
+    from envs.bipedal import BipedalFamily
+
+    return BipedalFamily(**options)
+
+
 def _gym_spec(spec_name: str) -> Callable[..., EnvFamily]:
     def factory(**options: Any) -> EnvFamily:
         from envs.generic import GymFamily
@@ -36,6 +42,7 @@ def _gym(**options: Any) -> EnvFamily:
 # name -> factory(**options). A test runs gymnasium's check_env over every entry.
 FAMILIES: dict[str, Callable[..., EnvFamily]] = {
     "terrain": _terrain,
+    "bipedal": _bipedal,
     "lunar_lander": _gym_spec("lunar_lander"),
     "cartpole": _gym_spec("cartpole"),
     # Any registered gymnasium env with numeric constructor kwargs; needs options
@@ -51,6 +58,7 @@ EXAMPLE_OPTIONS: dict[str, dict[str, Any]] = {
 # gymnasium ids under the poet/ namespace, one per family that builds without options.
 GYMNASIUM_IDS: dict[str, str] = {
     "terrain": "poet/Terrain-v0",
+    "bipedal": "poet/BipedalTerrain-v0",
     "lunar_lander": "poet/LunarLanderContinuous-v0",
     "cartpole": "poet/CartPole-v0",
 }

@@ -241,7 +241,7 @@ def _check_in_bounds(family, params) -> None:
     family.validate(params)
     assert params.family == family.name
     values = params.values
-    if family.name == "terrain":
+    if family.name in ("terrain", "bipedal"):  # POET's parameter groups
         from envs import terrain as t
 
         assert 0.0 <= values["roughness"] <= t.ROUGH_MAX

@@ -1,0 +1,310 @@
+"""POET's BipedalWalker family: gymnasium's Box2D walker on a course built from POET's params.
+
+The parameters are the `terrain` family's (same names, ranges, units and mutation rules):
+`roughness` in [0, 10], `pit_gap` and `stump_height` each [] (disabled) or [lo, hi]. This
+module owns no parameter logic: `BipedalFamily` hands mutate/validate/features/flat to a
+`TerrainFamily` after renaming the params' family, and renames the results back.
+
+The course follows POET's `bipedal_walker_custom.py` (uber-research/poet):
+
+* grass stretches of gymnasium's length between obstacles;
+* roughness scales the ground's random walk: POET keeps gymnasium's walk
+  (`velocity += uniform(-1, 1) / SCALE` after the start pad) and moves
+  `y += roughness * velocity`, so roughness 0 gives exactly flat ground;
+* after each grass stretch an obstacle kind is drawn among the ENABLED kinds only
+  (stump first, then pit, as POET numbers its states);
+* a pit is `pit_gap = 1 + uniform(lo, hi)` steps from the left wall's left edge to the right
+  wall's left edge (`counter = ceil(pit_gap)`), so the opening is `uniform(lo, hi)` TERRAIN_STEP;
+* a stump is a block 1 TERRAIN_STEP wide and `uniform(lo, hi)` TERRAIN_STEP high.
+
+Everything else (walker, 24-dim observation, 4-dim action, reward, falling) is gymnasium's
+`BipedalWalker`; episodes are truncated inside the env after `max_episode_steps` (2000).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium.utils import EzPickle
+
+from envs.base import EnvParamError, EnvParams
+from envs.terrain import TerrainFamily
+
+try:  # Box2D is optional for the rest of the project; fail when the family is used.
+    import Box2D
+    from gymnasium.envs.box2d import bipedal_walker as _bw
+    from gymnasium.envs.box2d.bipedal_walker import BipedalWalker
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ImportError("the 'bipedal' env family needs Box2D: pip install 'gymnasium[box2d]'") from exc
+
+FAMILY = "bipedal"
+MAX_EPISODE_STEPS = 2000
+
+TERRAIN_STEP = _bw.TERRAIN_STEP
+TERRAIN_LENGTH = _bw.TERRAIN_LENGTH
+TERRAIN_HEIGHT = _bw.TERRAIN_HEIGHT
+TERRAIN_GRASS = _bw.TERRAIN_GRASS
+TERRAIN_STARTPAD = _bw.TERRAIN_STARTPAD
+SCALE = _bw.SCALE
+# Box2D rejects polygons thinner than about its linear slop; a stump drawn lower than this
+# (metres) gets a body of this height (its recorded height stays the sampled one).
+MIN_STUMP_BODY = 0.01
+
+WALL_COLORS = ((255, 255, 255), (153, 153, 153))
+
+_TERRAIN = TerrainFamily()
+
+
+def _to_terrain(params: EnvParams) -> EnvParams:
+    """The same values under the terrain family's name (checks the family name first)."""
+    if not isinstance(params, EnvParams):
+        raise EnvParamError(FAMILY, "params", f"expected EnvParams, got {type(params).__name__}")
+    if params.family != FAMILY:
+        raise EnvParamError(FAMILY, "family", f"expected family {FAMILY!r}, got {params.family!r}")
+    return EnvParams.create(_TERRAIN.name, params.values)
+
+
+def _delegate(method: str, params: EnvParams, *args: Any) -> Any:
+    """Call TerrainFamily.<method> on translated params; its errors renamed to this family."""
+    translated = _to_terrain(params)
+    try:
+        return getattr(_TERRAIN, method)(translated, *args)
+    except EnvParamError as err:
+        message = str(err).split(": ", 1)[-1]
+        raise EnvParamError(FAMILY, err.field, message) from None
+
+
+# ================================================================ gymnasium env
+class BipedalTerrainEnv(BipedalWalker):
+    """gymnasium's BipedalWalker on a course generated from POET's parameters.
+
+    After `reset`, `self.obstacles` lists `(kind, x_start, size)`: kind 'pit' (x_start at
+    the left edge of the opening, size its width in TERRAIN_STEP units) or 'stump' (x_start
+    at its left side, size its height in TERRAIN_STEP units); x_start in metres.
+    """
+
+    def __init__(
+        self, params: EnvParams, render_mode: str | None = None, max_episode_steps: int = MAX_EPISODE_STEPS
+    ):
+        _delegate("validate", params)
+        v = params.values
+        self.params = params
+        self.roughness = float(v["roughness"])
+        self.pit_gap = tuple(float(x) for x in v["pit_gap"])
+        self.stump_height = tuple(float(x) for x in v["stump_height"])
+        # POET's state numbering: 0 grass, then stump, then pit (only the enabled ones).
+        self.enabled_kinds = ("stump",) * bool(self.stump_height) + ("pit",) * bool(self.pit_gap)
+        self.max_episode_steps = int(max_episode_steps)
+        self.obstacles: list[tuple[str, float, float]] = []
+        self.obstacle_polys: list[list[tuple[float, float]]] = []
+        self._elapsed = 0
+        super().__init__(render_mode=render_mode, hardcore=bool(self.enabled_kinds))
+        EzPickle.__init__(self, params, render_mode, max_episode_steps)
+
+    # ---- episode bookkeeping ----
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        # A fresh Box2D world each episode: a reused world keeps broad-phase and contact
+        # state from earlier episodes, so the same seed could give different rollouts.
+        self._destroy()
+        self.world = Box2D.b2World()
+        obs, info = super().reset(seed=seed, options=options)
+        self._elapsed = 0  # BipedalWalker.reset ends with one internal step
+        return obs, info
+
+    def step(self, action: np.ndarray):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self._elapsed += 1
+        if not terminated and self._elapsed >= self.max_episode_steps:
+            truncated = True
+        return obs, float(reward), bool(terminated), bool(truncated), info
+
+    # ---- the course ----
+    def _static_poly(self, poly: list[tuple[float, float]]) -> None:
+        self.fd_polygon.shape.vertices = poly
+        body = self.world.CreateStaticBody(fixtures=self.fd_polygon)
+        body.color1, body.color2 = WALL_COLORS
+        self.terrain.append(body)
+        self.obstacle_polys.append(list(poly))
+
+    def _generate_terrain(self, hardcore: bool) -> None:  # noqa: ARG002 - params decide
+        GRASS, STUMP, PIT = 0, 1, 2
+        kind_state = {"stump": STUMP, "pit": PIT}
+        states = [kind_state[k] for k in self.enabled_kinds]
+        rng = self.np_random
+        state = GRASS
+        velocity = 0.0
+        y = TERRAIN_HEIGHT
+        counter = TERRAIN_STARTPAD
+        oneshot = False
+        pit_diff = 0.0
+        original_y = y
+        self.terrain = []
+        self.terrain_x = []
+        self.terrain_y = []
+        self.obstacles = []
+        self.obstacle_polys = []
+
+        for i in range(TERRAIN_LENGTH):
+            x = i * TERRAIN_STEP
+            self.terrain_x.append(x)
+
+            if state == GRASS and not oneshot:
+                velocity = 0.8 * velocity + 0.01 * np.sign(TERRAIN_HEIGHT - y)
+                if i > TERRAIN_STARTPAD:
+                    velocity += rng.uniform(-1, 1) / SCALE
+                y += self.roughness * velocity
+
+            elif state == PIT and oneshot:
+                width = float(rng.uniform(*self.pit_gap))
+                pit_gap = 1.0 + width
+                counter = int(np.ceil(pit_gap))
+                pit_diff = counter - pit_gap
+                poly = [
+                    (x, y),
+                    (x + TERRAIN_STEP, y),
+                    (x + TERRAIN_STEP, y - 4 * TERRAIN_STEP),
+                    (x, y - 4 * TERRAIN_STEP),
+                ]
+                self._static_poly(poly)
+                self._static_poly([(p[0] + TERRAIN_STEP * pit_gap, p[1]) for p in poly])
+                self.obstacles.append(("pit", x + TERRAIN_STEP, width))
+                counter += 2
+                original_y = y
+
+            elif state == PIT and not oneshot:
+                y = original_y
+                if counter > 1:
+                    y -= 4 * TERRAIN_STEP
+                if counter == 1:
+                    # the ground resumes at the right wall's left edge, not on the grid
+                    self.terrain_x[-1] -= pit_diff * TERRAIN_STEP
+                    pit_diff = 0.0
+
+            elif state == STUMP and oneshot:
+                height = float(rng.uniform(*self.stump_height))
+                counter = 1  # POET's default stump_width
+                top = y + max(height * TERRAIN_STEP, MIN_STUMP_BODY)
+                self._static_poly([(x, y), (x + TERRAIN_STEP, y), (x + TERRAIN_STEP, top), (x, top)])
+                self.obstacles.append(("stump", x, height))
+
+            oneshot = False
+            self.terrain_y.append(y)
+            counter -= 1
+            if counter == 0:
+                counter = int(rng.integers(TERRAIN_GRASS // 2, TERRAIN_GRASS))
+                if state == GRASS and states:
+                    state = states[int(rng.integers(len(states)))]
+                else:
+                    state = GRASS
+                oneshot = True
+
+        self.terrain_poly = []
+        for i in range(TERRAIN_LENGTH - 1):
+            poly = [(self.terrain_x[i], self.terrain_y[i]), (self.terrain_x[i + 1], self.terrain_y[i + 1])]
+            self.fd_edge.shape.vertices = poly
+            body = self.world.CreateStaticBody(fixtures=self.fd_edge)
+            color = (76, 255 if i % 2 == 0 else 204, 76)
+            body.color1 = body.color2 = color
+            self.terrain.append(body)
+            poly += [(poly[1][0], 0), (poly[0][0], 0)]
+            self.terrain_poly.append((poly, (102, 153, 76)))
+        self.terrain.reverse()
+
+
+def course_obstacles(env: Any) -> list[tuple[str, float, float]]:
+    """The obstacles of the env's current course: (kind, x_start m, size in TERRAIN_STEP units).
+
+    `env` may be wrapped (gymnasium.make); reset it first.
+    """
+    base = getattr(env, "unwrapped", env)
+    if not isinstance(base, BipedalTerrainEnv):
+        raise TypeError(f"expected a BipedalTerrainEnv, got {type(base).__name__}")
+    return list(base.obstacles)
+
+
+# =================================================================== rendering
+SKY, GRASS_C, DIRT, OBSTACLE = (206, 228, 250), (96, 158, 72), (120, 90, 60), (150, 150, 150)
+
+
+def render_course_profile(env: BipedalTerrainEnv, height: int = 200, width: int = 800) -> np.ndarray:
+    """The whole current course of `env` as an RGB (height, width, 3) uint8 image (numpy only)."""
+    from envs import _raster
+
+    xs = np.asarray(env.terrain_x, dtype=np.float64)
+    ys = np.asarray(env.terrain_y, dtype=np.float64)
+    polys = [np.asarray(p, dtype=np.float64) for p in env.obstacle_polys]
+    lo = min([ys.min()] + [p[:, 1].min() for p in polys])
+    hi = max([ys.max()] + [p[:, 1].max() for p in polys])
+    x_end = float(xs[-1])
+    ppm_x = width / x_end
+    ppm_y = min(ppm_x * 2.0, (height - 20) / max(hi - lo, 1e-6))
+    bottom = lo - (height / ppm_y - (hi - lo)) / 3.0  # ground in the lower part
+
+    col_x = (np.arange(width) + 0.5) / ppm_x
+    # terrain_x may step back by < 1 step at a pit's far edge; keep it sorted for interp.
+    ground = np.interp(col_x, np.maximum.accumulate(xs), ys)
+    top_row = height - (ground - bottom) * ppm_y
+    img = _raster.blank(height, width, SKY)
+    _raster.fill_columns(img, top_row, DIRT)
+    _raster.fill_columns(img, top_row, GRASS_C, bottom=top_row + 3)
+    for p in polys:  # pit walls and stumps are axis-aligned rectangles
+        _raster.fill_rect(
+            img,
+            p[:, 0].min() * ppm_x,
+            height - (p[:, 1].max() - bottom) * ppm_y,
+            p[:, 0].max() * ppm_x,
+            height - (p[:, 1].min() - bottom) * ppm_y,
+            OBSTACLE,
+        )
+    return img
+
+
+# ====================================================================== family
+class BipedalFamily:
+    """POET's BipedalWalker family: terrain's params and mutation on gymnasium's Box2D walker."""
+
+    name = FAMILY
+
+    def __init__(self, max_episode_steps: int = MAX_EPISODE_STEPS):
+        steps_ok = isinstance(max_episode_steps, (int, np.integer)) and not isinstance(max_episode_steps, bool)
+        if not steps_ok or max_episode_steps < 1:
+            raise ValueError(f"option max_episode_steps must be a positive int, got {max_episode_steps!r}")
+        self.max_episode_steps = int(max_episode_steps)
+        probe = BipedalWalker()
+        self.observation_space = probe.observation_space
+        self.action_space = probe.action_space
+        probe.close()
+
+    def initial(self) -> EnvParams:
+        """The flat course: no roughness, no pits, no stumps."""
+        return EnvParams.create(FAMILY, _TERRAIN.initial().values)
+
+    def mutate(self, params: EnvParams, rng: np.random.Generator) -> EnvParams:
+        """POET's reproduce op (terrain's): all three groups move on every call."""
+        child = _delegate("mutate", params, rng)
+        return EnvParams.create(FAMILY, child.values)
+
+    def validate(self, params: EnvParams) -> None:
+        """Raise EnvParamError (family 'bipedal') naming the bad field."""
+        _delegate("validate", params)
+
+    def features(self, params: EnvParams) -> np.ndarray:
+        """[roughness, pit_lo, pit_hi, stump_lo, stump_hi]; a disabled group reads 0, 0."""
+        return _delegate("features", params)
+
+    def flat(self, params: EnvParams) -> dict[str, float]:
+        """One scalar per column, as the terrain family's."""
+        return _delegate("flat", params)
+
+    def make_env(self, params: EnvParams, render_mode: str | None = None) -> BipedalTerrainEnv:
+        """A gymnasium env on these params (truncates at max_episode_steps)."""
+        return BipedalTerrainEnv(params, render_mode=render_mode, max_episode_steps=self.max_episode_steps)
+
+    def render_profile(self, params: EnvParams, seed: int = 0) -> np.ndarray:
+        """An RGB image (200 x 800) of the whole course of (params, seed)."""
+        env = self.make_env(params)
+        try:
+            env.reset(seed=int(seed))
+            return render_course_profile(env)
+        finally:
+            env.close()
