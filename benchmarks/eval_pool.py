@@ -1,6 +1,6 @@
 """Evaluation throughput and worker memory: the Ray pool against plain processes and naive Ray tasks.
 
-    cd /work/main && PYTHONPATH=. python benchmarks/eval_pool.py --workers 2 [--envs terrain,bipedal] [--quick] [--json PATH]
+    python benchmarks/eval_pool.py --workers 2 [--envs terrain,bipedal,bipedal_family] [--quick] [--json PATH]
 
 For each env the same matrix of P policies x E envs x n episodes (one EvalRequest per
 (policy, env)) is evaluated three ways, with W workers:
@@ -49,7 +49,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from envs import EnvFamily, EnvParams
+from envs import EnvFamily, EnvParams, make_family
 from envs.base import EnvParamError
 from envs.terrain import TerrainFamily
 from poet.evaluation.protocol import EvalRequest, PolicyRef
@@ -149,8 +149,15 @@ def make_setup(name: str, sizes: Sizes) -> Setup:
         family = BipedalFamily()
         envs = [family.initial()] * sizes.envs  # one env: E copies keep the matrix shape
         max_steps = sizes.bipedal_max_steps
+    elif name == "bipedal_family":
+        # POET's parameterised walker (envs/bipedal.py): the initial course and mutated children.
+        family = make_family("bipedal")
+        envs, rng = [family.initial()], np.random.default_rng(7)
+        while len(envs) < sizes.envs:
+            envs.append(family.mutate(envs[-1], rng))
+        max_steps = sizes.bipedal_max_steps
     else:
-        raise ValueError(f"unknown env {name!r} (known: terrain, bipedal)")
+        raise ValueError(f"unknown env {name!r} (known: terrain, bipedal, bipedal_family)")
     probe = family.make_env(envs[0])
     spec = spec_for_spaces(probe.observation_space, probe.action_space, HIDDEN, ACTIVATION)
     probe.close()
