@@ -23,6 +23,12 @@ def _bipedal(**options: Any) -> EnvFamily:
     return BipedalFamily(**options)
 
 
+def _bipedal_cppn(**options: Any) -> EnvFamily:
+    from envs.bipedal_cppn import BipedalCPPNFamily
+
+    return BipedalCPPNFamily(**options)
+
+
 def _gym_spec(spec_name: str) -> Callable[..., EnvFamily]:
     def factory(**options: Any) -> EnvFamily:
         from envs.generic import GymFamily
@@ -43,6 +49,7 @@ def _gym(**options: Any) -> EnvFamily:
 FAMILIES: dict[str, Callable[..., EnvFamily]] = {
     "terrain": _terrain,
     "bipedal": _bipedal,
+    "bipedal_cppn": _bipedal_cppn,
     "lunar_lander": _gym_spec("lunar_lander"),
     "cartpole": _gym_spec("cartpole"),
     # Any registered gymnasium env with numeric constructor kwargs; needs options
@@ -59,6 +66,7 @@ EXAMPLE_OPTIONS: dict[str, dict[str, Any]] = {
 GYMNASIUM_IDS: dict[str, str] = {
     "terrain": "poet/Terrain-v0",
     "bipedal": "poet/BipedalTerrain-v0",
+    "bipedal_cppn": "poet/BipedalCPPN-v0",
     "lunar_lander": "poet/LunarLanderContinuous-v0",
     "cartpole": "poet/CartPole-v0",
 }

@@ -1,4 +1,5 @@
-"""Command line: `poet run [CONFIG] ...`, `poet resume DIR [--iterations N]`, `poet report DIR`, `poet render DIR`."""
+"""Command line: `poet run [CONFIG] ...`, `poet resume DIR [--iterations N]`, `poet report DIR`,
+`poet render DIR`, `poet profile DIR`."""
 from __future__ import annotations
 
 import argparse
@@ -46,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--env", dest="env_id", help="env id to run on (default: the pair's own env)")
     rd.add_argument("--seed", type=int, default=0, help="episode seed (default: 0)")
     rd.add_argument("--out", required=True, help="GIF file to write")
+    pf = sub.add_parser("profile", help="PNG of the whole course of one env (terrain families)")
+    pf.add_argument("run_dir", help="the run directory")
+    pf.add_argument("--env", dest="env_id", required=True, help="env id (see the envs table or `poet report`)")
+    pf.add_argument("--seed", type=int, default=0, help="course seed, for families whose course is random (default: 0)")
+    pf.add_argument("--out", required=True, help="PNG file to write")
     return parser
 
 
@@ -60,6 +66,13 @@ def _render(args: argparse.Namespace) -> int:
     from poet.render import render_gif
 
     print(render_gif(args.run_dir, args.pair, args.out, env_id=args.env_id, seed=args.seed))
+    return 0
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from poet.render import render_profile_png
+
+    print(render_profile_png(args.run_dir, args.env_id, args.out, seed=args.seed))
     return 0
 
 
@@ -102,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args)
         if args.command == "render":
             return _render(args)
+        if args.command == "profile":
+            return _profile(args)
     except (ConfigError, EnvParamError) as exc:
         print(f"poet: error: {exc}", file=sys.stderr)
         return 2

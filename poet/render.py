@@ -152,3 +152,28 @@ def render_gif(run_dir: str | Path, pair_id: str, out: str | Path, env_id: str |
     frames = episode_frames(parts.family, parts.spec, pair.theta, params, seed, steps, parts.cfg.env.family)
     kept, k = subsample(frames)
     return write_gif(kept, out, fps, k)
+
+
+def write_png(image: np.ndarray, out: str | Path) -> Path:
+    """Write an RGB uint8 image as PNG (ConfigError naming the file if it cannot)."""
+    from PIL import Image
+
+    path = Path(out)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8)).save(path, format="PNG")
+    except OSError as exc:
+        raise ConfigError(f"--out {str(path)!r}: cannot write the PNG ({exc.strerror or exc})") from None
+    return path
+
+
+def render_profile_png(run_dir: str | Path, env_id: str, out: str | Path, seed: int = 0) -> Path:
+    """The whole course of one env the run admitted, as the family's terrain profile PNG."""
+    path = Path(run_dir)
+    _check_run_dir(path)
+    parts = check_parts(load_config(path / "config.yaml"))
+    params = find_env(path, env_id)
+    draw = getattr(parts.family, "render_profile", None)
+    if draw is None:
+        raise ConfigError(f"env family {parts.cfg.env.family!r} draws no terrain profile")
+    return write_png(draw(params, seed=int(seed)), out)

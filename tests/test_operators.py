@@ -250,6 +250,11 @@ def _check_in_bounds(family, params) -> None:
             if values[name]:
                 lo, hi = values[name]
                 assert 0.0 <= lo <= hi <= max_value and hi >= min_hi
+    elif family.name == "bipedal_cppn":  # a genome: weights bounded, ground amplitude normalised
+        from envs import bipedal_cppn as bc, cppn
+
+        assert all(abs(c["weight"]) <= cppn.WEIGHT_LIMIT for c in values["genome"]["connections"])
+        assert family.flat(params)["amplitude"] <= bc.AMPLITUDE_MAX + 1e-9
     else:
         for p in family.param_specs:
             assert p.low <= values[p.name] <= p.high, (p.name, values[p.name])

@@ -22,7 +22,7 @@ import poet
 from envs import EnvParams
 from poet import checkpoint
 from poet.analysis import load_run
-from poet.render import episode_frames, render_gif, subsample
+from poet.render import episode_frames, find_env, load_agents, render_gif, subsample
 from poet.report import FIGURES, write_report
 from tests.conftest import ROOT, tiny_config
 
@@ -73,6 +73,8 @@ def cli(run_dir, pairs, cli_out) -> dict[str, subprocess.CompletedProcess]:
         "bad_env": ["render", run_dir, "--pair", own, "--env", "0123456789abcdef", "--out", out / "x.gif"],
         "bad_dir_render": ["render", out, "--pair", own, "--out", out / "x.gif"],
         "bad_dir_report": ["report", out / "nowhere"],
+        "profile": ["profile", run_dir, "--env", other_env, "--seed", 3, "--out", out / "course.png"],
+        "bad_profile_env": ["profile", run_dir, "--env", "nope", "--out", out / "x.png"],
     }
     with ThreadPoolExecutor(len(commands)) as pool:
         futures = {name: pool.submit(_cli, args) for name, args in commands.items()}
@@ -145,6 +147,18 @@ def _frames(path: Path) -> int:
 def test_render_cli_writes_gifs(cli):
     assert _frames(_ok(cli["gif_own"])) > 1
     assert _frames(_ok(cli["gif_other"])) > 1
+
+
+def test_profile_cli_draws_the_env_course(cli, cli_out, run_dir, pairs):
+    """`poet profile` writes the family's profile of the env, rebuilt from the records."""
+    path = _ok(cli["profile"])
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    env_id = load_run(run_dir).envs.set_index("pair_id").loc[pairs[1], "env_id"]
+    params = find_env(run_dir, env_id)
+    family = load_agents(run_dir)[0].family
+    with Image.open(path) as png:
+        assert np.array_equal(np.asarray(png.convert("RGB")), family.render_profile(params, seed=3))
+    _one_error_line(cli["bad_profile_env"], "'nope'", env_id)
 
 
 def test_cli_errors_are_one_line(cli, pairs, run_dir):
