@@ -61,10 +61,17 @@ class RayConfig:
 
 @dataclass
 class TrainerConfig:
-    """Trainer by registered name or `module:Class`, with its own options."""
+    """Trainer by registered name or `module:Class`, with its options.
+
+    `es` and `ppo` hold each built-in trainer's options, so one config can switch trainer
+    with `--set trainer.name=ppo`; `options` applies to the selected trainer (a user's
+    `module:Class` included) and wins over its section.
+    """
 
     name: str = "es"
     options: dict[str, Any] = field(default_factory=dict)
+    es: dict[str, Any] = field(default_factory=dict)
+    ppo: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

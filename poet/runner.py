@@ -28,7 +28,7 @@ from poet.population import Population
 from poet.records import RecordWriter, truncate_tables
 from poet.scoring import ScoreCache, Scorer
 from poet.seeding import Seeds
-from poet.trainers import ErrorPolicy, TrainerContext, resolve_trainer
+from poet.trainers import TRAINERS, ErrorPolicy, TrainerContext, resolve_trainer
 
 
 @dataclass
@@ -65,19 +65,34 @@ def check_parts(cfg: RunConfig) -> RunParts:
         trainer_cls = resolve_trainer(cfg.trainer.name)
     except ValueError as exc:
         raise ConfigError(f"trainer.name: {exc}") from None
-    options_cls = getattr(trainer_cls, "Options", None)
-    if options_cls is not None and dataclasses.is_dataclass(options_cls):
-        options = build_dataclass(options_cls, cfg.trainer.options, "trainer.options")
-        problems = options.check() if hasattr(options, "check") else []
-        if problems:
-            name, msg = problems[0]
-            raise ConfigError(f"trainer.options.{name}: {msg}")
-        size = getattr(options, "noise_table_size", None)
-        if size is not None and size < spec.num_params:
-            raise ConfigError(f"trainer.options.noise_table_size: {size} is smaller than the policy ({spec.num_params} parameters)")
-    else:
-        options = dict(cfg.trainer.options)
+    # Every built-in trainer's section is checked, used or not: a typo fails before any work.
+    for name, cls in TRAINERS.items():
+        section = getattr(cfg.trainer, name)
+        if section:
+            build_options(cls, section, lambda key, name=name: f"trainer.{name}", spec)
+    merged = {**getattr(cfg.trainer, cfg.trainer.name, {}), **cfg.trainer.options}
+    where = lambda key: "trainer.options" if key in cfg.trainer.options else f"trainer.{cfg.trainer.name}"  # noqa: E731
+    options = build_options(trainer_cls, merged, where, spec)
     return RunParts(cfg, family, spec, trainer_cls, options)
+
+
+def build_options(trainer_cls: type, data: dict[str, Any], where: Callable[[str], str], spec: PolicySpec) -> Any:
+    """The trainer's Options dataclass from `data` (a plain dict if it has none); errors name
+    the field as `where(key).key`."""
+    options_cls = getattr(trainer_cls, "Options", None)
+    if options_cls is None or not dataclasses.is_dataclass(options_cls):
+        return dict(data)
+    unknown = [k for k in data if k not in {f.name for f in dataclasses.fields(options_cls)}]
+    options = build_dataclass(options_cls, data, where(unknown[0]) if unknown else "trainer.options")
+    problems = options.check() if hasattr(options, "check") else []
+    if problems:
+        name, msg = problems[0]
+        raise ConfigError(f"{where(name)}.{name}: {msg}")
+    size = getattr(options, "noise_table_size", None)
+    if size is not None and size < spec.num_params:
+        raise ConfigError(f"{where('noise_table_size')}.noise_table_size: {size} is smaller than the policy "
+                          f"({spec.num_params} parameters)")
+    return options
 
 
 def default_out_dir(config_path: str | Path | None) -> Path:

@@ -252,7 +252,7 @@ def test_tiny_run_saves_the_resolved_config(tiny_run):
     cfg = load_config(tiny_run / "config.yaml")
     assert cfg.iterations == 3
     assert cfg.trainer.options["population"] == 8
-    assert cfg.trainer.options["noise_table_size"] == 4_000_000  # from the YAML, merged with --set
+    assert cfg.trainer.es["noise_table_size"] == 4_000_000  # from the YAML, beside the --set options
     assert cfg.env.options == {"course_length": 20}
     expected = load_config(REPO_ROOT / QUICKSTART, overrides=[
         "trainer.options.population=8", "env.options.course_length=20", "iterations=3"])

@@ -41,7 +41,8 @@ def test_quickstart_yaml_loads():
     assert cfg.policy.hidden == [40, 40]
     assert cfg.evaluation.max_steps == 400 and cfg.evaluation.eval_episodes == 3
     assert cfg.trainer.name == "es"
-    assert cfg.trainer.options == {"population": 32, "noise_table_size": 4_000_000}
+    assert cfg.trainer.options == {} and cfg.trainer.es == {"population": 32, "noise_table_size": 4_000_000}
+    assert cfg.trainer.ppo["n_steps"] == 128
     rp = cfg.reproduction
     assert (rp.every, rp.max_admitted, rp.capacity, rp.mc_lower, rp.mc_upper) == (20, 2, 8, 25.0, 340.0)
     assert cfg.transfer.every == 10
@@ -100,9 +101,25 @@ def test_overrides_apply_on_top_of_yaml_and_later_ones_win():
     assert cfg.reproduction.capacity == 8  # untouched quickstart value
 
 
-def test_override_into_trainer_options_merges_with_yaml():
-    cfg = load_config(QUICKSTART, overrides=["trainer.options.population=8"])
-    assert cfg.trainer.options == {"population": 8, "noise_table_size": 4_000_000}
+def test_override_into_trainer_section_merges_with_yaml():
+    cfg = load_config(QUICKSTART, overrides=["trainer.es.population=8"])
+    assert cfg.trainer.es == {"population": 8, "noise_table_size": 4_000_000}
+
+
+def test_trainer_options_win_over_the_selected_trainers_section():
+    from poet.runner import check_parts
+
+    parts = check_parts(load_config(QUICKSTART, overrides=["trainer.options.population=8"]))
+    assert (parts.trainer_options.population, parts.trainer_options.noise_table_size) == (8, 4_000_000)
+    ppo = check_parts(load_config(QUICKSTART, overrides=["trainer.name=ppo", "trainer.options.epochs=3"]))
+    assert type(ppo.trainer_options).__name__ == "PPOOptions"
+    assert (ppo.trainer_options.n_steps, ppo.trainer_options.epochs) == (128, 3)  # section, then options
+
+
+def test_every_registered_trainer_has_a_config_section():
+    from poet.trainers import TRAINERS
+
+    assert set(TRAINERS) <= {f.name for f in dataclasses.fields(load_config().trainer)}
 
 
 def test_override_into_env_options_creates_the_section():
@@ -134,8 +151,8 @@ def test_apply_override_creates_nested_dicts():
 
 
 def test_data_mapping_is_deep_merged_over_yaml():
-    cfg = load_config(QUICKSTART, data={"trainer": {"options": {"population": 16}}, "seed": 4})
-    assert cfg.trainer.options == {"population": 16, "noise_table_size": 4_000_000}
+    cfg = load_config(QUICKSTART, data={"trainer": {"es": {"population": 16}}, "seed": 4})
+    assert cfg.trainer.es == {"population": 16, "noise_table_size": 4_000_000}
     assert cfg.seed == 4
 
 
@@ -170,10 +187,10 @@ def test_save_and_reload_non_default_config_is_equal(tmp_path):
 def test_to_dict_is_a_plain_copy():
     cfg = load_config(QUICKSTART)
     d = cfg.to_dict()
-    assert d["trainer"]["options"]["population"] == 32
-    d["trainer"]["options"]["population"] = 2
+    assert d["trainer"]["es"]["population"] == 32
+    d["trainer"]["es"]["population"] = 2
     d["policy"]["hidden"].append(1)
-    assert cfg.trainer.options["population"] == 32
+    assert cfg.trainer.es["population"] == 32
     assert cfg.policy.hidden == [40, 40]
     assert set(d) == {f.name for f in dataclasses.fields(RunConfig)}
 
@@ -366,6 +383,14 @@ def test_check_parts_bad_trainer_name(name, word):
     ("trainer.options.sigma=0", "trainer.options.sigma", "> 0"),
     ("trainer.options.popsize=8", "trainer.options.popsize", "unknown key"),
     ("trainer.options.noise_table_size=100", "trainer.options.noise_table_size", "smaller than the policy"),
+    ("trainer.es.population=7", "trainer.es.population", "even"),
+    ("trainer.es.popsize=8", "trainer.es.popsize", "unknown key"),
+    ("trainer.es.noise_table_size=100", "trainer.es.noise_table_size", "smaller than the policy"),
+    # the unselected trainer's section is checked too
+    ("trainer.ppo.n_stesp=8", "trainer.ppo.n_stesp", "unknown key"),
+    ("trainer.ppo.clip=0", "trainer.ppo.clip", "> 0"),
+    ("trainer.ppo.gamma=1.5", "trainer.ppo.gamma", "[0, 1]"),
+    ("trainer.ppo.value_hidden=[]", "trainer.ppo.value_hidden", "at least one layer"),
 ])
 def test_check_parts_bad_trainer_option(override, field, word):
     with pytest.raises(ConfigError) as info:

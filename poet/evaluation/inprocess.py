@@ -1,4 +1,4 @@
-"""The in-process Evaluator: rollouts in the calling process (tests, debugging, small runs)."""
+"""The in-process Evaluator: rollouts and jobs in the calling process (tests, debugging, small runs)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -6,6 +6,7 @@ from typing import Sequence
 import numpy as np
 
 from envs import EnvFamily
+from poet.evaluation.jobs import Job, JobResult, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
 from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
@@ -34,6 +35,9 @@ class InProcessEvaluator:
         results = run_requests(self.family, self.spec, requests, self._lookup, self.noise, self.batch_rows)
         self.env_steps += sum(r.steps for r in results)
         return results
+
+    def run_jobs(self, jobs: Sequence[Job]) -> list[JobResult]:
+        return [run_job(self, job) for job in jobs]
 
     def close(self) -> None:
         self.policies.clear()

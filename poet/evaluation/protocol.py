@@ -1,16 +1,22 @@
 """The Evaluator contract: a batch of requests in, one result per request out, in order.
 
+Besides rollouts, an evaluator runs jobs (`poet.evaluation.jobs`): whole training loops
+that trainers such as PPO hand to the same pool.
+
 A result depends only on its request: never on the worker, the chunking or the order
 of the batch. Policies travel by reference (`PolicyRef`), registered once with `put`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from envs import EnvParams
+
+if TYPE_CHECKING:
+    from poet.evaluation.jobs import Job, JobResult
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,10 @@ class Evaluator(Protocol):
 
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         """One result per request, in order."""
+        ...
+
+    def run_jobs(self, jobs: Sequence["Job"]) -> list["JobResult"]:
+        """Whole units of work (a trainer's training loop per pair), one result per job, in order."""
         ...
 
     def close(self) -> None:

@@ -6,6 +6,8 @@
   chunk at hand and drops it afterwards, so its memory does not grow with the number of
   policies seen.
 - The ES noise table is put once; each node maps it once and workers slice it.
+- Jobs (whole training loops, `poet.evaluation.jobs`) go over the same workers, one per
+  dispatch, the costliest first, with the same fault handling.
 - Requests are packed into chunks (longest work first) with a bounded number in flight
   per worker; a worker that dies has its chunks re-run on a replacement. Results are
   keyed by request position, so nothing is lost or counted twice.
@@ -23,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from envs import EnvFamily
+from poet.evaluation.jobs import Job, JobResult, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore
 from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
@@ -50,6 +53,10 @@ class RolloutWorker:
             return table[ref.key]
 
         return run_requests(self.family, self.spec, requests, lookup, self.noise, self.batch_rows)
+
+    def run_jobs(self, jobs: list[Job]) -> list[JobResult]:
+        """Run whole jobs (a trainer's training loops) here, in order."""
+        return [run_job(self, job) for job in jobs]
 
     def pid(self) -> int:
         """The worker's process id."""
@@ -164,9 +171,7 @@ class RayEvaluator:
         reqs = [requests[i] for i in chunk]
         keys = sorted({r.policy.key for r in reqs})
         handles = [self.policies.get(k) for k in keys]
-        worker = self.workers[wi]
-        worker.inflight += 1
-        return worker.actor.run.remote(reqs, keys, *handles)
+        return self.workers[wi].actor.run.remote(reqs, keys, *handles)
 
     def _replace(self, wi: int, generation: int) -> None:
         worker = self.workers[wi]
@@ -179,21 +184,27 @@ class RayEvaluator:
         self.workers[wi] = _Worker(self._spawn(), generation=generation + 1)
         self.restarts += 1
 
-    def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
+    def _wave(self, units: list[list[int]], submit, deliver, give_up) -> None:
+        """Dispatch units of work (lists of item indices) over the workers until all are done.
+
+        `submit(worker_index, unit)` returns the Ray reference of the unit's result,
+        `deliver(unit, output)` takes it, and `give_up(unit, message)` is called for a unit
+        whose worker died more than `max_chunk_retries` times. A dead worker is replaced
+        and its units re-run; each unit is delivered exactly once.
+        """
         ray = self._ray
-        results: list[EvalResult | None] = [None] * len(requests)
-        queue = deque((chunk, 0) for chunk in plan_chunks(requests, self.num_workers, self.chunks_per_worker, self.batch_rows))
+        queue = deque((unit, 0) for unit in units)
         pending: dict[Any, tuple[int, int, list[int], int]] = {}
         lost = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError)
         while queue or pending:
             for wi, worker in enumerate(self.workers):
                 while queue and worker.inflight < self.inflight_per_worker:
-                    chunk, attempt = queue.popleft()
-                    ref = self._submit(wi, requests, chunk)
-                    pending[ref] = (wi, worker.generation, chunk, attempt)
+                    unit, attempt = queue.popleft()
+                    worker.inflight += 1
+                    pending[submit(wi, unit)] = (wi, worker.generation, unit, attempt)
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
-                wi, generation, chunk, attempt = pending.pop(ref)
+                wi, generation, unit, attempt = pending.pop(ref)
                 if self.workers[wi].generation == generation:
                     self.workers[wi].inflight -= 1
                 try:
@@ -201,15 +212,46 @@ class RayEvaluator:
                 except lost as exc:
                     self._replace(wi, generation)
                     if attempt + 1 > self.max_chunk_retries:
-                        for i in chunk:
-                            results[i] = error_result(requests[i], f"worker died {attempt + 1} times running "
-                                                                   f"this request ({type(exc).__name__})")
+                        give_up(unit, f"worker died {attempt + 1} times running this work ({type(exc).__name__})")
                     else:
-                        queue.appendleft((chunk, attempt + 1))
+                        queue.appendleft((unit, attempt + 1))
                     continue
-                for i, r in zip(chunk, out):
-                    results[i] = r
+                deliver(unit, out)
+
+    def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
+        results: list[EvalResult | None] = [None] * len(requests)
+
+        def deliver(chunk: list[int], out: list[EvalResult]) -> None:
+            for i, r in zip(chunk, out):
+                results[i] = r
+
+        def give_up(chunk: list[int], message: str) -> None:
+            for i in chunk:
+                results[i] = error_result(requests[i], message)
+
+        chunks = plan_chunks(requests, self.num_workers, self.chunks_per_worker, self.batch_rows)
+        self._wave(chunks, lambda wi, chunk: self._submit(wi, requests, chunk), deliver, give_up)
         self.env_steps += sum(r.steps for r in results if r is not None)
+        return results  # type: ignore[return-value]
+
+    def run_jobs(self, jobs: Sequence[Job]) -> list[JobResult]:
+        """One job per dispatch, the costliest first; results in the order of `jobs`."""
+        results: list[JobResult | None] = [None] * len(jobs)
+        order = sorted(range(len(jobs)), key=lambda i: -jobs[i].cost)
+
+        def submit(wi: int, unit: list[int]):
+            return self.workers[wi].actor.run_jobs.remote([jobs[i] for i in unit])
+
+        def deliver(unit: list[int], out: list[JobResult]) -> None:
+            for i, r in zip(unit, out):
+                results[i] = r
+
+        def give_up(unit: list[int], message: str) -> None:
+            for i in unit:
+                who = f"{jobs[i].tag}: " if jobs[i].tag else ""
+                results[i] = JobResult(error=who + message)
+
+        self._wave([[i] for i in order], submit, deliver, give_up)
         return results  # type: ignore[return-value]
 
     # ---------------------------------------------------------------- introspection and shutdown

@@ -8,8 +8,9 @@ from poet.trainers.base import (
     ErrorPolicy, EvaluationFailed, Trainer, TrainerContext, TrainStep, TrainTask,
 )
 from poet.trainers.es import ESOptions, ESTrainer
+from poet.trainers.ppo import PPOOptions, PPOTrainer
 
-TRAINERS: dict[str, type] = {"es": ESTrainer}
+TRAINERS: dict[str, type] = {"es": ESTrainer, "ppo": PPOTrainer}
 
 
 def resolve_trainer(name: str) -> type:
@@ -33,6 +34,6 @@ def resolve_trainer(name: str) -> type:
 
 
 __all__ = [
-    "ESOptions", "ESTrainer", "ErrorPolicy", "EvaluationFailed", "TRAINERS", "TrainStep", "TrainTask",
+    "ESOptions", "ESTrainer", "ErrorPolicy", "EvaluationFailed", "PPOOptions", "PPOTrainer", "TRAINERS", "TrainStep", "TrainTask",
     "Trainer", "TrainerContext", "resolve_trainer",
 ]

@@ -1,0 +1,503 @@
+"""PPO as a POET trainer: each pair's training loop runs as one job on the evaluation pool.
+
+Per POET iteration and pair, one job collects `n_steps` from each of `n_envs` envs of the
+pair's params and does `epochs` passes of clipped-objective minibatch updates, repeated
+`updates_per_iteration` times; all pairs' jobs go to the pool together. The pieces are
+the usual ones (Schulman et al. 2017, and the defaults of common implementations): GAE,
+a value network, an entropy bonus, per-minibatch advantage normalisation, global
+gradient-norm clipping and Adam.
+
+How it fits POET's agents (a plain MLP `theta` that the evaluators run on raw observations):
+
+* The actor is the run's policy network. Continuous actions: a Gaussian over the
+  network's pre-squash output with a state-independent log-std; the env gets the same
+  squash to the action bounds the evaluators apply, so the mean action is exactly what
+  the evaluators score. Discrete actions: a categorical over the outputs (the evaluators
+  take the argmax).
+* Observation normalisation keeps running mean and variance in the agent's state. The
+  networks learn in normalised coordinates; `theta` (and the value net in the state) are
+  stored with the normaliser folded into the first layer, so `theta` is an ordinary
+  policy on raw observations and a statistics update never changes what the agent does.
+  (No clipping of normalised observations, which would not fold; instead the std is
+  floored at `obs_std_floor`, so a feature that was constant in training, e.g. a look-ahead
+  over flat ground, is not blown up when a harder env makes it vary.)
+* Rewards are scaled by the running standard deviation of the discounted return.
+* All randomness (env seeds, action noise, value-net init, minibatch order) comes from
+  the task's seed through numpy; torch runs on one thread, so a job's result depends on
+  its payload only, in-process or on any Ray worker.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from envs import EnvParams
+from poet.evaluation import EvalRequest, Evaluator
+from poet.evaluation.jobs import Job, WorkerView
+from poet.policies import MLPPolicy, PolicySpec, init_flat
+from poet.trainers.adam import adam_step
+from poet.trainers.base import EvaluationFailed, TrainerContext, TrainStep, TrainTask
+
+JOB_FN = "poet.trainers.ppo:ppo_job"
+STD_EPS = 1e-8
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+@dataclass
+class PPOOptions:
+    """PPO hyper-parameters (defaults: common ones for continuous control)."""
+
+    n_envs: int = 8  # envs stepped together in a job
+    n_steps: int = 256  # steps per env per update
+    updates_per_iteration: int = 1  # PPO updates per POET iteration
+    epochs: int = 10
+    minibatch_size: int = 256
+    lr: float = 3e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    init_log_std: float = -0.5
+    value_hidden: list[int] = field(default_factory=lambda: [64, 64])
+    normalize_obs: bool = True
+    obs_std_floor: float = 0.1  # a feature constant so far is scaled by at most 1 / floor when it varies later
+    normalize_rewards: bool = True
+    beta1: float = 0.9
+    beta2: float = 0.999
+    adam_eps: float = 1e-5
+
+    def check(self) -> list[tuple[str, str]]:
+        """(field, problem) for every impossible value."""
+        bad = []
+        for name in ("n_envs", "n_steps", "updates_per_iteration", "epochs", "minibatch_size"):
+            if getattr(self, name) < 1:
+                bad.append((name, f"must be >= 1, got {getattr(self, name)}"))
+        for name in ("lr", "clip", "max_grad_norm", "adam_eps", "obs_std_floor"):
+            if getattr(self, name) <= 0:
+                bad.append((name, f"must be > 0, got {getattr(self, name)}"))
+        for name in ("gamma", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                bad.append((name, f"must be in [0, 1], got {getattr(self, name)}"))
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                bad.append((name, f"must be in [0, 1), got {getattr(self, name)}"))
+        for name in ("ent_coef", "vf_coef"):
+            if getattr(self, name) < 0:
+                bad.append((name, f"must be >= 0, got {getattr(self, name)}"))
+        if not self.value_hidden or any(h < 1 for h in self.value_hidden):
+            bad.append(("value_hidden", f"needs at least one layer, all sizes >= 1, got {self.value_hidden}"))
+        return bad
+
+
+# ---------------------------------------------------------------- normaliser folding
+
+def _first_layer(flat: np.ndarray, in_dim: int, out_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    w = flat[: in_dim * out_dim].astype(np.float64).reshape(out_dim, in_dim)
+    b = flat[in_dim * out_dim: in_dim * out_dim + out_dim].astype(np.float64)
+    return w, b
+
+
+def fold(flat: np.ndarray, in_dim: int, out_dim: int, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """Weights on normalised inputs (x - mean) / std -> the same function on raw inputs x."""
+    w, b = _first_layer(flat, in_dim, out_dim)
+    out = np.array(flat, dtype=np.float32)
+    out[: in_dim * out_dim] = (w / std).ravel()
+    out[in_dim * out_dim: in_dim * out_dim + out_dim] = b - w @ (mean / std)
+    return out
+
+
+def unfold(flat: np.ndarray, in_dim: int, out_dim: int, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """Inverse of `fold`: weights on raw inputs -> the same function on normalised inputs."""
+    w, b = _first_layer(flat, in_dim, out_dim)
+    out = np.array(flat, dtype=np.float32)
+    out[: in_dim * out_dim] = (w * std).ravel()
+    out[in_dim * out_dim: in_dim * out_dim + out_dim] = b + w @ mean
+    return out
+
+
+def merge_moments(mean: np.ndarray, var: np.ndarray, count: float, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Running mean/variance merged with a batch of rows (parallel-variance formula)."""
+    n = batch.shape[0]
+    if n == 0:
+        return mean, var, count
+    b_mean, b_var = batch.mean(axis=0), batch.var(axis=0)
+    total = count + n
+    delta = b_mean - mean
+    new_mean = mean + delta * n / total
+    m2 = var * count + b_var * n + delta * delta * count * n / total
+    return new_mean, m2 / total, float(total)
+
+
+# ---------------------------------------------------------------- the learner inside a job
+
+class _Learner:
+    """Actor, log-std and value net in normalised coordinates, as one flat parameter vector."""
+
+    def __init__(self, spec: PolicySpec, value_hidden: Sequence[int]):
+        self.spec = spec
+        self.box = spec.action_kind == "box"
+        self.actor = MLPPolicy(spec)
+        self.value_spec = PolicySpec(spec.obs_dim, 1, tuple(value_hidden), spec.activation, "box", (-1.0,), (1.0,))
+        self.value = MLPPolicy(self.value_spec)
+        self.log_std = torch.nn.Parameter(torch.zeros(spec.act_dim if self.box else 0))
+        self.params = [*self.actor.parameters(), self.log_std, *self.value.parameters()]
+        if self.box:
+            self.low = torch.tensor(spec.action_low, dtype=torch.float32)
+            self.high = torch.tensor(spec.action_high, dtype=torch.float32)
+
+    def get(self) -> np.ndarray:
+        return torch.nn.utils.parameters_to_vector(self.params).detach().numpy().astype(np.float32)
+
+    def set(self, flat: np.ndarray) -> None:
+        torch.nn.utils.vector_to_parameters(torch.as_tensor(np.asarray(flat, dtype=np.float32)), self.params)
+
+    def load(self, actor: np.ndarray, log_std: np.ndarray, value: np.ndarray) -> None:
+        self.set(np.concatenate([actor, log_std, value]).astype(np.float32))
+
+    def split(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        flat = self.get()
+        na, nl = self.spec.num_params, self.log_std.numel()
+        return flat[:na], flat[na:na + nl], flat[na + nl:]
+
+    def env_actions(self, u: np.ndarray) -> np.ndarray:
+        """The evaluators' mapping from network output to env action (tanh to bounds, or the index)."""
+        if not self.box:
+            return u.astype(np.int64)
+        t = torch.tanh(torch.as_tensor(u))
+        return (self.low + (t + 1.0) * 0.5 * (self.high - self.low)).numpy()
+
+    def log_prob_entropy(self, out: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability of samples `u` under the policy with outputs `out`, and its entropy."""
+        if self.box:
+            z = (u - out) / torch.exp(self.log_std)
+            logp = (-0.5 * z * z - self.log_std - 0.5 * LOG_2PI).sum(-1)
+            ent = (self.log_std + 0.5 * (1.0 + LOG_2PI)).sum().expand(out.shape[0])
+            return logp, ent
+        logits = torch.log_softmax(out, dim=-1)
+        logp = logits.gather(-1, u.long().unsqueeze(-1)).squeeze(-1)
+        ent = -(logits.exp() * logits).sum(-1)
+        return logp, ent
+
+    @torch.no_grad()
+    def sample(self, z: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sampled outputs u, their log-probabilities and the values, for normalised observations z."""
+        zt = torch.as_tensor(z, dtype=torch.float32)
+        out = self.actor(zt)
+        if self.box:
+            eps = torch.as_tensor(rng.standard_normal(out.shape).astype(np.float32))
+            u = out + torch.exp(self.log_std) * eps
+        else:  # Gumbel-max: an exact categorical draw from numpy's stream
+            g = torch.as_tensor(rng.gumbel(size=out.shape).astype(np.float32))
+            u = torch.argmax(torch.log_softmax(out, -1) + g, dim=-1).to(torch.float32)
+        logp, _ = self.log_prob_entropy(out, u)
+        return u.numpy(), logp.numpy(), self.value(zt).squeeze(-1).numpy()
+
+    @torch.no_grad()
+    def values(self, z: np.ndarray) -> np.ndarray:
+        return self.value(torch.as_tensor(z, dtype=torch.float32)).squeeze(-1).numpy()
+
+
+@dataclass
+class _Batch:
+    obs: np.ndarray  # (T, N, obs_dim) raw observations
+    u: np.ndarray  # (T, N, act_dim) or (T, N) sampled outputs
+    logp: np.ndarray  # (T, N)
+    values: np.ndarray  # (T, N)
+    rewards: np.ndarray  # (T, N) raw rewards
+    next_values: np.ndarray  # (T, N) value of the next state (0 after termination)
+    continues: np.ndarray  # (T, N) 1 where the episode goes on after the step
+    episode_returns: list[float]
+    episode_lengths: list[int]
+
+
+class _Rollouts:
+    """n_envs envs of one params, with their episode bookkeeping kept across updates."""
+
+    def __init__(self, worker: WorkerView, params: EnvParams, n: int, max_steps: int, rng: np.random.Generator):
+        self.params, self.max_steps, self.rng = params, max_steps, rng
+        self.envs = [worker.family.make_env(params) for _ in range(n)]
+        self.obs = np.stack([self._reset(i) for i in range(n)])
+        self.ep_return = np.zeros(n)
+        self.ep_len = np.zeros(n, dtype=np.int64)
+
+    def _reset(self, i: int) -> np.ndarray:
+        seed = int(self.rng.integers(0, 2**31 - 1))
+        obs, _ = self.envs[i].reset(seed=seed)
+        return np.asarray(obs, dtype=np.float64).ravel()
+
+    def _fail(self, what: str) -> RuntimeError:
+        return RuntimeError(f"env {self.params.to_json()}: {what}")
+
+    def collect(self, learner: _Learner, norm: "_Normaliser", n_steps: int) -> _Batch:
+        n = len(self.envs)
+        dim = self.obs.shape[1]
+        obs = np.empty((n_steps, n, dim))
+        us, logps, vals, rews = [], np.empty((n_steps, n)), np.empty((n_steps, n)), np.empty((n_steps, n))
+        next_v = np.zeros((n_steps, n))
+        cont = np.ones((n_steps, n))
+        finished_returns, finished_lengths = [], []
+        for t in range(n_steps):
+            obs[t] = self.obs
+            u, logps[t], vals[t] = learner.sample(norm.apply(self.obs), self.rng)
+            us.append(u)
+            actions = learner.env_actions(u)
+            truncated_obs: dict[int, np.ndarray] = {}
+            for i, env in enumerate(self.envs):
+                try:
+                    o, r, term, trunc, _ = env.step(actions[i])
+                except Exception as exc:  # noqa: BLE001 - reported with the env's params
+                    raise self._fail(f"step raised {type(exc).__name__}: {exc}") from None
+                o = np.asarray(o, dtype=np.float64).ravel()
+                if not math.isfinite(float(r)) or not np.all(np.isfinite(o)):
+                    raise self._fail(f"non-finite reward or observation (reward {r})")
+                rews[t, i] = r
+                self.ep_return[i] += r
+                self.ep_len[i] += 1
+                trunc = bool(trunc) or self.ep_len[i] >= self.max_steps
+                if term or trunc:
+                    finished_returns.append(float(self.ep_return[i]))
+                    finished_lengths.append(int(self.ep_len[i]))
+                    cont[t, i] = 0.0
+                    if not term:
+                        truncated_obs[i] = o
+                    self.ep_return[i], self.ep_len[i] = 0.0, 0
+                    o = self._reset(i)
+                self.obs[i] = o
+            if truncated_obs:  # bootstrap a time-limit cut from the value of where it stopped
+                idx = sorted(truncated_obs)
+                next_v[t, idx] = learner.values(norm.apply(np.stack([truncated_obs[i] for i in idx])))
+        # the value of the state after each step that did not end an episode
+        next_v[:-1] = np.where(cont[:-1] > 0, vals[1:], next_v[:-1])
+        last = learner.values(norm.apply(self.obs))
+        next_v[-1] = np.where(cont[-1] > 0, last, next_v[-1])
+        return _Batch(obs, np.stack(us), logps, vals, rews, next_v, cont, finished_returns, finished_lengths)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+class _Normaliser:
+    """Running observation statistics (identity when disabled)."""
+
+    def __init__(self, state: dict[str, Any], enabled: bool, floor: float):
+        self.enabled, self.floor = enabled, floor
+        self.mean = np.asarray(state["obs_mean"], dtype=np.float64)
+        self.var = np.asarray(state["obs_var"], dtype=np.float64)
+        self.count = float(state["obs_count"])
+
+    @property
+    def std(self) -> np.ndarray:
+        return np.maximum(np.sqrt(self.var), self.floor) if self.count > 0 else np.ones_like(self.var)
+
+    def apply(self, obs: np.ndarray) -> np.ndarray:
+        return ((obs - self.mean) / self.std).astype(np.float32)
+
+    def update(self, rows: np.ndarray) -> None:
+        if self.enabled:
+            self.mean, self.var, self.count = merge_moments(self.mean, self.var, self.count, rows)
+
+
+def _gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, continues: np.ndarray,
+         gamma: float, lam: float) -> np.ndarray:
+    adv = np.zeros_like(rewards)
+    running = np.zeros(rewards.shape[1])
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        delta = rewards[t] + gamma * next_values[t] - values[t]
+        running = delta + gamma * lam * continues[t] * running
+        adv[t] = running
+    return adv
+
+
+def _scale_rewards(batch: _Batch, state: dict[str, Any], o: PPOOptions) -> np.ndarray:
+    """Rewards divided by the running std of the discounted return (updated with this batch)."""
+    if not o.normalize_rewards:
+        return batch.rewards
+    disc = np.empty_like(batch.rewards)
+    acc = np.asarray(state["ret_acc"], dtype=np.float64)
+    for t in range(batch.rewards.shape[0]):
+        acc = acc * o.gamma + batch.rewards[t]
+        disc[t] = acc
+        acc = acc * batch.continues[t]
+    state["ret_acc"] = acc
+    mean, var, count = merge_moments(np.array([state["ret_mean"]]), np.array([state["ret_var"]]),
+                                     float(state["ret_count"]), disc.reshape(-1, 1))
+    state["ret_mean"], state["ret_var"], state["ret_count"] = float(mean[0]), float(var[0]), count
+    return batch.rewards / math.sqrt(state["ret_var"] + STD_EPS)
+
+
+def _update(learner: _Learner, batch: _Batch, z: np.ndarray, rewards: np.ndarray, adam: dict[str, Any],
+            o: PPOOptions, rng: np.random.Generator) -> dict[str, float]:
+    """Epochs of clipped-objective minibatch steps on one batch (Adam state updated in place)."""
+    adv = _gae(rewards, batch.values, batch.next_values, batch.continues, o.gamma, o.gae_lambda)
+    returns = adv + batch.values
+    n = adv.size
+    zt = torch.as_tensor(z.reshape(n, -1))
+    ut = torch.as_tensor(batch.u.reshape(n, *batch.u.shape[2:]).astype(np.float32))
+    old_logp = torch.as_tensor(batch.logp.reshape(n).astype(np.float32))
+    adv_t = torch.as_tensor(adv.reshape(n).astype(np.float32))
+    ret_t = torch.as_tensor(returns.reshape(n).astype(np.float32))
+    size = min(o.minibatch_size, n)
+    sums = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clip_fraction": 0.0}
+    steps = 0
+    for _ in range(o.epochs):
+        order = rng.permutation(n)
+        for start in range(0, n - size + 1, size):  # full minibatches only
+            idx = torch.as_tensor(order[start:start + size])
+            a = adv_t[idx]
+            a = (a - a.mean()) / (a.std() + 1e-8) if size > 1 else a
+            logp, ent = learner.log_prob_entropy(learner.actor(zt[idx]), ut[idx])
+            log_ratio = logp - old_logp[idx]
+            ratio = torch.exp(log_ratio)
+            policy_loss = -torch.min(ratio * a, torch.clamp(ratio, 1 - o.clip, 1 + o.clip) * a).mean()
+            value_loss = 0.5 * (learner.value(zt[idx]).squeeze(-1) - ret_t[idx]).pow(2).mean()
+            entropy = ent.mean()
+            loss = policy_loss + o.vf_coef * value_loss - o.ent_coef * entropy
+            for p in learner.params:
+                p.grad = None
+            loss.backward()
+            grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                              for p in learner.params]).numpy().astype(np.float64)
+            norm = float(np.linalg.norm(grad))
+            if norm > o.max_grad_norm:
+                grad *= o.max_grad_norm / norm
+            new, moments = adam_step(learner.get(), grad, adam, o.lr, o.beta1, o.beta2, o.adam_eps)
+            adam.update(moments)
+            learner.set(new)
+            with torch.no_grad():
+                sums["policy_loss"] += float(policy_loss)
+                sums["value_loss"] += float(value_loss)
+                sums["entropy"] += float(entropy)
+                sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
+                sums["clip_fraction"] += float(((ratio - 1).abs() > o.clip).float().mean())
+            steps += 1
+    return {k: v / max(1, steps) for k, v in sums.items()}
+
+
+# ---------------------------------------------------------------- the job
+
+def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
+    """One pair's PPO training for one POET iteration; runs on a pool worker (or in-process)."""
+    o = PPOOptions(**payload["options"])
+    spec: PolicySpec = worker.spec
+    state = {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in payload["state"].items()}
+    theta = np.asarray(payload["theta"], dtype=np.float32)
+    rng = np.random.Generator(np.random.PCG64(int(payload["seed"])))
+    learner = _Learner(spec, o.value_hidden)
+    h_actor = spec.layer_sizes[1]
+    h_value = learner.value_spec.layer_sizes[1]
+    if state["value"].size == 0:  # first job of this agent: a fresh value net
+        state["value"] = init_flat(learner.value_spec, rng)
+    if state["adam_m"].size == 0:
+        dim = learner.get().size
+        state["adam_m"], state["adam_v"] = np.zeros(dim, np.float32), np.zeros(dim, np.float32)
+    adam = {"t": int(state["adam_t"]), "m": state["adam_m"], "v": state["adam_v"]}
+    norm = _Normaliser(state, o.normalize_obs, o.obs_std_floor)
+    rollouts = _Rollouts(worker, payload["env"], o.n_envs, int(payload["max_steps"]), rng)
+    totals: dict[str, float] = {}
+    returns: list[float] = []
+    lengths: list[int] = []
+    try:
+        for _ in range(o.updates_per_iteration):
+            learner.load(unfold(theta, spec.obs_dim, h_actor, norm.mean, norm.std), state["log_std"],
+                         unfold(state["value"], spec.obs_dim, h_value, norm.mean, norm.std))
+            batch = rollouts.collect(learner, norm, o.n_steps)
+            returns += batch.episode_returns
+            lengths += batch.episode_lengths
+            # New statistics, same functions: re-express the networks in the new coordinates.
+            norm.update(batch.obs.reshape(-1, batch.obs.shape[-1]))
+            learner.load(unfold(theta, spec.obs_dim, h_actor, norm.mean, norm.std), state["log_std"],
+                         unfold(state["value"], spec.obs_dim, h_value, norm.mean, norm.std))
+            rewards = _scale_rewards(batch, state, o)
+            z = norm.apply(batch.obs.reshape(-1, batch.obs.shape[-1])).reshape(*batch.obs.shape[:2], -1)
+            for k, v in _update(learner, batch, z, rewards, adam, o, rng).items():
+                totals[k] = totals.get(k, 0.0) + v / o.updates_per_iteration
+            actor, log_std, value = learner.split()
+            theta = fold(actor, spec.obs_dim, h_actor, norm.mean, norm.std)
+            state["value"] = fold(value, spec.obs_dim, h_value, norm.mean, norm.std)
+            state["log_std"] = log_std
+            state["updates"] = int(state["updates"]) + 1
+            state["env_steps"] = int(state["env_steps"]) + o.n_steps * o.n_envs
+    finally:
+        rollouts.close()
+    state.update(adam_t=int(adam["t"]), adam_m=adam["m"], adam_v=adam["v"], obs_mean=norm.mean, obs_var=norm.var,
+                 obs_count=norm.count)
+    state["ret_acc"] = np.zeros(o.n_envs)  # jobs start fresh episodes
+    metrics = {
+        **totals,
+        "ppo_episodes": float(len(returns)),
+        "ppo_return_mean": float(np.mean(returns)) if returns else float("nan"),
+        "ppo_length_mean": float(np.mean(lengths)) if lengths else float("nan"),
+        "log_std_mean": float(np.mean(state["log_std"])) if state["log_std"].size else 0.0,
+        "env_steps": float(state["env_steps"]),
+    }
+    return {"theta": theta, "state": state, "metrics": metrics}
+
+
+# ---------------------------------------------------------------- the trainer
+
+class PPOTrainer:
+    """PPO on the pool: every pair's iteration of training is one job, all pairs in one wave."""
+
+    name = "ppo"
+    Options = PPOOptions
+
+    def __init__(self, options: PPOOptions, context: TrainerContext):
+        self.options, self.context = options, context
+
+    def init_state(self, theta: np.ndarray) -> dict[str, Any]:
+        """Identity normaliser, initial log-std; value net and Adam moments are made by the first job."""
+        spec, o = self.context.spec, self.options
+        return {
+            "obs_mean": np.zeros(spec.obs_dim), "obs_var": np.ones(spec.obs_dim), "obs_count": 0.0,
+            "log_std": np.full(spec.act_dim if spec.action_kind == "box" else 0, o.init_log_std, dtype=np.float32),
+            "value": np.zeros(0, dtype=np.float32),
+            "adam_t": 0, "adam_m": np.zeros(0, dtype=np.float32), "adam_v": np.zeros(0, dtype=np.float32),
+            "ret_mean": 0.0, "ret_var": 1.0, "ret_count": 0.0, "ret_acc": np.zeros(o.n_envs),
+            "updates": 0, "env_steps": 0,
+        }
+
+    def reset_state(self, state: dict[str, Any], theta: np.ndarray) -> dict[str, Any]:
+        """A transferred agent starts afresh here (its normaliser is already folded into theta)."""
+        return self.init_state(theta)
+
+    def step(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[TrainStep]:
+        """Score the starting agents (one wave), then one PPO job per task (one wave)."""
+        o, ctx = self.options, self.context
+        plans = []
+        for task in tasks:
+            rng = np.random.Generator(np.random.PCG64(task.seed))
+            plans.append((int(rng.integers(0, 2**31 - 1)), int(rng.integers(0, 2**31 - 1))))
+        scores: list[float | None] = [None] * len(tasks)
+        scored = [i for i, t in enumerate(tasks) if t.eval_episodes > 0]
+        if scored:
+            refs = [evaluator.put(tasks[i].theta) for i in scored]
+            requests = [EvalRequest(ref, tasks[i].env, tasks[i].eval_episodes, plans[i][0], ctx.max_steps,
+                                    tag=f"{tasks[i].key} (score)") for i, ref in zip(scored, refs)]
+            values = ctx.errors.scores(evaluator.evaluate(requests))
+            evaluator.release(refs)
+            for i, v in zip(scored, values):
+                scores[i] = float(v)
+        options = asdict(o)
+        jobs = [Job(JOB_FN, {"options": options, "theta": t.theta, "state": t.state, "env": t.env,
+                             "seed": plans[i][1], "max_steps": ctx.max_steps},
+                    cost=float(o.n_envs * o.n_steps * o.updates_per_iteration), tag=t.key)
+                for i, t in enumerate(tasks)]
+        results = evaluator.run_jobs(jobs)
+        steps = []
+        for task, score, result in zip(tasks, scores, results):
+            if result.ok:
+                v = result.value
+                steps.append(TrainStep(theta=v["theta"], state=v["state"], score=score, metrics=v["metrics"]))
+            elif ctx.errors.on_error == "stop":
+                raise EvaluationFailed(f"PPO training failed for {result.error} "
+                                       "(set evaluation.on_error=score_as_failure to go on)")
+            else:  # the agent keeps its weights and state; the failure is in the metrics
+                steps.append(TrainStep(theta=task.theta, state=task.state, score=score, metrics={"ppo_failed": 1.0}))
+        return steps
