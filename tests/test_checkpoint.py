@@ -64,12 +64,16 @@ def _kill_after_checkpoint(cmd: list[str], run_dir: Path, iteration: int, timeou
         proc.wait()
 
 
+PPO_TINY = {"name": "ppo", "options": {"n_envs": 2, "n_steps": 32, "epochs": 2, "minibatch_size": 32}}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["inprocess", "ray"])
-def test_hard_kill_then_resume_equals_straight_run(tiny, tmp_path, backend):
+@pytest.mark.parametrize("backend, trainer", [("inprocess", "es"), ("ray", "es"), ("inprocess", "ppo")])
+def test_hard_kill_then_resume_equals_straight_run(tiny, tmp_path, backend, trainer):
+    """PPO's state (Adam moments, normaliser, return scaler, value net) resumes exactly too."""
     k = 8
     cfg = tiny(mode="enhanced", iterations=2 * k, evaluation={"backend": backend}, ray={"workers": 2},
-               checkpoint={"every": 2, "keep": 2})
+               checkpoint={"every": 2, "keep": 2}, **({"trainer": PPO_TINY} if trainer == "ppo" else {}))
     config = _write_config(tmp_path / "cfg.yaml", cfg)
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     base = [sys.executable, "-m", "poet.cli"]

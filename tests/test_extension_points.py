@@ -3,72 +3,50 @@ no module uses a global RNG."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Sequence
 
-import numpy as np
 import pytest
 
 import poet
 import poet.runner
 from poet.analysis import load_run
-from poet.evaluation import EvalRequest
-from poet.trainers import TrainStep, TrainTask
 from tests.conftest import ROOT
 
 
-@dataclass
-class HillClimbOptions:
-    """Options of the test trainer."""
-
-    step_size: float = 0.05
-
-
-class HillClimb:
-    """A minimal user trainer: keep a random neighbour if it scores higher (one evaluator call per step)."""
-
-    name = "hill_climb"
-    Options = HillClimbOptions
-
-    def __init__(self, options: HillClimbOptions, context: Any):
-        self.options, self.context = options, context
-
-    def init_state(self, theta: np.ndarray) -> dict[str, Any]:
-        return {"accepted": 0}
-
-    def reset_state(self, state: dict[str, Any], theta: np.ndarray) -> dict[str, Any]:
-        return self.init_state(theta)
-
-    def step(self, tasks: Sequence[TrainTask], evaluator) -> list[TrainStep]:
-        candidates, requests = [], []
-        for task in tasks:
-            rng = np.random.default_rng(task.seed)
-            cand = (task.theta + self.options.step_size * rng.standard_normal(task.theta.size)).astype(np.float32)
-            candidates.append(cand)
-            for theta in (task.theta, cand):
-                requests.append(EvalRequest(evaluator.put(theta), task.env, 2, task.seed, self.context.max_steps))
-        scores = self.context.errors.scores(evaluator.evaluate(requests))
-        out = []
-        for i, (task, cand) in enumerate(zip(tasks, candidates)):
-            old, new = scores[2 * i], scores[2 * i + 1]
-            better = new > old
-            out.append(TrainStep(theta=cand if better else task.theta,
-                                 state={"accepted": task.state["accepted"] + int(better)},
-                                 score=float(old), metrics={"candidate_score": float(new)}))
-        return out
+EXAMPLE = "experiments.random_search:RandomSearchTrainer"  # the README's example trainer
 
 
 def test_user_trainer_by_module_and_class(tiny, tmp_path):
-    cfg = tiny(trainer={"name": "tests.test_extension_points:HillClimb", "options": {"step_size": 0.1}})
+    cfg = tiny(trainer={"name": EXAMPLE, "options": {"candidates": 4, "sigma": 0.1}})
     poet.run(cfg, out=tmp_path / "r", progress=False)
     run = load_run(tmp_path / "r")
     assert set(run.iterations["iteration"]) == set(range(12))
-    assert "candidate_score" in run.iterations.columns
+    assert (run.iterations["rs_best"] >= run.iterations["rs_incumbent"]).all()
     assert run.iterations["score"].notna().all()
+    assert run.iterations["score"].max() > run.iterations["score"].iloc[0]  # it learns something
+
+
+def test_example_trainer_runs_from_the_cli_and_resumes(tiny, tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    cfg = tiny(iterations=4, checkpoint={"every": 2})
+    config = tmp_path / "cfg.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(tmp_path / "r"), "--quiet",
+           "--set", f"trainer.name={EXAMPLE}", "--set", "trainer.options={candidates: 3}"]
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "poet.cli", "resume", str(tmp_path / "r"), "--iterations", "6", "--quiet"],
+                   cwd=ROOT, env=env, check=True, timeout=300)
+    run = load_run(tmp_path / "r")
+    assert sorted(run.iterations["iteration"].unique()) == list(range(6))
+    assert "rs_best" in run.iterations.columns
 
 
 def test_user_trainer_options_are_validated(tiny, tmp_path):
-    cfg = tiny(trainer={"name": "tests.test_extension_points:HillClimb", "options": {"step": 0.1}})
+    cfg = tiny(trainer={"name": EXAMPLE, "options": {"step": 0.1}})
     with pytest.raises(poet.ConfigError, match=r"trainer\.options\.step: unknown key"):
         poet.run(cfg, out=tmp_path / "r", progress=False)
     assert not (tmp_path / "r").exists(), "nothing is created before the config is valid"

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any
 
 from poet.trainers.base import (
@@ -20,6 +22,9 @@ def resolve_trainer(name: str) -> type:
     if ":" not in name:
         raise ValueError(f"unknown trainer {name!r}; registered: {', '.join(sorted(TRAINERS))}, or give module:Class")
     module_name, _, attr = name.partition(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        # as `python -m` does: the console script `poet` should find modules of the directory it runs in
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
