@@ -198,6 +198,10 @@ class BipedalTerrainEnv(BipedalWalker):
                     state = GRASS
                 oneshot = True
 
+        self._build_ground()
+
+    def _build_ground(self) -> None:
+        """Box2D edges and drawing polygons along terrain_x / terrain_y, as gymnasium builds them."""
         self.terrain_poly = []
         for i in range(TERRAIN_LENGTH - 1):
             poly = [(self.terrain_x[i], self.terrain_y[i]), (self.terrain_x[i + 1], self.terrain_y[i + 1])]
@@ -260,20 +264,34 @@ def render_course_profile(env: BipedalTerrainEnv, height: int = 200, width: int 
 
 
 # ====================================================================== family
+def walker_setup(max_episode_steps: Any) -> tuple[int, Any, Any]:
+    """The checked episode cap and gymnasium's walker observation and action spaces."""
+    steps_ok = isinstance(max_episode_steps, (int, np.integer)) and not isinstance(max_episode_steps, bool)
+    if not steps_ok or max_episode_steps < 1:
+        raise ValueError(f"option max_episode_steps must be a positive int, got {max_episode_steps!r}")
+    probe = BipedalWalker()
+    spaces = probe.observation_space, probe.action_space
+    probe.close()
+    return int(max_episode_steps), *spaces
+
+
+def draw_course(family: Any, params: EnvParams, seed: int) -> np.ndarray:
+    """`render_course_profile` of the course a walker family builds for (params, seed)."""
+    env = family.make_env(params)
+    try:
+        env.reset(seed=int(seed))
+        return render_course_profile(env)
+    finally:
+        env.close()
+
+
 class BipedalFamily:
     """POET's BipedalWalker family: terrain's params and mutation on gymnasium's Box2D walker."""
 
     name = FAMILY
 
     def __init__(self, max_episode_steps: int = MAX_EPISODE_STEPS):
-        steps_ok = isinstance(max_episode_steps, (int, np.integer)) and not isinstance(max_episode_steps, bool)
-        if not steps_ok or max_episode_steps < 1:
-            raise ValueError(f"option max_episode_steps must be a positive int, got {max_episode_steps!r}")
-        self.max_episode_steps = int(max_episode_steps)
-        probe = BipedalWalker()
-        self.observation_space = probe.observation_space
-        self.action_space = probe.action_space
-        probe.close()
+        self.max_episode_steps, self.observation_space, self.action_space = walker_setup(max_episode_steps)
 
     def initial(self) -> EnvParams:
         """The flat course: no roughness, no pits, no stumps."""
@@ -302,9 +320,4 @@ class BipedalFamily:
 
     def render_profile(self, params: EnvParams, seed: int = 0) -> np.ndarray:
         """An RGB image (200 x 800) of the whole course of (params, seed)."""
-        env = self.make_env(params)
-        try:
-            env.reset(seed=int(seed))
-            return render_course_profile(env)
-        finally:
-            env.close()
+        return draw_course(self, params, seed)

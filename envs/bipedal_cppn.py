@@ -37,7 +37,8 @@ from envs.bipedal import (
     TERRAIN_STEP,
     BipedalTerrainEnv,
     BipedalWalker,
-    render_course_profile,
+    draw_course,
+    walker_setup,
 )
 
 FAMILY = "bipedal_cppn"
@@ -123,17 +124,7 @@ class BipedalCPPNEnv(BipedalTerrainEnv):
         self.obstacle_polys = []
         self.terrain_x = [i * TERRAIN_STEP for i in range(TERRAIN_LENGTH)]
         self.terrain_y = [float(v) for v in self.ground]
-        self.terrain_poly = []
-        for i in range(TERRAIN_LENGTH - 1):  # gymnasium's ground edges
-            poly = [(self.terrain_x[i], self.terrain_y[i]), (self.terrain_x[i + 1], self.terrain_y[i + 1])]
-            self.fd_edge.shape.vertices = poly
-            body = self.world.CreateStaticBody(fixtures=self.fd_edge)
-            color = (76, 255 if i % 2 == 0 else 204, 76)
-            body.color1 = body.color2 = color
-            self.terrain.append(body)
-            poly += [(poly[1][0], 0), (poly[0][0], 0)]
-            self.terrain_poly.append((poly, (102, 153, 76)))
-        self.terrain.reverse()
+        self._build_ground()
 
 
 # ====================================================================== family
@@ -143,14 +134,7 @@ class BipedalCPPNFamily:
     name = FAMILY
 
     def __init__(self, max_episode_steps: int = MAX_EPISODE_STEPS):
-        steps_ok = isinstance(max_episode_steps, (int, np.integer)) and not isinstance(max_episode_steps, bool)
-        if not steps_ok or max_episode_steps < 1:
-            raise ValueError(f"option max_episode_steps must be a positive int, got {max_episode_steps!r}")
-        self.max_episode_steps = int(max_episode_steps)
-        probe = BipedalWalker()
-        self.observation_space = probe.observation_space
-        self.action_space = probe.action_space
-        probe.close()
+        self.max_episode_steps, self.observation_space, self.action_space = walker_setup(max_episode_steps)
 
     def initial(self) -> EnvParams:
         """The reference's start genome (x and bias into an identity output), zero weights: flat."""
@@ -195,10 +179,5 @@ class BipedalCPPNFamily:
         return BipedalCPPNEnv(params, render_mode=render_mode, max_episode_steps=self.max_episode_steps)
 
     def render_profile(self, params: EnvParams, seed: int = 0) -> np.ndarray:
-        """An RGB image (200 x 800) of the whole ground of (params, seed)."""
-        env = self.make_env(params)
-        try:
-            env.reset(seed=int(seed))
-            return render_course_profile(env)
-        finally:
-            env.close()
+        """An RGB image (200 x 800) of the whole ground (the seed changes nothing here)."""
+        return draw_course(self, params, seed)

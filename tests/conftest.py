@@ -14,6 +14,18 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 
+def mutation_chain(family, n: int, seed: int) -> list:
+    """n chained mutations of the family's initial params (initial excluded), all from one seeded Generator."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    params, out = family.initial(), []
+    for _ in range(n):
+        params = family.mutate(params, rng)
+        out.append(params)
+    return out
+
+
 def tiny_config(**sections) -> dict:
     """A POET config that runs a dozen iterations in a few seconds."""
     cfg = {

@@ -16,20 +16,12 @@ pytest.importorskip("Box2D")
 import envs  # noqa: E402
 from envs.base import EnvParamError, EnvParams  # noqa: E402
 from envs.bipedal import TERRAIN_HEIGHT, TERRAIN_STEP, BipedalFamily, BipedalTerrainEnv, course_obstacles  # noqa: E402
+from tests.conftest import mutation_chain  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def family() -> BipedalFamily:
     return envs.make_family("bipedal")
-
-
-def _chain(family: BipedalFamily, n: int, seed: int) -> list[EnvParams]:
-    rng = np.random.default_rng(seed)
-    out, p = [], family.initial()
-    for _ in range(n):
-        p = family.mutate(p, rng)
-        out.append(p)
-    return out
 
 
 def _params(**values) -> EnvParams:
@@ -39,7 +31,7 @@ def _params(**values) -> EnvParams:
 
 
 def test_check_env_initial_and_mutated(family) -> None:
-    for p in [family.initial(), *_chain(family, 20, seed=11)]:
+    for p in [family.initial(), *mutation_chain(family, 20, seed=11)]:
         family.validate(p)
         env = family.make_env(p)
         check_env(env.unwrapped, skip_render_check=True)
@@ -69,7 +61,7 @@ def test_obstacles_only_enabled_and_in_range(family) -> None:
         _params(pit_gap=[0.4, 3.0]),
         _params(stump_height=[0.0, 2.0]),
         _params(roughness=3.0, pit_gap=[1.0, 1.4], stump_height=[0.2, 0.8]),
-        *_chain(family, 8, seed=5),
+        *mutation_chain(family, 8, seed=5),
     ]
     seen = set()
     for p in cases:
@@ -183,7 +175,7 @@ def test_in_process_evaluator(family) -> None:
     env.close()
     ev = InProcessEvaluator(family, spec)
     ref = ev.put(init_flat(spec, np.random.default_rng(0)))
-    params = _chain(family, 3, seed=2)[-1]
+    params = mutation_chain(family, 3, seed=2)[-1]
     req = EvalRequest(ref, params, episodes=1, seed=5, max_steps=50)
     (res,) = ev.evaluate([req])
     assert res.ok, res.error

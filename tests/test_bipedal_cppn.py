@@ -26,6 +26,7 @@ from envs.bipedal_cppn import (  # noqa: E402
     BipedalCPPNFamily,
     ground_heights,
 )
+from tests.conftest import mutation_chain  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -33,18 +34,9 @@ def family() -> BipedalCPPNFamily:
     return envs.make_family("bipedal_cppn")
 
 
-def _chain(family: BipedalCPPNFamily, n: int, seed: int) -> list[EnvParams]:
-    rng = np.random.default_rng(seed)
-    out, p = [], family.initial()
-    for _ in range(n):
-        p = family.mutate(p, rng)
-        out.append(p)
-    return out
-
-
 @pytest.fixture(scope="module")
 def chain100(family) -> list[EnvParams]:
-    return _chain(family, 100, seed=7)
+    return mutation_chain(family, 100, seed=7)
 
 
 def _ground(family: BipedalCPPNFamily, p: EnvParams, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -90,9 +82,9 @@ def test_evaluate_deterministic(chain100) -> None:
 
 
 def test_mutation_reproducible_valid_and_changes(family, chain100) -> None:
-    again = _chain(family, 100, seed=7)
+    again = mutation_chain(family, 100, seed=7)
     assert [p.id for p in again] == [p.id for p in chain100]
-    assert [p.id for p in _chain(family, 5, seed=8)] != [p.id for p in chain100[:5]]
+    assert [p.id for p in mutation_chain(family, 5, seed=8)] != [p.id for p in chain100[:5]]
     parent = family.initial()
     for child in chain100:
         g = child["genome"]

@@ -20,6 +20,7 @@ os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 import envs  # noqa: E402,F401 - registers the poet/ gymnasium ids
 from envs.base import EnvFamily, EnvParams, LockstepBatch, make_batch_env
 from envs.registry import EXAMPLE_OPTIONS, FAMILIES, GYMNASIUM_IDS, make_family
+from tests.conftest import mutation_chain
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FAMILY_NAMES = sorted(FAMILIES)
@@ -32,16 +33,6 @@ def _family(name: str) -> EnvFamily:
     return make_family(name, EXAMPLE_OPTIONS.get(name, {}))
 
 
-def _chain(family: EnvFamily, seed: int, n: int = N_MUTATIONS) -> list[EnvParams]:
-    """n chained mutations from the initial params, all drawn from one seeded Generator."""
-    rng = np.random.default_rng(seed)
-    params, out = family.initial(), []
-    for _ in range(n):
-        params = family.mutate(params, rng)
-        out.append(params)
-    return out
-
-
 @pytest.mark.parametrize("name", FAMILY_NAMES)
 def test_family_satisfies_protocol(name: str) -> None:
     family = _family(name)
@@ -52,7 +43,7 @@ def test_family_satisfies_protocol(name: str) -> None:
 @pytest.mark.parametrize("name", FAMILY_NAMES)
 def test_check_env_at_initial_and_mutated_params(name: str) -> None:
     family = _family(name)
-    for params in [family.initial(), *_chain(family, seed=0)]:
+    for params in [family.initial(), *mutation_chain(family, N_MUTATIONS, seed=0)]:
         env = family.make_env(params)
         try:
             check_env(env.unwrapped)
@@ -63,7 +54,7 @@ def test_check_env_at_initial_and_mutated_params(name: str) -> None:
 @pytest.mark.parametrize("name", FAMILY_NAMES)
 def test_params_survive_json_round_trip(name: str) -> None:
     family = _family(name)
-    for params in [family.initial(), *_chain(family, seed=1)]:
+    for params in [family.initial(), *mutation_chain(family, N_MUTATIONS, seed=1)]:
         back = EnvParams.from_json(params.to_json())
         assert back == params and back.id == params.id and hash(back) == hash(params)
 
@@ -71,14 +62,14 @@ def test_params_survive_json_round_trip(name: str) -> None:
 @pytest.mark.parametrize("name", FAMILY_NAMES)
 def test_validate_accepts_initial_and_mutated(name: str) -> None:
     family = _family(name)
-    for params in [family.initial(), *_chain(family, seed=2)]:
+    for params in [family.initial(), *mutation_chain(family, N_MUTATIONS, seed=2)]:
         family.validate(params)
 
 
 @pytest.mark.parametrize("name", FAMILY_NAMES)
 def test_mutation_is_reproducible_and_in_bounds(name: str) -> None:
     family = _family(name)
-    first, second = _chain(family, seed=3), _chain(family, seed=3)
+    first, second = mutation_chain(family, N_MUTATIONS, seed=3), mutation_chain(family, N_MUTATIONS, seed=3)
     assert [p.id for p in first] == [p.id for p in second]
     for params in first:
         family.validate(params)  # validate is each family's bounds check
@@ -91,7 +82,7 @@ def test_mutation_is_reproducible_and_in_bounds(name: str) -> None:
 @pytest.mark.parametrize("name", FAMILY_NAMES)
 def test_features_are_finite_fixed_length_vectors(name: str) -> None:
     family = _family(name)
-    feats = [family.features(p) for p in [family.initial(), *_chain(family, seed=4)]]
+    feats = [family.features(p) for p in [family.initial(), *mutation_chain(family, N_MUTATIONS, seed=4)]]
     length = feats[0].shape
     for f in feats:
         assert isinstance(f, np.ndarray) and f.ndim == 1 and f.shape == length
@@ -133,7 +124,7 @@ def _trace(env: gym.Env, seed: int, steps: int = 15) -> np.ndarray:
 @pytest.mark.parametrize("name", sorted(GYMNASIUM_IDS))
 def test_gymnasium_make_with_params_builds_that_env(name: str) -> None:
     family = _family(name)
-    params = _chain(family, seed=5)[-1]
+    params = mutation_chain(family, N_MUTATIONS, seed=5)[-1]
     via_gym = _trace(gym.make(GYMNASIUM_IDS[name], params=params), seed=9)
     via_family = _trace(family.make_env(params), seed=9)
     np.testing.assert_array_equal(via_gym, via_family)
@@ -217,7 +208,7 @@ def _single_run(family: EnvFamily, params: EnvParams, seed: int, actions: np.nda
 
 def test_lockstep_batch_matches_single_envs() -> None:
     family = _family("cartpole")
-    chain = _chain(family, seed=6, n=3)
+    chain = mutation_chain(family, 3, seed=6)
     params = [family.initial(), *chain]
     seeds = [0, 1, 2, 3]
     max_steps, n_steps = 40, 60

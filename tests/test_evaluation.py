@@ -13,6 +13,7 @@ from envs.base import EnvParams
 from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator, NoiseTable, Perturbation, perturb
 from poet.policies import BatchedPolicy, MLPPolicy, init_flat, spec_for_spaces, to_actions
 from poet.trainers import ErrorPolicy, EvaluationFailed
+from tests.conftest import mutation_chain
 
 NOISE_SIZE = 100_000
 
@@ -30,15 +31,6 @@ def _weights(spec, n: int, seed: int, scale: float = 0.7) -> list[np.ndarray]:
     return [(scale * rng.standard_normal(spec.num_params)).astype(np.float32) for _ in range(n)]
 
 
-def _mutated(family, n: int, seed: int) -> list[EnvParams]:
-    rng = np.random.default_rng(seed)
-    out, p = [], family.initial()
-    for _ in range(n):
-        p = family.mutate(p, rng)
-        out.append(p)
-    return out
-
-
 @pytest.fixture(scope="module")
 def terrain():
     family = envs.make_family("terrain", {"course_length": 20.0})
@@ -53,7 +45,7 @@ def cartpole():
 
 def _requests(family, spec, ev, seed: int, max_steps: Sequence[int]) -> list[EvalRequest]:
     refs = [ev.put(w) for w in _weights(spec, 4, seed)]
-    env_list = [family.initial(), *_mutated(family, 3, seed)]
+    env_list = [family.initial(), *mutation_chain(family, 3, seed)]
     reqs = []
     for i, cap in enumerate(max_steps):
         reqs.append(EvalRequest(refs[i % 4], env_list[(i * 3) % 4], episodes=1 + i % 3, seed=1000 + 7 * i,
@@ -142,7 +134,7 @@ def test_perturbed_request_equals_explicitly_perturbed_weights(fixture, request)
     ev = InProcessEvaluator(family, spec, noise)
     theta = _weights(spec, 1, 5, scale=0.3)[0]
     ref = ev.put(theta)
-    env = _mutated(family, 2, 1)[-1]
+    env = mutation_chain(family, 2, 1)[-1]
     cases = [(123, 0.3, 1), (123, 0.3, -1), (NOISE_SIZE - spec.num_params, 0.5, 1), (0, 0.05, -1)]
     es = ev.evaluate([EvalRequest(ref, env, 2, 42, 80, Perturbation(o, s, g)) for o, s, g in cases])
     explicit_refs = [ev.put(perturb(theta, noise.get(o, theta.size), s, g)) for o, s, g in cases]
@@ -308,7 +300,7 @@ def faulty(terrain):
 
 def _good_requests(family, ev, spec) -> list[EvalRequest]:
     refs = [ev.put(w) for w in _weights(spec, 3, 21)]
-    envs_ = [family.initial(), *_mutated(family, 2, 4)]
+    envs_ = [family.initial(), *mutation_chain(family, 2, 4)]
     return [EvalRequest(refs[i], envs_[i], 2, 500 + i, 60, tag=f"good{i}") for i in range(3)]
 
 

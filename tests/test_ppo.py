@@ -15,6 +15,7 @@ from poet.policies import MLPPolicy, init_flat, spec_for_spaces
 from poet.trainers import EvaluationFailed, PPOOptions, PPOTrainer, TrainerContext, TrainTask
 from poet.trainers.base import ErrorPolicy
 from poet.trainers.ppo import fold, merge_moments, unfold
+from tests.conftest import ROOT
 
 TERRAIN = envs.make_family("terrain")
 CARTPOLE = envs.make_family("cartpole")
@@ -157,6 +158,36 @@ def test_same_seed_same_agent_in_process_and_on_the_pool_whatever_the_workers(ra
     assert not np.array_equal(base[0].theta, base[1].theta)  # different envs, different agents
 
 
+def test_killed_worker_mid_jobs_wave_gives_identical_agents(ray_local):
+    """A worker SIGKILLed while running PPO jobs is replaced and its jobs re-run: same agents."""
+    import os
+    import signal
+    import threading
+    import time
+
+    spec, trainer = _setup(TERRAIN)
+    theta = init_flat(spec, np.random.default_rng(5))
+    tasks = [TrainTask(f"p{i}", theta, TERRAIN.initial().replace(roughness=0.3 * i), trainer.init_state(theta),
+                       seed=i) for i in range(8)]
+    pool = RayEvaluator(TERRAIN, spec, workers=2, inflight_per_worker=1)
+    try:
+        t0 = time.perf_counter()
+        clean = trainer.step(tasks, pool)
+        duration = time.perf_counter() - t0
+        victim = pool.worker_pids()[0]
+        killer = threading.Timer(duration * 0.4, os.kill, args=(victim, signal.SIGKILL))
+        killer.start()
+        faulty = trainer.step(tasks, pool)
+        killer.join()
+        assert pool.restarts >= 1, f"the worker was not killed mid-wave (wave took {duration:.2f}s)"
+        assert victim not in pool.worker_pids() and len(pool.worker_pids()) == 2
+    finally:
+        pool.close()
+    for a, b in zip(clean, faulty):
+        assert np.array_equal(a.theta, b.theta)
+        _same_state(a.state, b.state)
+
+
 class _ExplodingEnvFamily:
     """Terrain whose envs raise on the 30th step when roughness is 0.5."""
 
@@ -213,9 +244,8 @@ def test_job_function_errors_are_reported_per_job():
 @pytest.mark.slow
 def test_quickstart_with_ppo_admits_new_envs(ray_local, tmp_path):
     """The quickstart config with `trainer.name=ppo` (60 of its 120 iterations: 3 reproduction phases)."""
-    poet.run(poet.config.load_config(
-        "experiments/quickstart.yaml", overrides=["trainer.name=ppo", "iterations=60", "progress=false"]),
-        out=tmp_path / "run", progress=False)
+    poet.run(ROOT / "experiments" / "quickstart.yaml", out=tmp_path / "run",
+             overrides=["trainer.name=ppo", "iterations=60"], progress=False)
     run = load_run(tmp_path / "run")
     assert len(run.envs) >= 3, run.envs
     assert run.iterations["score"].max() >= 230

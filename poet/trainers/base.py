@@ -7,13 +7,18 @@ numbers and numpy arrays so checkpoints can hold it without pickling.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from envs import EnvParams
 from poet.evaluation import EvalResult, Evaluator, NoiseTable
 from poet.policies import PolicySpec
+
+
+def out_of_range(options: Any, names: Sequence[str], ok: Callable[[Any], bool], rule: str) -> list[tuple[str, str]]:
+    """(field, problem) for each of `names` whose value on `options` fails `ok` ('must be <rule>')."""
+    return [(n, f"must be {rule}, got {getattr(options, n)}") for n in names if not ok(getattr(options, n))]
 
 
 class EvaluationFailed(RuntimeError):

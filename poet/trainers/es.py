@@ -14,7 +14,7 @@ import numpy as np
 from poet.evaluation import EvalRequest, Evaluator, NoiseTable, Perturbation
 from poet.ranking import centered_ranks
 from poet.trainers.adam import adam_state, adam_step
-from poet.trainers.base import TrainerContext, TrainStep, TrainTask
+from poet.trainers.base import TrainerContext, TrainStep, TrainTask, out_of_range
 
 
 @dataclass
@@ -37,24 +37,15 @@ class ESOptions:
 
     def check(self) -> list[tuple[str, str]]:
         """(field, problem) for every impossible value."""
-        bad = []
-        if self.population < 2 or self.population % 2:
-            bad.append(("population", f"must be an even number >= 2 (mirrored pairs), got {self.population}"))
-        for name in ("episodes_per_perturbation", "noise_table_size"):
-            if getattr(self, name) < 1:
-                bad.append((name, f"must be >= 1, got {getattr(self, name)}"))
-        for name in ("sigma", "lr", "sigma_floor", "lr_floor", "adam_eps"):
-            if getattr(self, name) <= 0:
-                bad.append((name, f"must be > 0, got {getattr(self, name)}"))
-        for name in ("sigma_decay", "lr_decay"):
-            if not 0 < getattr(self, name) <= 1:
-                bad.append((name, f"must be in (0, 1], got {getattr(self, name)}"))
-        for name in ("beta1", "beta2"):  # 1 would divide by zero in Adam's bias correction
-            if not 0 <= getattr(self, name) < 1:
-                bad.append((name, f"must be in [0, 1), got {getattr(self, name)}"))
-        if self.l2 < 0:
-            bad.append(("l2", f"must be >= 0, got {self.l2}"))
-        return bad
+        return [
+            *out_of_range(self, ["population"], lambda v: v >= 2 and v % 2 == 0, "an even number >= 2 (mirrored pairs)"),
+            *out_of_range(self, ("episodes_per_perturbation", "noise_table_size"), lambda v: v >= 1, ">= 1"),
+            *out_of_range(self, ("sigma", "lr", "sigma_floor", "lr_floor", "adam_eps"), lambda v: v > 0, "> 0"),
+            *out_of_range(self, ("sigma_decay", "lr_decay"), lambda v: 0 < v <= 1, "in (0, 1]"),
+            # 1 would divide by zero in Adam's bias correction
+            *out_of_range(self, ("beta1", "beta2"), lambda v: 0 <= v < 1, "in [0, 1)"),
+            *out_of_range(self, ["l2"], lambda v: v >= 0, ">= 0"),
+        ]
 
 
 def es_gradient(returns: np.ndarray, noise: np.ndarray, sigma: float) -> np.ndarray:

@@ -40,7 +40,7 @@ from poet.evaluation import EvalRequest, Evaluator
 from poet.evaluation.jobs import Job, WorkerView
 from poet.policies import MLPPolicy, PolicySpec, init_flat
 from poet.trainers.adam import adam_step
-from poet.trainers.base import EvaluationFailed, TrainerContext, TrainStep, TrainTask
+from poet.trainers.base import EvaluationFailed, TrainerContext, TrainStep, TrainTask, out_of_range
 
 JOB_FN = "poet.trainers.ppo:ppo_job"
 STD_EPS = 1e-8
@@ -74,25 +74,16 @@ class PPOOptions:
 
     def check(self) -> list[tuple[str, str]]:
         """(field, problem) for every impossible value."""
-        bad = []
-        for name in ("n_envs", "n_steps", "updates_per_iteration", "epochs", "minibatch_size"):
-            if getattr(self, name) < 1:
-                bad.append((name, f"must be >= 1, got {getattr(self, name)}"))
-        for name in ("lr", "clip", "max_grad_norm", "adam_eps", "obs_std_floor"):
-            if getattr(self, name) <= 0:
-                bad.append((name, f"must be > 0, got {getattr(self, name)}"))
-        for name in ("gamma", "gae_lambda"):
-            if not 0 <= getattr(self, name) <= 1:
-                bad.append((name, f"must be in [0, 1], got {getattr(self, name)}"))
-        for name in ("beta1", "beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                bad.append((name, f"must be in [0, 1), got {getattr(self, name)}"))
-        for name in ("ent_coef", "vf_coef"):
-            if getattr(self, name) < 0:
-                bad.append((name, f"must be >= 0, got {getattr(self, name)}"))
-        if not self.value_hidden or any(h < 1 for h in self.value_hidden):
-            bad.append(("value_hidden", f"needs at least one layer, all sizes >= 1, got {self.value_hidden}"))
-        return bad
+        return [
+            *out_of_range(self, ("n_envs", "n_steps", "updates_per_iteration", "epochs", "minibatch_size"),
+                          lambda v: v >= 1, ">= 1"),
+            *out_of_range(self, ("lr", "clip", "max_grad_norm", "adam_eps", "obs_std_floor"), lambda v: v > 0, "> 0"),
+            *out_of_range(self, ("gamma", "gae_lambda"), lambda v: 0 <= v <= 1, "in [0, 1]"),
+            *out_of_range(self, ("beta1", "beta2"), lambda v: 0 <= v < 1, "in [0, 1)"),
+            *out_of_range(self, ("ent_coef", "vf_coef"), lambda v: v >= 0, ">= 0"),
+            *out_of_range(self, ["value_hidden"], lambda v: len(v) > 0 and min(v) >= 1,
+                          "at least one layer, all sizes >= 1"),
+        ]
 
 
 # ---------------------------------------------------------------- normaliser folding
