@@ -38,7 +38,7 @@ import torch
 from envs import EnvParams
 from poet.evaluation import EvalRequest, Evaluator
 from poet.evaluation.jobs import Job, WorkerView
-from poet.policies import MLPPolicy, PolicySpec, init_flat
+from poet.policies import MLPPolicy, PolicySpec, init_flat, to_actions
 from poet.trainers.adam import adam_step
 from poet.trainers.base import EvaluationFailed, TrainerContext, TrainStep, TrainTask, out_of_range
 
@@ -138,9 +138,6 @@ class _Learner:
         self.value = MLPPolicy(self.value_spec)
         self.log_std = torch.nn.Parameter(torch.zeros(spec.act_dim if self.box else 0))
         self.params = [*self.actor.parameters(), self.log_std, *self.value.parameters()]
-        if self.box:
-            self.low = torch.tensor(spec.action_low, dtype=torch.float32)
-            self.high = torch.tensor(spec.action_high, dtype=torch.float32)
 
     def get(self) -> np.ndarray:
         return torch.nn.utils.parameters_to_vector(self.params).detach().numpy().astype(np.float32)
@@ -158,10 +155,7 @@ class _Learner:
 
     def env_actions(self, u: np.ndarray) -> np.ndarray:
         """The evaluators' mapping from network output to env action (tanh to bounds, or the index)."""
-        if not self.box:
-            return u.astype(np.int64)
-        t = torch.tanh(torch.as_tensor(u))
-        return (self.low + (t + 1.0) * 0.5 * (self.high - self.low)).numpy()
+        return to_actions(self.spec, torch.as_tensor(u)) if self.box else u.astype(np.int64)
 
     def log_prob_entropy(self, out: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probability of samples `u` under the policy with outputs `out`, and its entropy."""
