@@ -250,3 +250,5 @@ def test_quickstart_with_ppo_admits_new_envs(ray_local, tmp_path):
     assert len(run.envs) >= 3, run.envs
     assert run.iterations["score"].max() >= 230
     assert {"policy_loss", "value_loss", "approx_kl"} <= set(run.iterations.columns)
+    fine_tuned = run.transfers[run.transfers["kind"] == "fine_tune"]  # one PPO job per fine-tune candidate
+    assert len(fine_tuned) > 0 and fine_tuned["score"].notna().all()
