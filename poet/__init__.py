@@ -6,9 +6,22 @@
 """
 __version__ = "0.1.0"
 
+from typing import Any  # noqa: E402
+
 from poet import analysis  # noqa: E402
 from poet.config import ConfigError, RunConfig, load_config  # noqa: E402
-from poet.runner import RunInterrupted, RunResult, resume, run  # noqa: E402
+from poet.errors import RunInterrupted  # noqa: E402
+
+_RUNNER = ("RunResult", "resume", "run")
+
+
+def __getattr__(name: str) -> Any:
+    # The runner pulls in torch and the evaluators; `poet report` and analysis never need them.
+    if name in _RUNNER:
+        from poet import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module 'poet' has no attribute {name!r}")
 
 __all__ = ["ConfigError", "RunConfig", "RunInterrupted", "RunResult", "analysis", "load_config", "resume", "run",
            "__version__"]

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from envs import EnvParamError
 from poet.config import ConfigError
-from poet.runner import RunInterrupted
-from poet.trainers import EvaluationFailed
+from poet.errors import EvaluationFailed, RunInterrupted
 
 QUICKSTART = Path("experiments") / "quickstart.yaml"
 

@@ -21,6 +21,7 @@ from envs import EnvFamily
 from poet import __version__, checkpoint
 from poet.config import ConfigError, RunConfig, build_dataclass, load_config, save_config
 from poet.context import RunContext
+from poet.errors import RunInterrupted
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
 from poet.orchestrator import Orchestrator
 from poet.policies import PolicySpec, spec_for_spaces
@@ -190,15 +191,6 @@ class RunResult:
     archived: int
     annecs: int
     seconds: float
-
-
-class RunInterrupted(RuntimeError):
-    """The run stopped on SIGINT/SIGTERM after checkpointing."""
-
-    def __init__(self, iteration: int, run_dir: Path):
-        self.iteration, self.run_dir = iteration, run_dir
-        super().__init__(f"interrupted before iteration {iteration}; checkpoint saved; "
-                         f"continue with: poet resume {run_dir}")
 
 
 class StopRequest:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from envs import EnvParams
+from poet.errors import EvaluationFailed
 from poet.evaluation import EvalResult, Evaluator, NoiseTable
 from poet.policies import PolicySpec
 
@@ -19,10 +20,6 @@ from poet.policies import PolicySpec
 def out_of_range(options: Any, names: Sequence[str], ok: Callable[[Any], bool], rule: str) -> list[tuple[str, str]]:
     """(field, problem) for each of `names` whose value on `options` fails `ok` ('must be <rule>')."""
     return [(n, f"must be {rule}, got {getattr(options, n)}") for n in names if not ok(getattr(options, n))]
-
-
-class EvaluationFailed(RuntimeError):
-    """An evaluation raised or gave non-finite values and the run is set to stop."""
 
 
 @dataclass(frozen=True)
