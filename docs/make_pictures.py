@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 
 import envs  # noqa: E402
 from envs import EnvParams  # noqa: E402
-from poet.render import write_png  # noqa: E402
+from poet.images import write_png  # noqa: E402
 
 DOCS = Path(__file__).resolve().parent
 POET_COURSE = {"roughness": 2.4, "pit_gap": [0.8, 2.4], "stump_height": [0.4, 1.2]}

@@ -17,6 +17,7 @@ from envs import EnvFamily, EnvParams
 from poet import checkpoint
 from poet.analysis import load_run
 from poet.config import ConfigError, load_config
+from poet.images import write_gif, write_png
 from poet.pair import Pair
 from poet.policies import MLPPolicy, PolicySpec, to_actions
 from poet.runner import RunParts, check_parts
@@ -125,21 +126,6 @@ def subsample(frames: Sequence[np.ndarray], limit: int = MAX_FRAMES) -> tuple[li
     return kept, k
 
 
-def write_gif(frames: Sequence[np.ndarray], out: str | Path, fps: float, step: int = 1) -> Path:
-    """Write frames as a looping animated GIF (each frame lasts `step` / fps seconds)."""
-    from PIL import Image
-
-    path = Path(out)
-    images = [Image.fromarray(f) for f in frames]
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        images[0].save(path, format="GIF", save_all=True, append_images=images[1:],
-                       duration=max(20, round(1000 * step / fps)), loop=0)
-    except OSError as exc:
-        raise ConfigError(f"--out {str(path)!r}: cannot write the GIF ({exc.strerror or exc})") from None
-    return path
-
-
 def render_gif(run_dir: str | Path, pair_id: str, out: str | Path, env_id: str | None = None, seed: int = 0,
                max_steps: int | None = None, fps: float = 20) -> Path:
     """One episode of a pair's agent (newest checkpoint) on its own env or on `env_id`, as an animated GIF."""
@@ -152,19 +138,6 @@ def render_gif(run_dir: str | Path, pair_id: str, out: str | Path, env_id: str |
     frames = episode_frames(parts.family, parts.spec, pair.theta, params, seed, steps, parts.cfg.env.family)
     kept, k = subsample(frames)
     return write_gif(kept, out, fps, k)
-
-
-def write_png(image: np.ndarray, out: str | Path) -> Path:
-    """Write an RGB uint8 image as PNG (ConfigError naming the file if it cannot)."""
-    from PIL import Image
-
-    path = Path(out)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8)).save(path, format="PNG")
-    except OSError as exc:
-        raise ConfigError(f"--out {str(path)!r}: cannot write the PNG ({exc.strerror or exc})") from None
-    return path
 
 
 def render_profile_png(run_dir: str | Path, env_id: str, out: str | Path, seed: int = 0) -> Path:

@@ -19,14 +19,18 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+import envs
+from envs import EnvParams
 from poet.analysis import Run, load_run
 from poet.config import ConfigError, RunConfig
+from poet.images import write_png
 
 # Columns of `run.envs` that are not env parameters.
 NON_PARAM_COLUMNS = {"env_id", "family", "pair_id", "parent_env_id", "created_iteration", "retired_iteration",
                      "solved_iteration", "params_json"}
 SOLVED_COLOR, UNSOLVED_COLOR = "tab:green", "tab:gray"
 LEGEND_PAIRS = 24  # more pairs than this: the scores figure has no legend
+MAX_COURSES = 48  # the report draws the courses of the newest envs up to this many
 
 
 def _pair_order(run: Run) -> list[str]:
@@ -263,6 +267,32 @@ def figure_png(fig: Figure, dpi: int = 100) -> bytes:
     return buf.getvalue()
 
 
+# ---------------------------------------------------------------- courses
+
+def course_images(run: Run, limit: int = MAX_COURSES) -> dict[str, np.ndarray]:
+    """Course profile (RGB array) of each env of the run, the newest `limit`, rebuilt from
+    the records; empty when the run's family draws no profile or is not registered here."""
+    env_cfg = run.config.get("env") or {}
+    try:
+        family = envs.make_family(env_cfg.get("family"), env_cfg.get("options") or {})
+    except (KeyError, ValueError, TypeError, ImportError, FileNotFoundError):
+        return {}
+    draw = getattr(family, "render_profile", None)
+    if draw is None or not len(run.envs):
+        return {}
+    rows = run.envs.sort_values("created_iteration", kind="stable").tail(limit)
+    return {env_id: draw(EnvParams.from_json(text), seed=0) for env_id, text in zip(rows["env_id"], rows["params_json"])}
+
+
+def _course_caption(env_id: str, row: pd.Series) -> str:
+    parent = row["parent_env_id"] if isinstance(row["parent_env_id"], str) else None
+    solved = row["solved_iteration"]
+    return (f"{env_id} (pair {row['pair_id']}): "
+            + (f"child of {parent}, " if parent else "the initial env, ")
+            + f"created at iteration {int(row['created_iteration'])}, "
+            + (f"solved at iteration {int(solved)}" if pd.notna(solved) else "not solved"))
+
+
 # ---------------------------------------------------------------- summary and page
 
 def summary(run: Run) -> dict[str, object]:
@@ -281,13 +311,19 @@ def summary(run: Run) -> dict[str, object]:
     }
 
 
-def _html(run: Run, names: list[str]) -> str:
-    """The index page: summary table, then every figure with its caption."""
+def _html(run: Run, names: list[str], courses: list[str]) -> str:
+    """The index page: summary table, every figure with its caption, then the envs' courses."""
     rows = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
                      for k, v in summary(run).items())
     figures = "\n".join(
         f'<figure><img src="{name}.png" alt="{name}"><figcaption>{html.escape(caption(name))}</figcaption></figure>'
         for name in names)
+    if courses:
+        by_id = run.envs.set_index("env_id")
+        figures += f"\n<h2>Courses of the newest {len(courses)} envs (seed 0)</h2>\n" + "\n".join(
+            f'<figure><img src="courses/{env_id}.png" alt="course {env_id}">'
+            f"<figcaption>{html.escape(_course_caption(env_id, by_id.loc[env_id]))}</figcaption></figure>"
+            for env_id in courses)
     title = html.escape(f"POET run {run.path.resolve().name}")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
@@ -307,7 +343,8 @@ figure {{ margin: 2em 0; }} img {{ max-width: 100%; }} figcaption {{ color: #444
 
 
 def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
-    """Write every FIGURES figure as PNG and index.html into out_dir (default <run_dir>/report); returns index.html."""
+    """Write every FIGURES figure as PNG, the envs' course profiles as courses/<env_id>.png (families
+    that draw them) and index.html into out_dir (default <run_dir>/report); returns index.html."""
     try:
         run = load_run(run_dir)
     except FileNotFoundError as exc:
@@ -319,8 +356,11 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         out.mkdir(parents=True, exist_ok=True)
         for name, make in FIGURES.items():
             (out / f"{name}.png").write_bytes(figure_png(make(run)))
+        courses = course_images(run)
+        for env_id, image in courses.items():
+            write_png(image, out / "courses" / f"{env_id}.png")
         index = out / "index.html"
-        index.write_text(_html(run, list(FIGURES)))
+        index.write_text(_html(run, list(FIGURES), list(courses)))
     except OSError as exc:
         raise ConfigError(f"--out {str(out)!r}: cannot write the report ({exc.strerror or exc})") from None
     return index

@@ -117,6 +117,35 @@ def test_report_cli_writes_every_figure_and_the_page(cli, cli_out):
     assert "enhanced" in page and "terrain" in page and "final ANNECS" in page
 
 
+def test_report_draws_every_envs_course_from_the_records(cli, cli_out, run_dir):
+    index = _ok(cli["report"])
+    envs_ = load_run(run_dir).envs
+    family = load_agents(run_dir)[0].family
+    page = index.read_text()
+    assert sorted(p.stem for p in (index.parent / "courses").glob("*.png")) == sorted(envs_["env_id"])
+    for env_id, text in zip(envs_["env_id"], envs_["params_json"]):
+        assert f'src="courses/{env_id}.png"' in page
+        with Image.open(index.parent / "courses" / f"{env_id}.png") as png:
+            expected = family.render_profile(EnvParams.from_json(text), seed=0)
+            assert np.array_equal(np.asarray(png.convert("RGB")), expected)
+    assert "the initial env, created at iteration 0" in page
+
+
+def test_course_images_limit_and_families_without_profiles(run_dir, tmp_path, monkeypatch):
+    from poet import report
+
+    run = load_run(run_dir)
+    newest = run.envs.sort_values("created_iteration", kind="stable")["env_id"].tolist()[-2:]
+    assert list(report.course_images(run, limit=2)) == newest
+    run.config["env"] = {"family": "not_registered_here"}
+    assert report.course_images(run) == {}
+    run.config["env"] = {"family": "cartpole"}  # a generic gymnasium family: no course to draw
+    assert report.course_images(run) == {}
+    monkeypatch.setattr(report, "course_images", lambda run: {})
+    index = write_report(run_dir, tmp_path / "r")
+    assert not (index.parent / "courses").exists() and "courses/" not in index.read_text()
+
+
 def test_every_figure_function_returns_a_figure(run_dir):
     run = load_run(run_dir)
     assert set(FIGURES) == {"scores", "env_params", "env_tree", "transfer_matrix", "annecs", "population"}
