@@ -90,7 +90,7 @@ class ReproductionConfig:
 
 @dataclass
 class TransferConfig:
-    """Transfer tournaments: direct and one-ES-step fine-tuned candidates."""
+    """Transfer tournaments: direct and fine-tuned (one trainer step) candidates."""
 
     every: int = 25
     fine_tune: bool = True
