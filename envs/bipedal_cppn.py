@@ -79,9 +79,9 @@ def ground_heights(genome: dict[str, Any]) -> np.ndarray:
     """Ground y (metres) at each of the TERRAIN_LENGTH grid steps, float64."""
     raw = cppn.evaluate(genome, CPPN_X)
     rel = raw - raw[0]
-    amp = float(np.max(np.abs(rel))) if np.all(np.isfinite(rel)) else float("inf")
-    if not np.isfinite(amp):
+    if not np.all(np.isfinite(rel)):
         raise EnvParamError(FAMILY, "genome", "the CPPN output is not finite over the terrain")
+    amp = float(np.max(np.abs(rel)))
     if amp < FLAT_EPS:
         scale = 0.0
     elif amp < AMPLITUDE_MIN:

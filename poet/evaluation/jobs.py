@@ -47,6 +47,11 @@ class JobResult:
         """True when the job returned."""
         return self.error is None
 
+    @classmethod
+    def failed(cls, job: "Job", message: str) -> "JobResult":
+        """The error result of `job`, its message prefixed with the job's tag."""
+        return cls(error=f"{job.tag}: {message}" if job.tag else message)
+
 
 _FUNCTIONS: dict[str, Callable[[Any, Any], Any]] = {}
 
@@ -74,7 +79,6 @@ def run_job(worker: WorkerView, job: Job) -> JobResult:
     try:
         return JobResult(value=resolve_job_fn(job.fn)(worker, job.payload))
     except Exception as exc:  # noqa: BLE001 - reported to the caller with the job's tag
-        who = f"{job.tag}: " if job.tag else ""
-        return JobResult(error=f"{who}{type(exc).__name__}: {exc}")
+        return JobResult.failed(job, f"{type(exc).__name__}: {exc}")
     finally:
         torch.set_num_threads(threads)

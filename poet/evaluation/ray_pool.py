@@ -248,8 +248,7 @@ class RayEvaluator:
 
         def give_up(unit: list[int], message: str) -> None:
             for i in unit:
-                who = f"{jobs[i].tag}: " if jobs[i].tag else ""
-                results[i] = JobResult(error=who + message)
+                results[i] = JobResult.failed(jobs[i], message)
 
         self._wave([[i] for i in order], submit, deliver, give_up)
         return results  # type: ignore[return-value]

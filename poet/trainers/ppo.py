@@ -276,10 +276,11 @@ class _Normaliser:
         self.mean = np.asarray(state["obs_mean"], dtype=np.float64)
         self.var = np.asarray(state["obs_var"], dtype=np.float64)
         self.count = float(state["obs_count"])
+        self._set_std()
 
-    @property
-    def std(self) -> np.ndarray:
-        return np.maximum(np.sqrt(self.var), self.floor) if self.count > 0 else np.ones_like(self.var)
+    def _set_std(self) -> None:
+        # once per statistics update, not per env step
+        self.std = np.maximum(np.sqrt(self.var), self.floor) if self.count > 0 else np.ones_like(self.var)
 
     def apply(self, obs: np.ndarray) -> np.ndarray:
         return ((obs - self.mean) / self.std).astype(np.float32)
@@ -287,6 +288,7 @@ class _Normaliser:
     def update(self, rows: np.ndarray) -> None:
         if self.enabled:
             self.mean, self.var, self.count = merge_moments(self.mean, self.var, self.count, rows)
+            self._set_std()
 
 
 def _gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, continues: np.ndarray,
@@ -300,17 +302,20 @@ def _gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, conti
     return adv
 
 
-def _scale_rewards(batch: _Batch, state: dict[str, Any], o: PPOOptions) -> np.ndarray:
-    """Rewards divided by the running std of the discounted return (updated with this batch)."""
+def _scale_rewards(batch: _Batch, state: dict[str, Any], o: PPOOptions, acc: np.ndarray) -> np.ndarray:
+    """Rewards divided by the running std of the discounted return (updated with this batch).
+
+    `acc` holds each env's discounted return so far and is carried in place across the
+    updates of a job (a job starts fresh episodes, so it starts at zero).
+    """
     if not o.normalize_rewards:
         return batch.rewards
     disc = np.empty_like(batch.rewards)
-    acc = np.asarray(state["ret_acc"], dtype=np.float64)
     for t in range(batch.rewards.shape[0]):
-        acc = acc * o.gamma + batch.rewards[t]
+        acc *= o.gamma
+        acc += batch.rewards[t]
         disc[t] = acc
-        acc = acc * batch.continues[t]
-    state["ret_acc"] = acc
+        acc *= batch.continues[t]
     mean, var, count = merge_moments(np.array([state["ret_mean"]]), np.array([state["ret_var"]]),
                                      float(state["ret_count"]), disc.reshape(-1, 1))
     state["ret_mean"], state["ret_var"], state["ret_count"] = float(mean[0]), float(var[0]), count
@@ -385,21 +390,26 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
     adam = {"t": int(state["adam_t"]), "m": state["adam_m"], "v": state["adam_v"]}
     norm = _Normaliser(state, o.normalize_obs, o.obs_std_floor)
     rollouts = _Rollouts(worker, payload["env"], o.n_envs, int(payload["max_steps"]), rng)
+    ret_acc = np.zeros(o.n_envs)
     totals: dict[str, float] = {}
     returns: list[float] = []
     lengths: list[int] = []
+
+    def load_networks() -> None:
+        """The stored (raw-observation) networks, expressed in the normaliser's current coordinates."""
+        learner.load(unfold(theta, spec.obs_dim, h_actor, norm.mean, norm.std), state["log_std"],
+                     unfold(state["value"], spec.obs_dim, h_value, norm.mean, norm.std))
+
     try:
         for _ in range(o.updates_per_iteration):
-            learner.load(unfold(theta, spec.obs_dim, h_actor, norm.mean, norm.std), state["log_std"],
-                         unfold(state["value"], spec.obs_dim, h_value, norm.mean, norm.std))
+            load_networks()
             batch = rollouts.collect(learner, norm, o.n_steps)
             returns += batch.episode_returns
             lengths += batch.episode_lengths
             # New statistics, same functions: re-express the networks in the new coordinates.
             norm.update(batch.obs.reshape(-1, batch.obs.shape[-1]))
-            learner.load(unfold(theta, spec.obs_dim, h_actor, norm.mean, norm.std), state["log_std"],
-                         unfold(state["value"], spec.obs_dim, h_value, norm.mean, norm.std))
-            rewards = _scale_rewards(batch, state, o)
+            load_networks()
+            rewards = _scale_rewards(batch, state, o, ret_acc)
             z = norm.apply(batch.obs.reshape(-1, batch.obs.shape[-1])).reshape(*batch.obs.shape[:2], -1)
             for k, v in _update(learner, batch, z, rewards, adam, o, rng).items():
                 totals[k] = totals.get(k, 0.0) + v / o.updates_per_iteration
@@ -413,7 +423,6 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
         rollouts.close()
     state.update(adam_t=int(adam["t"]), adam_m=adam["m"], adam_v=adam["v"], obs_mean=norm.mean, obs_var=norm.var,
                  obs_count=norm.count)
-    state["ret_acc"] = np.zeros(o.n_envs)  # jobs start fresh episodes
     metrics = {
         **totals,
         "ppo_episodes": float(len(returns)),
@@ -444,7 +453,7 @@ class PPOTrainer:
             "log_std": np.full(spec.act_dim if spec.action_kind == "box" else 0, o.init_log_std, dtype=np.float32),
             "value": np.zeros(0, dtype=np.float32),
             "adam_t": 0, "adam_m": np.zeros(0, dtype=np.float32), "adam_v": np.zeros(0, dtype=np.float32),
-            "ret_mean": 0.0, "ret_var": 1.0, "ret_count": 0.0, "ret_acc": np.zeros(o.n_envs),
+            "ret_mean": 0.0, "ret_var": 1.0, "ret_count": 0.0,
             "updates": 0, "env_steps": 0,
         }
 
