@@ -131,7 +131,7 @@ def random_policies(spec: PolicySpec, count: int, seed: int) -> list[np.ndarray]
     out_size = spec.layer_sizes[-2] * spec.act_dim + spec.act_dim  # last weights + biases
     policies = []
     for i in range(count):
-        flat = init_flat(spec, np.random.default_rng([seed, i]))
+        flat = init_flat(spec, np.random.default_rng([seed, i]), "normc")
         flat[-out_size:] *= OUTPUT_SCALE
         policies.append(flat)
     return policies

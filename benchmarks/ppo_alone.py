@@ -53,7 +53,7 @@ def main() -> None:
     options = PPOOptions(**PRESETS[args.preset])
     trainer = PPOTrainer(options, TrainerContext(spec=spec, max_steps=args.max_steps))
     evaluator = InProcessEvaluator(family, spec)
-    theta = init_flat(spec, np.random.default_rng(args.seed))
+    theta = init_flat(spec, np.random.default_rng(args.seed), "normc")
     state = trainer.init_state(theta)
     curve, start = [], time.perf_counter()
 

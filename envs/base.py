@@ -71,15 +71,35 @@ class EnvParams:
     `values` maps parameter names to JSON-like values (numbers, strings, lists, nested
     dicts). The content `id` is stable across processes and versions: it is a hash of the
     canonical JSON text.
+
+    `course_seed`, when set, pins the env to one course: every episode on it is reset with
+    this seed (POET's niches each hold a seed and run every rollout on it). It is part of
+    the JSON and the id; None (every episode draws its own course) leaves both as before.
     """
 
     family: str
     _items: tuple = field(repr=False)
+    course_seed: int | None = None
+
+    def __post_init__(self) -> None:
+        seed = self.course_seed
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63):
+            raise ValueError(f"course_seed must be an integer in [0, 2**63) or None, got {seed!r}")
+        if seed is not None:
+            object.__setattr__(self, "course_seed", int(seed))
 
     @classmethod
-    def create(cls, family: str, values: Mapping[str, Any]) -> "EnvParams":
+    def create(cls, family: str, values: Mapping[str, Any], course_seed: int | None = None) -> "EnvParams":
         """Build params from a plain mapping."""
-        return cls(family=str(family), _items=_freeze(dict(values)))
+        return cls(family=str(family), _items=_freeze(dict(values)), course_seed=course_seed)
+
+    def with_course_seed(self, seed: int | None) -> "EnvParams":
+        """The same params pinned to the course of `seed` (None: a new course every episode)."""
+        return EnvParams(family=self.family, _items=self._items, course_seed=seed)
+
+    def reset_seed(self, drawn: int) -> int:
+        """The seed an episode is reset with: the pinned course seed, else the one drawn for it."""
+        return int(drawn) if self.course_seed is None else self.course_seed
 
     @property
     def values(self) -> dict[str, Any]:
@@ -96,11 +116,14 @@ class EnvParams:
         """A copy with some values changed."""
         vals = self.values
         vals.update(changes)
-        return EnvParams.create(self.family, vals)
+        return EnvParams.create(self.family, vals, self.course_seed)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready form: {"family": ..., "values": {...}}."""
-        return {"family": self.family, "values": self.values}
+        """Plain JSON-ready form: {"family": ..., "values": {...}} (+ "course_seed" when pinned)."""
+        out: dict[str, Any] = {"family": self.family, "values": self.values}
+        if self.course_seed is not None:
+            out["course_seed"] = self.course_seed
+        return out
 
     def to_json(self) -> str:
         """Canonical JSON text (sorted keys, no whitespace); the basis of `id`."""
@@ -111,7 +134,10 @@ class EnvParams:
         """Inverse of `to_dict`."""
         if not isinstance(data, Mapping) or "family" not in data or "values" not in data:
             raise ValueError("env params JSON needs the keys 'family' and 'values'")
-        return cls.create(data["family"], data["values"])
+        extra = sorted(set(data) - {"family", "values", "course_seed"})
+        if extra:
+            raise ValueError(f"env params JSON has unknown key {extra[0]!r}")
+        return cls.create(data["family"], data["values"], data.get("course_seed"))
 
     @classmethod
     def from_json(cls, text: str) -> "EnvParams":

@@ -30,13 +30,28 @@ class Run:
     transfers: pd.DataFrame
     events: pd.DataFrame
 
+    def _per_iteration(self, hits: pd.Series, name: str) -> pd.Series:
+        last = int(self.iterations["iteration"].max()) if len(self.iterations) else -1
+        index = pd.RangeIndex(0, last + 1, name="iteration")
+        hits = hits.to_numpy()
+        return pd.Series([int((hits <= i).sum()) for i in index], index=index, name=name)
+
     @property
     def annecs(self) -> pd.Series:
-        """ANNECS after each iteration: envs created by reproduction (passed MC) and solved by then."""
-        last = int(self.iterations["iteration"].max()) if len(self.iterations) else -1
+        """ANNECS as the Enhanced POET paper defines it, after each iteration: envs created by
+        reproduction (so they passed the MC) and solved by then."""
         solved = self.envs.loc[self.envs["parent_env_id"].notna(), "solved_iteration"].dropna()
-        index = pd.RangeIndex(0, last + 1, name="iteration")
-        return pd.Series([int((solved <= i).sum()) for i in index], index=index, name="annecs")
+        return self._per_iteration(solved, "annecs")
+
+    @property
+    def annecs_reference(self) -> pd.Series:
+        """ANNECS as the reference code counts it (`poet_algo.py` `adjust_envs_niches`), after each
+        iteration: admitted envs on which the best archived agent passed the MC (Enhanced POET only;
+        it stays 0 until the archive holds an agent)."""
+        admitted = self.events[self.events["kind"] == "admitted"] if len(self.events) else self.events
+        counted = [int(it) for it, d in zip(admitted["iteration"], admitted["detail"])
+                   if json.loads(d or "{}").get("annecs_reference") is True]
+        return self._per_iteration(pd.Series(counted, dtype="int64"), "annecs_reference")
 
     def children(self) -> pd.DataFrame:
         """Every proposed child env with its MC score, novelty and whether it was admitted."""

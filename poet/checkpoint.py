@@ -102,6 +102,7 @@ class Snapshot:
     solved: dict[str, int]
     cache: dict[tuple[str, str], float]
     table_rows: dict[str, int]
+    annecs_reference: int = 0
 
 
 # ---------------------------------------------------------------- write
@@ -126,6 +127,7 @@ def save(ctx: RunContext, iteration: int, run_dir: Path, config_text: str, keep:
             "next_index": pop.next_index,
         },
         "solved": dict(ctx.solved),
+        "annecs_reference": ctx.annecs_reference,
         "score_cache": [[a, e, s] for (a, e), s in sorted(ctx.scorer.cache.scores.items())],
     }
     (tmp / "state.json").write_text(json.dumps(state, sort_keys=True))
@@ -194,6 +196,7 @@ def load(path: Path, config_text: str | None = None) -> Snapshot:
         iteration=int(state["iteration"]),
         population=population,
         solved={k: int(v) for k, v in state["solved"].items()},
+        annecs_reference=int(state.get("annecs_reference", 0)),
         cache={(a, e): float(s) for a, e, s in state["score_cache"]},
         table_rows={t: int(manifest["table_rows"].get(t, 0)) for t in TABLES},
     )

@@ -44,12 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("run_dir", help="the run directory")
     rd.add_argument("--pair", required=True, help="pair id of the agent (active or archived), e.g. p3")
     rd.add_argument("--env", dest="env_id", help="env id to run on (default: the pair's own env)")
-    rd.add_argument("--seed", type=int, default=0, help="episode seed (default: 0)")
+    rd.add_argument("--seed", type=int, default=0, help="episode seed, for envs not pinned to one course (default: 0)")
     rd.add_argument("--out", required=True, help="GIF file to write")
     pf = sub.add_parser("profile", help="PNG of the whole course of one env (terrain families)")
     pf.add_argument("run_dir", help="the run directory")
     pf.add_argument("--env", dest="env_id", required=True, help="env id (see the envs table or `poet report`)")
-    pf.add_argument("--seed", type=int, default=0, help="course seed, for families whose course is random (default: 0)")
+    pf.add_argument("--seed", type=int, default=0, help="course seed, for envs not pinned to one course (default: 0)")
     pf.add_argument("--out", required=True, help="PNG file to write")
     return parser
 

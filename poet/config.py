@@ -33,6 +33,9 @@ class PolicyConfig:
 
     hidden: list[int] = field(default_factory=lambda: [40, 40])
     activation: Literal["tanh", "relu"] = "tanh"
+    # initial weights: "reference" i.i.d. N(0, 0.1) (uber-research/poet `get_random_model_params`),
+    # or "normc" (normalised columns, small last layer, zero biases; OpenAI ES)
+    init: Literal["reference", "normc"] = "reference"
 
 
 @dataclass
@@ -45,6 +48,14 @@ class EvaluationConfig:
     on_error: Literal["stop", "score_as_failure"] = "stop"
     failure_score: float = -100.0  # the score a failed evaluation gets with on_error=score_as_failure
     batch_rows: int = 4096  # most episodes stepped together in one batch
+    # "fixed": each env carries one course seed, drawn when the env is created, and every
+    # rollout on it runs that course (the reference's Box2DNiche, stochastic=False);
+    # "per_episode": every episode draws a new course (tests generalisation over the family)
+    course: Literal["fixed", "per_episode"] = "fixed"
+    # when a pair's per-iteration score is taken: "after_step" scores the updated agent (the
+    # reference's ind_es_step), "before_step" scores the starting agent in the trainer's own
+    # wave (one evaluator wave per iteration instead of two)
+    self_score: Literal["after_step", "before_step"] = "after_step"
 
 
 @dataclass
@@ -86,6 +97,14 @@ class ReproductionConfig:
     mc_upper: float = 340.0
     capacity: int = 20
     novelty_k: int = 5
+    # PATA-EC (Enhanced POET): tied clipped scores ranked by position ("ordinal", the
+    # reference's compute_centered_ranks) or sharing their mean rank ("average")
+    pata_ec_ties: Literal["ordinal", "average"] = "ordinal"
+    # the agent a new env starts with: "best_transfer", the best of every active agent
+    # directly and after one plain ES step on the child, which must pass the MC again
+    # (the reference's evaluate_transfer, both POET and Enhanced POET); "parent": the
+    # parent's agent, no second check
+    child_agent: Literal["best_transfer", "parent"] = "best_transfer"
 
 
 @dataclass

@@ -30,6 +30,8 @@ class RunContext:
     records: RecordWriter
     log: Callable[[str], None] = print
     solved: dict[str, int] = field(default_factory=dict)  # env id -> iteration first solved by its pair
+    # the reference code's ANNECS counter: admissions whose best archived agent passed the MC
+    annecs_reference: int = 0
 
     def mark_solved(self, pair_id: str, env_id: str, score: float, iteration: int, how: str) -> None:
         """Record the first time an env's pair reaches the solved threshold."""

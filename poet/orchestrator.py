@@ -1,19 +1,25 @@
 """The POET schedule, and nothing else.
 
-Each iteration: reproduce (every `reproduction.every` iterations, not at 0), one
-training step of every active pair, transfer (every `transfer.every` iterations when
-there are at least two pairs). The phases live in reproduction.py, transfer.py and
-the trainer; every phase submits its evaluations as batches.
+Each iteration (the reference's `optimize`): reproduce (every `reproduction.every`
+iterations, not at 0), one training step of every active pair and its score, transfer
+(every `transfer.every` iterations when there are at least two pairs). The phases live
+in reproduction.py, transfer.py and the trainer; every phase submits its evaluations as
+batches.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Callable
+
+import numpy as np
+
+from envs import EnvFamily, EnvParams
 
 from poet.context import RunContext
 from poet.pair import Pair
 from poet.policies import init_flat
 from poet.records import json_text
-from poet.reproduction import record_env, reproduce
+from poet.reproduction import course_seed_for, record_env, reproduce
 from poet.trainers import TrainTask
 from poet.transfer import transfer
 
@@ -29,9 +35,10 @@ class Orchestrator:
     def start(self) -> Pair:
         """Create the first pair: the family's initial env with a fresh agent."""
         ctx = self.ctx
-        env = ctx.family.initial()
+        env = initial_params(ctx.family, ctx.seeds.rng("env.initial"))
+        env = env.with_course_seed(course_seed_for(ctx, ctx.seeds.rng("env.course", 0)))
         ctx.family.validate(env)
-        theta = init_flat(ctx.spec, ctx.seeds.rng("policy.init"))
+        theta = init_flat(ctx.spec, ctx.seeds.rng("policy.init"), ctx.cfg.policy.init)
         index = ctx.population.new_index()
         pair = Pair(pair_id=f"p{index}", index=index, env=env, theta=theta, state=ctx.trainer.init_state(theta),
                     parent_env_id=None, created_iteration=0)
@@ -43,14 +50,26 @@ class Orchestrator:
         return pair
 
     def train(self, iteration: int) -> None:
-        """One trainer step for every active pair (one wave), recording each pair's score."""
+        """One trainer step for every active pair (one wave), and each pair's score.
+
+        With `evaluation.self_score: after_step` (the reference's `ind_es_step`) the updated
+        agents are scored in a second wave; with `before_step` the trainer scores the
+        starting agents in its own wave.
+        """
         ctx = self.ctx
+        after = ctx.cfg.evaluation.self_score == "after_step"
         pairs = list(ctx.population.active)
         tasks = [TrainTask(key=p.pair_id, theta=p.theta, env=p.env, state=p.state,
                            seed=ctx.seeds.integer("train", iteration, p.index),
-                           eval_episodes=ctx.cfg.evaluation.eval_episodes) for p in pairs]
-        for pair, step in zip(pairs, ctx.trainer.step(tasks, ctx.evaluator)):
-            score = float("nan") if step.score is None else float(step.score)
+                           eval_episodes=0 if after else ctx.cfg.evaluation.eval_episodes) for p in pairs]
+        steps = ctx.trainer.step(tasks, ctx.evaluator)
+        if after:
+            scores = ctx.scorer.score([(s.theta, p.env) for p, s in zip(pairs, steps)],
+                                      tags=[f"{p.pair_id} (score)" for p in pairs])
+        else:
+            scores = [float("nan") if s.score is None else s.score for s in steps]
+        for pair, step, score in zip(pairs, steps, scores):
+            score = float(score)
             ctx.records.write("iterations", {"iteration": iteration, "pair_id": pair.pair_id, "env_id": pair.env.id,
                                              "score": score, **step.metrics})
             pair.scores.append(score)
@@ -88,3 +107,12 @@ class Orchestrator:
         """Accumulated number of novel environments created and solved (envs admitted by reproduction)."""
         initial = {p.env.id for p in self.ctx.population.all_pairs if p.parent_env_id is None}
         return sum(1 for env_id in self.ctx.solved if env_id not in initial)
+
+
+def initial_params(family: EnvFamily, rng: np.random.Generator) -> EnvParams:
+    """The family's first env; families whose start is random (`initial(rng)`) draw it from `rng`."""
+    try:
+        takes_rng = len(inspect.signature(family.initial).parameters) >= 1
+    except (TypeError, ValueError):
+        takes_rng = False
+    return family.initial(rng) if takes_rng else family.initial()

@@ -102,8 +102,13 @@ class MLPPolicy(nn.Module):
         return nn.utils.parameters_to_vector(self.parameters()).detach().numpy().astype(np.float32)
 
 
-def init_flat(spec: PolicySpec, rng: np.random.Generator) -> np.ndarray:
-    """Initial weights: normalised-column Gaussian weights (as OpenAI/Uber ES), zero biases."""
+def init_reference(spec: PolicySpec, rng: np.random.Generator, std: float = 0.1) -> np.ndarray:
+    """The reference's start: every weight and bias i.i.d. N(0, std) (`Model.get_random_model_params`)."""
+    return (rng.standard_normal(spec.num_params) * std).astype(np.float32)
+
+
+def init_normc(spec: PolicySpec, rng: np.random.Generator) -> np.ndarray:
+    """Normalised-column Gaussian weights (OpenAI ES), a small last layer, zero biases."""
     parts = []
     sizes = spec.layer_sizes
     for i in range(len(sizes) - 1):
@@ -113,6 +118,17 @@ def init_flat(spec: PolicySpec, rng: np.random.Generator) -> np.ndarray:
         w *= std / np.sqrt(np.square(w).sum(axis=1, keepdims=True))
         parts.extend([w.ravel(), np.zeros(fan_out)])
     return np.concatenate(parts).astype(np.float32)
+
+
+INIT_SCHEMES = {"reference": init_reference, "normc": init_normc}
+
+
+def init_flat(spec: PolicySpec, rng: np.random.Generator, scheme: str = "reference") -> np.ndarray:
+    """Initial weights by scheme name (`policy.init`): "reference" (default) or "normc"."""
+    try:
+        return INIT_SCHEMES[scheme](spec, rng)
+    except KeyError:
+        raise ValueError(f"unknown policy init {scheme!r}; known: {', '.join(INIT_SCHEMES)}") from None
 
 
 def to_actions(spec: PolicySpec, raw: torch.Tensor) -> np.ndarray:

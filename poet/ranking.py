@@ -1,4 +1,4 @@
-"""Rank transforms shared by ES (centred ranks) and PATA-EC (ties averaged)."""
+"""Rank transforms: centred ranks (ES, PATA-EC as the reference) and average-tie ranks (PATA-EC option)."""
 from __future__ import annotations
 
 import numpy as np
@@ -34,7 +34,7 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
 
 
 def rank_normalise(x: np.ndarray) -> np.ndarray:
-    """Average ranks scaled to [-0.5, 0.5] (PATA-EC's normalisation)."""
+    """Average ranks scaled to [-0.5, 0.5] (the `average` PATA-EC tie rule)."""
     x = np.asarray(x, dtype=np.float64)
     if x.size <= 1:
         return np.zeros(x.size)

@@ -99,12 +99,15 @@ def _frame(env: gym.Env, name: str) -> np.ndarray:
 @torch.no_grad()
 def episode_frames(family: EnvFamily, spec: PolicySpec, theta: np.ndarray, params: EnvParams, seed: int,
                    max_steps: int, name: str = "?") -> list[np.ndarray]:
-    """Frames of one deterministic episode of the policy `theta` on `params` (reset, then every step)."""
+    """Frames of one deterministic episode of the policy `theta` on `params` (reset, then every step).
+
+    An env pinned to a course (`params.course_seed`) runs that course whatever `seed` says.
+    """
     policy = MLPPolicy(spec)
     policy.load_flat(theta)
     env = _make_rgb_env(family, params, name)
     try:
-        obs, _ = env.reset(seed=int(seed))
+        obs, _ = env.reset(seed=params.reset_seed(seed))
         frames = [_frame(env, name)]
         for _ in range(int(max_steps)):
             raw = policy(torch.as_tensor(np.asarray(obs, dtype=np.float32)).reshape(1, -1))
@@ -141,7 +144,7 @@ def render_gif(run_dir: str | Path, pair_id: str, out: str | Path, env_id: str |
 
 
 def render_profile_png(run_dir: str | Path, env_id: str, out: str | Path, seed: int = 0) -> Path:
-    """The whole course of one env the run admitted, as the family's terrain profile PNG."""
+    """The whole course of one env the run admitted (its own course when pinned, else `seed`'s), as a PNG."""
     path = Path(run_dir)
     _check_run_dir(path)
     parts = check_parts(load_config(path / "config.yaml"))
@@ -149,4 +152,4 @@ def render_profile_png(run_dir: str | Path, env_id: str, out: str | Path, seed: 
     draw = getattr(parts.family, "render_profile", None)
     if draw is None:
         raise ConfigError(f"env family {parts.cfg.env.family!r} draws no terrain profile")
-    return write_png(draw(params, seed=int(seed)), out)
+    return write_png(draw(params, seed=params.reset_seed(seed)), out)

@@ -191,6 +191,7 @@ class RunResult:
     archived: int
     annecs: int
     seconds: float
+    annecs_reference: int = 0  # the reference code's counter (Enhanced POET)
 
 
 class StopRequest:
@@ -269,6 +270,7 @@ def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | 
 def _restore(ctx: RunContext, orch: Orchestrator, snap: checkpoint.Snapshot) -> None:
     ctx.population = snap.population
     ctx.solved = dict(snap.solved)
+    ctx.annecs_reference = snap.annecs_reference
     ctx.scorer.cache.scores = dict(snap.cache)
     orch.iteration = snap.iteration
 
@@ -318,8 +320,10 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
             ctx.records.close()
             ctx.evaluator.close()
     result = RunResult(run_dir, orch.iteration, len(ctx.population.active), len(ctx.population.archive),
-                       orch.annecs(), time.perf_counter() - t0)
+                       orch.annecs(), time.perf_counter() - t0, ctx.annecs_reference)
     if show:
         print(f"done: {result.iterations} iterations in {result.seconds:.0f}s, {result.active} active pairs, "
-              f"{result.archived} archived, ANNECS {result.annecs}; run directory {run_dir}", file=sys.stderr)
+              f"{result.archived} archived, ANNECS {result.annecs}"
+              + (f" (reference code's counter {result.annecs_reference})" if cfg.mode == "enhanced" else "")
+              + f"; run directory {run_dir}", file=sys.stderr)
     return result

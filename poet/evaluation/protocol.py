@@ -47,6 +47,11 @@ class EvalRequest:
     perturbation: Perturbation | None = None
     tag: str = ""
 
+    @property
+    def rows(self) -> int:
+        """Episodes that must actually run: one on an env pinned to a course (all are equal), else `episodes`."""
+        return 1 if self.env.course_seed is not None else self.episodes
+
 
 @dataclass(frozen=True)
 class EvalError:

@@ -91,17 +91,17 @@ def plan_chunks(requests: Sequence[EvalRequest], workers: int, chunks_per_worker
     """
     if not requests:
         return []
-    cost = [r.episodes * r.max_steps for r in requests]
+    cost = [r.rows * r.max_steps for r in requests]
     order = sorted(range(len(requests)), key=lambda i: -cost[i])  # stable: ties keep submission order
-    total = sum(r.episodes for r in requests)
+    total = sum(r.rows for r in requests)
     target = max(1, min(max_rows, math.ceil(total / max(1, workers * chunks_per_worker))))
     chunks, cur, rows = [], [], 0
     for i in order:
-        if cur and rows + requests[i].episodes > target:
+        if cur and rows + requests[i].rows > target:
             chunks.append(cur)
             cur, rows = [], 0
         cur.append(i)
-        rows += requests[i].episodes
+        rows += requests[i].rows
     if cur:
         chunks.append(cur)
     return chunks

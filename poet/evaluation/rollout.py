@@ -37,14 +37,27 @@ def error_result(req: EvalRequest, message: str) -> EvalResult:
     return EvalResult(returns=np.full(req.episodes, np.nan), lengths=np.zeros(req.episodes, dtype=np.int64), error=err)
 
 
+def row_seeds(req: EvalRequest) -> list[int]:
+    """The reset seeds of the distinct episodes a request needs.
+
+    An env pinned to one course (`course_seed`) gives the same episode every time, since
+    policies and seeded envs are deterministic: it is run once and its outcome stands for
+    all `req.episodes` (the reference runs them all; the numbers are the same).
+    """
+    if req.env.course_seed is not None:
+        return [req.env.course_seed]
+    return episode_seeds(req.seed, req.episodes)
+
+
 def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest], flats: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run every episode of `reqs` to the end; returns per-row (returns, lengths, bad_value)."""
+    """Run every distinct episode of `reqs` to the end; returns per-row (returns, lengths, bad_value)."""
     params, seeds, caps, row_flats = [], [], [], []
     for req, flat in zip(reqs, flats):
-        params.extend([req.env] * req.episodes)
-        seeds.extend(episode_seeds(req.seed, req.episodes))
-        caps.extend([req.max_steps] * req.episodes)
-        row_flats.extend([flat] * req.episodes)
+        rs = row_seeds(req)
+        params.extend([req.env] * len(rs))
+        seeds.extend(rs)
+        caps.extend([req.max_steps] * len(rs))
+        row_flats.extend([flat] * len(rs))
     n = len(params)
     caps_arr = np.asarray(caps, dtype=np.int64)
     env = make_batch_env(family, params, seeds, int(caps_arr.max()))
@@ -84,11 +97,12 @@ def _batches(reqs: Sequence[EvalRequest], batch_rows: int) -> list[list[int]]:
     """Split request indices into batches of at most `batch_rows` episodes (a request is never split)."""
     out, cur, rows = [], [], 0
     for i, r in enumerate(reqs):
-        if cur and rows + r.episodes > batch_rows:
+        n = r.rows
+        if cur and rows + n > batch_rows:
             out.append(cur)
             cur, rows = [], 0
         cur.append(i)
-        rows += r.episodes
+        rows += n
     if cur:
         out.append(cur)
     return out
@@ -124,9 +138,10 @@ def _run_batch(family, spec, requests, idx, lookup, noise, results) -> None:
         return
     row = 0
     for i, r in zip(idx, reqs):
-        sl = slice(row, row + r.episodes)
-        row += r.episodes
+        n = r.rows
+        sl = slice(row, row + n)
+        row += n
         if bad[sl].any():
             results[i] = error_result(r, "the env returned a non-finite reward or observation")
-        else:
-            results[i] = EvalResult(returns=returns[sl].copy(), lengths=lengths[sl].copy())
+        else:  # a pinned course's one episode stands for all of the request's episodes
+            results[i] = EvalResult(returns=np.resize(returns[sl], r.episodes), lengths=np.resize(lengths[sl], r.episodes))

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from poet.trainers.base import (
-    ErrorPolicy, EvaluationFailed, Trainer, TrainerContext, TrainStep, TrainTask,
+    ErrorPolicy, EvaluationFailed, Trainer, TrainerContext, TrainStep, TrainTask, propose,
 )
 from poet.trainers.es import ESOptions, ESTrainer
 from poet.trainers.ppo import PPOOptions, PPOTrainer
@@ -40,5 +40,5 @@ def resolve_trainer(name: str) -> type:
 
 __all__ = [
     "ESOptions", "ESTrainer", "ErrorPolicy", "EvaluationFailed", "PPOOptions", "PPOTrainer", "TRAINERS", "TrainStep", "TrainTask",
-    "Trainer", "TrainerContext", "resolve_trainer",
+    "Trainer", "TrainerContext", "propose", "resolve_trainer",
 ]

@@ -91,3 +91,18 @@ class Trainer(Protocol):
     def step(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[TrainStep]:
         """One training step for every task, all submitted to the evaluator together."""
         ...
+
+    # Optional: `propose(tasks, evaluator, plain=False) -> list[np.ndarray]`, one step from
+    # each task's theta and state that commits nothing (transfer and child-admission
+    # candidates); `plain` asks for a plain gradient step from a fresh state. Trainers
+    # without it get `step` with its new state thrown away (see `propose` below).
+
+
+def propose(trainer: Trainer, tasks: Sequence[TrainTask], evaluator: Evaluator, plain: bool = False) -> list[np.ndarray]:
+    """The thetas of one uncommitted step per task: `trainer.propose` if it has one, else `step`."""
+    if not tasks:
+        return []
+    own = getattr(trainer, "propose", None)
+    if callable(own):
+        return list(own(tasks, evaluator, plain=plain))
+    return [s.theta for s in trainer.step(tasks, evaluator)]

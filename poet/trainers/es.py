@@ -1,25 +1,31 @@
-"""Evolution strategies as POET trains with them.
+"""Evolution strategies as POET trains with them (uber-research/poet `es.py`, `optimizers.py`).
 
-Mirrored sampling from the shared noise table, centred ranks over all returns, the
-gradient estimate divided by sigma, Adam with L2 regularisation, and decaying learning
-rate and noise. Every pair's perturbations of a step go to the evaluator as one wave.
+Mirrored sampling from the shared noise table, centred ranks over all 2N returns, the
+gradient sum((r+ - r-) * eps) / N / sigma over the N mirrored pairs (`compute_grads`),
+Adam (beta1 0.9) on -gradient + L2 * theta, and decaying learning rate and noise. Every
+pair's perturbations of a step go to the evaluator as one wave.
+
+`propose` is the reference's `get_step(..., propose_only=True)`: one step from a given
+theta with a given state, committing nothing: an Adam step with the state's moments
+(`Adam.propose`, what transfers use with `--propose_with_adam`), or a plain SGD step at the
+initial learning rate (`SimpleSGD`, what child admission uses).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
 from poet.evaluation import EvalRequest, Evaluator, NoiseTable, Perturbation
 from poet.ranking import centered_ranks
-from poet.trainers.adam import adam_state, adam_step
+from poet.trainers.adam import adam_propose, adam_state, adam_step
 from poet.trainers.base import TrainerContext, TrainStep, TrainTask, out_of_range
 
 
 @dataclass
 class ESOptions:
-    """ES hyper-parameters (defaults: the POET paper's)."""
+    """ES hyper-parameters (defaults: the reference's `run_poet_local.sh` and `master.py`)."""
 
     population: int = 512  # rollouts per step, as mirrored pairs: population / 2 noise vectors
     episodes_per_perturbation: int = 1
@@ -30,10 +36,13 @@ class ESOptions:
     lr_decay: float = 0.9999
     lr_floor: float = 0.001
     l2: float = 0.01
-    beta1: float = 0.99
+    beta1: float = 0.9  # the reference's Adam default (optimizers.py)
     beta2: float = 0.999
     adam_eps: float = 1e-8
     noise_table_size: int = 25_000_000
+    # how a transfer's fine-tuned candidate steps: "adam" with the target's moments, not
+    # committed (the reference run script's --propose_with_adam), or "sgd" (plain step)
+    propose_with: Literal["adam", "sgd"] = "adam"
 
     def check(self) -> list[tuple[str, str]]:
         """(field, problem) for every impossible value."""
@@ -49,10 +58,14 @@ class ESOptions:
 
 
 def es_gradient(returns: np.ndarray, noise: np.ndarray, sigma: float) -> np.ndarray:
-    """Ascent direction from mirrored returns (n, 2) and their noise vectors (n, dim)."""
+    """Ascent direction from mirrored returns (n, 2) and their noise vectors (n, dim).
+
+    sum_i (R_i+ - R_i-) eps_i / n / sigma with R the centred ranks of all 2n returns: the
+    reference divides by n = len(returns) (the number of mirrored pairs), not by 2n.
+    """
     ranks = centered_ranks(returns)
     weights = ranks[:, 0] - ranks[:, 1]
-    return (weights @ noise.astype(np.float64)) / (returns.size * sigma)
+    return (weights @ noise.astype(np.float64)) / (len(returns) * sigma)
 
 
 class ESTrainer:
@@ -93,8 +106,8 @@ class ESTrainer:
             reqs.append(EvalRequest(ref, task.env, task.eval_episodes, eval_seed, ctx.max_steps, tag=f"{task.key} (score)"))
         return reqs, offsets
 
-    def step(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[TrainStep]:
-        """One ES step per task; all tasks' rollouts in one evaluator call."""
+    def _gradients(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[tuple[np.ndarray, np.ndarray, float | None]]:
+        """(gradient, returns, score) per task; all tasks' rollouts in one evaluator call."""
         o = self.options
         plans, requests, refs = [], [], []
         for task in tasks:
@@ -103,22 +116,43 @@ class ESTrainer:
             reqs, offsets = self._requests(task, ref, task.theta.size)
             plans.append((len(requests), len(reqs), offsets))
             requests.extend(reqs)
-        results = evaluator.evaluate(requests)
+        results = evaluator.evaluate(requests) if requests else []
         evaluator.release(refs)
         scores = self.context.errors.scores(results)
-        steps = []
+        out = []
+        half = o.population // 2
         for task, (start, count, offsets) in zip(tasks, plans):
-            half = o.population // 2
             returns = scores[start:start + 2 * half].reshape(half, 2)
             score = float(scores[start + count - 1]) if task.eval_episodes > 0 else None
-            steps.append(self._update(task, returns, offsets, score))
-        return steps
+            dim = task.theta.size
+            noise = np.stack([self.noise.get(int(off), dim) for off in offsets])
+            out.append((es_gradient(returns, noise, float(task.state["sigma"])), returns, score))
+        return out
 
-    def _update(self, task: TrainTask, returns: np.ndarray, offsets: np.ndarray, score: float | None) -> TrainStep:
+    def step(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[TrainStep]:
+        """One ES step per task; all tasks' rollouts in one evaluator call."""
+        return [self._update(task, g, returns, score)
+                for task, (g, returns, score) in zip(tasks, self._gradients(tasks, evaluator))]
+
+    def propose(self, tasks: Sequence[TrainTask], evaluator: Evaluator, plain: bool = False) -> list[np.ndarray]:
+        """One step from each task's theta and state, committing nothing (the reference's proposals).
+
+        `plain`: a SimpleSGD step at the initial learning rate (child admission); otherwise
+        `propose_with` decides (Adam with the state's moments and step size by default).
+        """
+        o = self.options
+        out = []
+        for task, (g, _, _) in zip(tasks, self._gradients(tasks, evaluator)):
+            theta = task.theta.astype(np.float32)
+            grad = -g + o.l2 * theta
+            if plain or o.propose_with == "sgd":
+                out.append((theta - o.lr * grad).astype(np.float32))
+            else:
+                out.append(adam_propose(theta, grad, task.state, float(task.state["lr"]), o.beta1, o.beta2, o.adam_eps))
+        return out
+
+    def _update(self, task: TrainTask, g: np.ndarray, returns: np.ndarray, score: float | None) -> TrainStep:
         o, st = self.options, task.state
-        dim = task.theta.size
-        noise = np.stack([self.noise.get(int(off), dim) for off in offsets])
-        g = es_gradient(returns, noise, float(st["sigma"]))
         theta = task.theta.astype(np.float32)
         new_theta, adam = adam_step(theta, -g + o.l2 * theta, st, float(st["lr"]), o.beta1, o.beta2, o.adam_eps)
         state = {

@@ -212,7 +212,7 @@ class _Rollouts:
         self.ep_len = np.zeros(n, dtype=np.int64)
 
     def _reset(self, i: int) -> np.ndarray:
-        seed = int(self.rng.integers(0, 2**31 - 1))
+        seed = self.params.reset_seed(int(self.rng.integers(0, 2**31 - 1)))
         obs, _ = self.envs[i].reset(seed=seed)
         return np.asarray(obs, dtype=np.float64).ravel()
 
@@ -383,7 +383,7 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
     h_actor = spec.layer_sizes[1]
     h_value = learner.value_spec.layer_sizes[1]
     if state["value"].size == 0:  # first job of this agent: a fresh value net
-        state["value"] = init_flat(learner.value_spec, rng)
+        state["value"] = init_flat(learner.value_spec, rng, "normc")
     if state["adam_m"].size == 0:
         dim = learner.get().size
         state["adam_m"], state["adam_v"] = np.zeros(dim, np.float32), np.zeros(dim, np.float32)
