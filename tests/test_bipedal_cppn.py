@@ -1,4 +1,10 @@
-"""The `bipedal_cppn` family: BipedalWalker on ground drawn by an evolved CPPN (Enhanced POET)."""
+"""The `bipedal_cppn` family: BipedalWalker on ground drawn by an evolved CPPN (Enhanced POET).
+
+The family defaults to the reference's behaviour (operators, amplitude and initial
+"reference"); `legacy` is the family with this project's earlier options (extended
+operators, normalised amplitude, flat start). Hand-computed pins of the reference's
+numbers are in tests/test_cppn_golden.py.
+"""
 from __future__ import annotations
 
 import os
@@ -20,6 +26,7 @@ from envs import cppn  # noqa: E402
 from envs.base import EnvParamError, EnvParams  # noqa: E402
 from envs.bipedal_cppn import (  # noqa: E402
     AMPLITUDE_MAX,
+    AMPLITUDE_MIN,
     CPPN_X,
     TERRAIN_HEIGHT,
     TERRAIN_STARTPAD,
@@ -34,9 +41,22 @@ def family() -> BipedalCPPNFamily:
     return envs.make_family("bipedal_cppn")
 
 
+LEGACY = {"operators": "extended", "amplitude": "normalised", "initial": "flat"}
+
+
+@pytest.fixture(scope="module")
+def legacy() -> BipedalCPPNFamily:
+    return envs.make_family("bipedal_cppn", LEGACY)
+
+
 @pytest.fixture(scope="module")
 def chain100(family) -> list[EnvParams]:
     return mutation_chain(family, 100, seed=7)
+
+
+@pytest.fixture(scope="module")
+def legacy100(legacy) -> list[EnvParams]:
+    return mutation_chain(legacy, 100, seed=7)
 
 
 def _ground(family: BipedalCPPNFamily, p: EnvParams, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -61,12 +81,19 @@ def _returns(family: BipedalCPPNFamily, p: EnvParams, seed: int, steps: int = 60
     return out + obs.tolist()
 
 
-def test_genome_json_round_trip(family, chain100) -> None:
-    for p in [family.initial(), *chain100[::10], chain100[-1]]:
+def test_genome_json_round_trip(family, legacy, chain100, legacy100) -> None:
+    for p in [family.initial(), *chain100[::10], chain100[-1], legacy.initial(), *legacy100[::10]]:
         q = EnvParams.from_json(p.to_json())
         assert q == p and q.id == p.id and q.to_json() == p.to_json()
         g = p["genome"]
         assert json.loads(json.dumps(g)) == g
+        assert cppn._canonical(g) == g
+    # genomes of the earlier format (bias node, no node bias/response) still load under the
+    # default family, and nothing writes default keys into them: their ids stay put
+    for p in legacy100[::10]:
+        family.validate(p)
+        assert '"bias":' not in p.to_json() and '"response"' not in p.to_json()
+        assert EnvParams.from_json(p.to_json()).id == p.id
 
 
 def test_evaluate_deterministic(chain100) -> None:
@@ -76,12 +103,17 @@ def test_evaluate_deterministic(chain100) -> None:
     assert a.dtype == np.float64 and a.shape == xs.shape and np.array_equal(a, b)
     # pointwise: evaluating one x at a time gives the same numbers
     assert np.array_equal(a[::50], np.array([cppn.evaluate(g, np.array([x]))[0] for x in xs[::50]]))
-    # initial genome: w * x + b
-    g0 = cppn.initial_genome(weight=0.5, bias_weight=0.25)
+    # flat-style genome: w * x + b through the bias node
+    g0 = cppn.flat_genome(weight=0.5, bias_weight=0.25)
     assert np.allclose(cppn.evaluate(g0, xs), 0.5 * xs + 0.25)
+    # reference-style genome: node bias and response
+    g1 = cppn.reference_genome(weight=0.5, bias=0.25, response=2.0)
+    assert np.allclose(cppn.evaluate(g1, xs), 0.25 + 2.0 * 0.5 * xs)
 
 
 def test_mutation_reproducible_valid_and_changes(family, chain100) -> None:
+    """Reference validity: the input reaches the output over all connections, the genome
+    changed, and the rise over the reference's x grid is in (0, 16] after the rescale."""
     again = mutation_chain(family, 100, seed=7)
     assert [p.id for p in again] == [p.id for p in chain100]
     assert [p.id for p in mutation_chain(family, 5, seed=8)] != [p.id for p in chain100[:5]]
@@ -89,30 +121,66 @@ def test_mutation_reproducible_valid_and_changes(family, chain100) -> None:
     for child in chain100:
         g = child["genome"]
         family.validate(child)  # includes the acyclic check
-        assert cppn.input_reaches_output(g)
+        assert cppn.input_reaches_output(g, enabled_only=False)
+        assert cppn.neat_evaluates_output(g)
         assert cppn._topo_order([n["id"] for n in g["nodes"]], cppn._pairs(g)) is not None
-        diff = np.max(np.abs(ground_heights(g) - ground_heights(parent["genome"])))
-        assert diff > 1e-6
+        assert all(n["kind"] != "bias" for n in g["nodes"])
+        y = cppn.evaluate(g, cppn.REFERENCE_X)
+        assert AMPLITUDE_MIN - 1e-9 <= np.max(y - y[0]) <= AMPLITUDE_MAX + 1e-9
         assert child.id != parent.id
         parent = child
     assert max(cppn.num_hidden(p["genome"]) for p in chain100) > 0  # structure does grow
 
 
-def test_ground_shape(family, chain100) -> None:
-    flat = ground_heights(family.initial()["genome"])
+def test_legacy_mutation_reproducible_valid_and_changes(legacy, legacy100) -> None:
+    """Options extended/normalised/flat: the earlier scheme, whose children always move the ground."""
+    again = mutation_chain(legacy, 100, seed=7)
+    assert [p.id for p in again] == [p.id for p in legacy100]
+    parent = legacy.initial()
+    for child in legacy100:
+        g = child["genome"]
+        legacy.validate(child)
+        assert cppn.input_reaches_output(g)
+        diff = np.max(np.abs(legacy.ground(child) - legacy.ground(parent)))
+        assert diff > 1e-6
+        assert child.id != parent.id
+        parent = child
+    assert max(cppn.num_hidden(p["genome"]) for p in legacy100) > 0
+
+
+def test_options_validated_and_passed_through_the_registry() -> None:
+    for option, bad in (("operators", "neat"), ("amplitude", "raw"), ("initial", "zero")):
+        with pytest.raises(ValueError, match=option):
+            envs.make_family("bipedal_cppn", {option: bad})
+    fam = envs.make_family("bipedal_cppn", LEGACY)
+    assert (fam.operators, fam.amplitude, fam.initial_style) == ("extended", "normalised", "flat")
+    default = envs.make_family("bipedal_cppn")
+    assert (default.operators, default.amplitude, default.initial_style) == ("reference",) * 3
+    assert fam.initial()["genome"] == cppn.flat_genome()
+
+
+def test_ground_shape(family, legacy, chain100, legacy100) -> None:
+    flat = legacy.ground(legacy.initial())
     assert np.all(flat == TERRAIN_HEIGHT)
-    for p in chain100[::7]:
-        y = ground_heights(p["genome"])
-        assert np.all(y[: TERRAIN_STARTPAD + 2] == TERRAIN_HEIGHT)  # flat pad, continuous join
-        assert np.max(np.abs(y - TERRAIN_HEIGHT)) <= AMPLITUDE_MAX + 1e-9
-        f = family.features(p)
-        assert f.dtype == np.float64 and f.shape == (20,)
-        flat_cols = family.flat(p)
-        assert all(isinstance(v, float) for v in flat_cols.values())
+    start = family.ground(family.initial())  # the reference's start: a slope
+    assert np.all(start[: TERRAIN_STARTPAD + 2] == TERRAIN_HEIGHT) and np.max(np.abs(start - TERRAIN_HEIGHT)) > 0
+    for fam, chain in ((family, chain100), (legacy, legacy100)):
+        for p in chain[::7]:
+            y = fam.ground(p)
+            assert np.all(y[: TERRAIN_STARTPAD + 2] == TERRAIN_HEIGHT)  # flat pad, continuous join
+            if fam is legacy:
+                assert np.max(np.abs(y - TERRAIN_HEIGHT)) <= AMPLITUDE_MAX + 1e-9
+            else:  # no rescaling of the ground itself
+                raw = cppn.evaluate(p["genome"], CPPN_X)
+                assert np.array_equal(y[TERRAIN_STARTPAD + 1:], TERRAIN_HEIGHT + (raw - raw[0]))
+            f = fam.features(p)
+            assert f.dtype == np.float64 and f.shape == (20,)
+            flat_cols = fam.flat(p)
+            assert all(isinstance(v, float) for v in flat_cols.values())
 
 
 def _bad(genome_edit) -> EnvParams:
-    g = cppn.initial_genome(weight=0.3)
+    g = cppn.flat_genome(weight=0.3)
     g["nodes"].append({"id": 1, "kind": "hidden", "activation": "sin"})
     g["connections"] += [
         {"in": -1, "out": 1, "weight": 1.0, "enabled": True},
@@ -147,13 +215,27 @@ def test_validate_rejects_bad_genomes(family) -> None:
     def weight(g):
         g["connections"][0]["weight"] = 50.0
 
+    def bias(g):
+        g["nodes"][2]["bias"] = 10.5
+
+    def response(g):
+        g["nodes"][3]["response"] = "1"
+
+    def input_bias(g):
+        g["nodes"][1]["bias"] = 0.1
+
     cases = [
         (act, "genome.nodes[3].activation", "relu"),
         (dangling, "genome.connections[3].out", "dangling"),
         (cycle, "genome.connections", "cycle"),
         (no_output, "genome.nodes", "output"),
         (weight, "genome.connections[0].weight", ""),
+        (bias, "genome.nodes[2].bias", "10"),
+        (response, "genome.nodes[3].response", "finite"),
+        (input_bias, "genome.nodes[1].bias", "input"),
     ]
+    good = _bad(lambda g: g["nodes"][3].update(bias=-10.0, response=123.0))
+    family.validate(good)
     for edit, field, word in cases:
         with pytest.raises(EnvParamError) as err:
             family.validate(_bad(edit))
@@ -221,11 +303,18 @@ def test_poet_run_rebuilds_every_env_from_records(tmp_path) -> None:
         for column, value in fam.flat(p).items():
             assert row[column] == value, column
         assert row["amplitude"] == float(np.max(np.abs(h)))
-    for _, row in rows.iterrows():  # every child's ground differs from its parent's
+    roots = []
+    for _, row in rows.iterrows():  # every child's genome differs from its parent's (the reference's test)
         parent = row["parent_env_id"]
         if isinstance(parent, str) and parent:
-            assert not np.array_equal(_ground(fam, by_id[row["env_id"]])[1], _ground(fam, by_id[parent])[1])
-    assert fam.initial().id in ids and len(ids) >= 2
+            assert by_id[row["env_id"]]["genome"] != by_id[parent]["genome"]
+        else:
+            roots.append(by_id[row["env_id"]])
+    # the root is a reference start (POET draws it with `initial(rng)`): a random slope
+    assert len(roots) == 1 and len(ids) >= 2
+    g0 = roots[0]["genome"]
+    assert [n["kind"] for n in g0["nodes"]] == ["input", "output"] and len(g0["connections"]) == 1
+    assert g0["nodes"][1]["activation"] == "identity" and g0["nodes"][1]["response"] == 1.0
     assert np.all(np.isfinite(CPPN_X))
 
 

@@ -19,17 +19,6 @@ NOISE_SIZE = 100_000
 
 
 # ----------------------------------------------------------------- es_gradient
-def test_es_gradient_exact_small_case() -> None:
-    # flat returns [3, 1, 2, 0] -> centred ranks [1/2, -1/6, 1/6, -1/2];
-    # weights (plus - minus) = [2/3, 2/3]; g = weights @ noise / (4 * sigma)
-    returns = np.array([[3.0, 1.0], [2.0, 0.0]])
-    noise = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
-    np.testing.assert_allclose(es_gradient(returns, noise, 0.5), [1 / 3, 1 / 3], atol=1e-15)
-    np.testing.assert_allclose(es_gradient(returns, noise, 0.25), [2 / 3, 2 / 3], atol=1e-15)
-    # swapping the mirrored columns flips the direction
-    np.testing.assert_allclose(es_gradient(returns[:, ::-1], noise, 0.5), [-1 / 3, -1 / 3], atol=1e-15)
-
-
 def _quadratic_returns(theta: np.ndarray, eps: np.ndarray, sigma: float, target: np.ndarray) -> np.ndarray:
     plus = -np.sum((theta + sigma * eps - target) ** 2, axis=1)
     minus = -np.sum((theta - sigma * eps - target) ** 2, axis=1)

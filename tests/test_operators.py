@@ -83,7 +83,7 @@ def test_rank_normalise_all_equal_is_all_zero() -> None:
 
 def test_pata_ec_clips_to_mc_bounds_so_out_of_range_scores_tie() -> None:
     scores = np.array([-500.0, -100.0, 100.0, 400.0, 500.0])
-    out = pata_ec(scores, 25.0, 340.0)
+    out = pata_ec(scores, 25.0, 340.0, "average")
     # clipped: [25, 25, 100, 340, 340] -> ranks [0.5, 0.5, 2, 3.5, 3.5] / 4 - 0.5
     np.testing.assert_allclose(out, [-0.375, -0.375, 0.0, 0.375, 0.375], atol=1e-15)
     assert out[0] == out[1] and out[3] == out[4]
@@ -94,7 +94,9 @@ def test_pata_ec_clips_to_mc_bounds_so_out_of_range_scores_tie() -> None:
 def test_pata_ec_within_bounds_equals_plain_average_ranks() -> None:
     scores = np.array([30.0, 200.0, 30.0, 90.0])
     # average ranks [0.5, 3, 0.5, 2] / 3 - 0.5
-    np.testing.assert_allclose(pata_ec(scores, 25.0, 340.0), [-1 / 3, 0.5, -1 / 3, 1 / 6], atol=1e-15)
+    np.testing.assert_allclose(pata_ec(scores, 25.0, 340.0, "average"), [-1 / 3, 0.5, -1 / 3, 1 / 6], atol=1e-15)
+    # ordinal (the reference): the earlier 30 ranks first, [0, 3, 1, 2] / 3 - 0.5
+    np.testing.assert_allclose(pata_ec(scores, 25.0, 340.0), [-0.5, 0.5, -1 / 6, 1 / 6], atol=1e-15)
 
 
 def test_pata_ec_output_in_half_range() -> None:
@@ -237,7 +239,7 @@ def test_episode_seeds_deterministic_and_distinct() -> None:
 N_CHAIN = 300
 
 
-def _check_in_bounds(family, params) -> None:
+def _check_in_bounds(family, params, mutated: bool = True) -> None:
     family.validate(params)
     assert params.family == family.name
     values = params.values
@@ -250,11 +252,14 @@ def _check_in_bounds(family, params) -> None:
             if values[name]:
                 lo, hi = values[name]
                 assert 0.0 <= lo <= hi <= max_value and hi >= min_hi
-    elif family.name == "bipedal_cppn":  # a genome: weights bounded, ground amplitude normalised
-        from envs import bipedal_cppn as bc, cppn
+    elif family.name == "bipedal_cppn":  # a genome: weights bounded, the reference's rise bounded
+        from envs import cppn
 
         assert all(abs(c["weight"]) <= cppn.WEIGHT_LIMIT for c in values["genome"]["connections"])
-        assert family.flat(params)["amplitude"] <= bc.AMPLITUDE_MAX + 1e-9
+        # the reference rescales a child's output so that max(y) - y[0] over x in [-1, 1) lies in
+        # [0.25, 16]; the initial random slope is not rescaled
+        y = cppn.evaluate(values["genome"], cppn.REFERENCE_X)
+        assert not mutated or 0.25 - 1e-9 <= abs(float(np.max(y - y[0]))) <= 16.0 + 1e-9
     else:
         for p in family.param_specs:
             assert p.low <= values[p.name] <= p.high, (p.name, values[p.name])
@@ -265,7 +270,7 @@ def test_mutation_stays_in_bounds_over_chained_mutations(name: str) -> None:
     family = make_family(name, EXAMPLE_OPTIONS.get(name, {}))
     rng = np.random.default_rng(17)
     params = family.initial()
-    _check_in_bounds(family, params)
+    _check_in_bounds(family, params, mutated=False)
     seen = {params.id}
     for _ in range(N_CHAIN):
         params = family.mutate(params, rng)

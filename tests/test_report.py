@@ -125,8 +125,10 @@ def test_report_draws_every_envs_course_from_the_records(cli, cli_out, run_dir):
     assert sorted(p.stem for p in (index.parent / "courses").glob("*.png")) == sorted(envs_["env_id"])
     for env_id, text in zip(envs_["env_id"], envs_["params_json"]):
         assert f'src="courses/{env_id}.png"' in page
+        params = EnvParams.from_json(text)
+        assert params.course_seed is not None  # evaluation.course: fixed, the default
         with Image.open(index.parent / "courses" / f"{env_id}.png") as png:
-            expected = family.render_profile(EnvParams.from_json(text), seed=0)
+            expected = family.render_profile(params, seed=params.course_seed)  # the course it trained on
             assert np.array_equal(np.asarray(png.convert("RGB")), expected)
     assert "the initial env, created at iteration 0" in page
 
@@ -186,7 +188,8 @@ def test_profile_cli_draws_the_env_course(cli, cli_out, run_dir, pairs):
     params = find_env(run_dir, env_id)
     family = load_agents(run_dir)[0].family
     with Image.open(path) as png:
-        assert np.array_equal(np.asarray(png.convert("RGB")), family.render_profile(params, seed=3))
+        # a pinned env is drawn on its own course; --seed only matters for unpinned ones
+        assert np.array_equal(np.asarray(png.convert("RGB")), family.render_profile(params, seed=params.course_seed))
     _one_error_line(cli["bad_profile_env"], "'nope'", env_id)
 
 

@@ -88,11 +88,13 @@ def test_enhanced_transfer_rule_uses_recent_scores(tiny, tmp_path):
     it, tr = run.iterations, run.transfers
     for (iteration, target), rows in tr.groupby(["iteration", "target_pair_id"]):
         hist = it[(it["pair_id"] == target) & (it["iteration"] <= iteration)]["score"].tail(5)
-        assert rows["incumbent_score"].iloc[0] == pytest.approx(hist.max())
-        # only candidates whose direct score passed the bar were fine-tuned
+        assert rows["bar"].iloc[0] == pytest.approx(hist.max())
+        # only candidates whose direct score passed the bar were fine-tuned, and only those may replace
         direct = rows[rows["kind"] == "direct"].set_index("source_pair_id")["score"]
         for src in rows[rows["kind"] == "fine_tune"]["source_pair_id"]:
             assert direct[src] > hist.max()
+        assert not rows[rows["kind"] == "direct"]["accepted"].any()
+        assert (rows[rows["accepted"]]["score"] > hist.max()).all()
 
 
 def test_enhanced_admits_best_active_agent(tiny, tmp_path):
