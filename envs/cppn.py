@@ -638,7 +638,9 @@ def _mutate_reference(
             for n in child["nodes"]:
                 if n["id"] == OUTPUT_ID:
                     n["response"] = float(response)
-            if not np.all(np.isfinite(evaluate(child, xs))):
+            y = evaluate(child, xs)
+            # Where node values hit VALUE_LIMIT (neat would overflow) the rescale cannot work: skip.
+            if not np.all(np.isfinite(y)) or not THRESHOLD_LOW * (1 - 1e-9) <= abs(float(np.max(y - y[0]))) <= THRESHOLD_HIGH * (1 + 1e-9):
                 continue
         if accept is not None and not accept(child):
             continue
