@@ -8,7 +8,7 @@ from poet.analysis import load_run
 from poet.config import load_config
 from tests.conftest import ROOT
 
-CONFIGS = {"poet_bipedal.yaml": ("poet", 200, 20, "bipedal"),
+CONFIGS = {"poet_bipedal.yaml": ("poet", 200, 25, "bipedal"),
            "enhanced_poet_bipedal.yaml": ("enhanced", 150, 40, "bipedal_cppn")}
 SMALL = ["iterations=2", "evaluation.backend=inprocess", "evaluation.max_steps=40", "evaluation.eval_episodes=1",
          "trainer.options.population=4", "trainer.options.noise_table_size=100000", "progress=false"]
@@ -34,3 +34,51 @@ def test_paper_config_runs(name, tmp_path):
     run = load_run(tmp_path / "r")
     assert sorted(run.iterations["iteration"].unique()) == [0, 1]
     assert run.envs["family"].iloc[0] == CONFIGS[name][3]
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_paper_configs_use_the_reference_rules(name):
+    cfg = load_config(ROOT / "experiments" / name)
+    assert (cfg.evaluation.course, cfg.evaluation.self_score, cfg.policy.init) == ("fixed", "after_step", "reference")
+    assert cfg.trainer.options["beta1"] == 0.9 and cfg.trainer.options["propose_with"] == "adam"
+    assert (cfg.reproduction.child_agent, cfg.reproduction.pata_ec_ties) == ("best_transfer", "ordinal")
+
+
+def test_enhanced_paper_config_rebuilds_every_env_from_its_record(tmp_path):
+    """2 iterations with the reference defaults; every env, rebuilt from its record (course seed
+    included), gives the recorded score to the agent that was scored on it."""
+    import numpy as np
+    import torch
+
+    from envs import EnvParams
+    from poet import checkpoint
+    from poet.policies import MLPPolicy, to_actions
+    from poet.render import load_agents
+
+    loose = ["reproduction.every=1", "reproduction.threshold=-1000000000", "reproduction.mc_lower=-1000000000",
+             "reproduction.mc_upper=1000000000", "reproduction.max_admitted=3", "reproduction.max_children=3"]
+    poet.run(ROOT / "experiments" / "enhanced_poet_bipedal.yaml", out=tmp_path / "r", overrides=SMALL + loose,
+             progress=False)
+    run = load_run(tmp_path / "r")
+    parts, snapshot = load_agents(tmp_path / "r")
+    assert len(run.envs) == 4 and run.envs["course_seed"].notna().all()
+    assert run.envs["course_seed"].nunique() == 4
+    last = run.iterations[run.iterations["iteration"] == 1].set_index("pair_id")["score"]
+    for env_id, text, pair_id in zip(run.envs["env_id"], run.envs["params_json"], run.envs["pair_id"]):
+        params = EnvParams.from_json(text)
+        assert params.id == env_id and params.course_seed is not None
+        pair = snapshot.population.get(pair_id)
+        assert pair.env == params
+        policy = MLPPolicy(parts.spec)
+        policy.load_flat(pair.theta)
+        env = parts.family.make_env(params)
+        obs, _ = env.reset(seed=params.course_seed)
+        total = 0.0
+        for _ in range(40):  # evaluation.max_steps=40
+            raw = policy(torch.as_tensor(np.asarray(obs, dtype=np.float32)).reshape(1, -1))
+            obs, reward, term, trunc, _ = env.step(to_actions(parts.spec, raw.detach())[0])
+            total += float(reward)
+            if term or trunc:
+                break
+        assert total == pytest.approx(last[pair_id], abs=1e-3), pair_id
+    assert checkpoint.checkpoints(tmp_path / "r")
