@@ -6,7 +6,8 @@
   (roughness 2.4, pit gap [0.8, 2.4], stump height [0.4, 1.2]) drawn by the `bipedal` and
   `terrain` families, and the walker's own view of its start on `bipedal`;
 * bipedal_cppn_mutated.png, bipedal_cppn_frame.png: the ground of a CPPN that took
-  CPPN_MUTATIONS seeded mutations from Enhanced POET's flat start, and the walker on it.
+  CPPN_MUTATIONS seeded mutations from Enhanced POET's random start (the reference's
+  operators), and the walker on it.
 
 docs/quickstart_env_tree.png is a figure of `poet report` on the quickstart run instead.
 """
@@ -42,9 +43,9 @@ def walker_frame(family: envs.EnvFamily, params: EnvParams) -> np.ndarray:
 
 
 def cppn_course(family: envs.EnvFamily) -> EnvParams:
-    """The CPPN_MUTATIONS-th mutation of the flat start, rng seeded with CPPN_SEED."""
+    """The CPPN_MUTATIONS-th mutation of the random start, one rng seeded with CPPN_SEED for all."""
     rng = np.random.default_rng(CPPN_SEED)
-    params = family.initial()
+    params = family.initial(rng)
     for _ in range(CPPN_MUTATIONS):
         params = family.mutate(params, rng)
     return params
