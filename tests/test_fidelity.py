@@ -279,8 +279,8 @@ TRANSFER_TABLE = {
 }
 
 
-def _transfer_pairs():
-    return [pair(0, 1, EA, scores=[100, 150, 120, 130, 140]), pair(1, 2, EB, scores=[200]),
+def _transfer_pairs(a_history=(100, 150, 120, 130, 140)):
+    return [pair(0, 1, EA, scores=list(a_history)), pair(1, 2, EB, scores=[200]),
             pair(2, 3, EC, scores=[250, 240])]
 
 
@@ -306,7 +306,7 @@ def test_enhanced_transfer_decision_by_hand(tmp_path) -> None:
 
 
 def test_poet_transfer_decision_by_hand(tmp_path) -> None:
-    pairs = _transfer_pairs()
+    pairs = _transfer_pairs(a_history=(100, 175, 120, 130, 140))  # POET ignores the 175
     ctx = make_ctx(tmp_path, "poet", pairs, TRANSFER_TABLE)
     summary = transfer(ctx, 25)
     # original POET: every source direct and fine-tuned; best of all beats the incumbent's score.
