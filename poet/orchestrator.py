@@ -14,7 +14,6 @@ from typing import Callable
 import numpy as np
 
 from envs import EnvFamily, EnvParams
-
 from poet.context import RunContext
 from poet.pair import Pair
 from poet.policies import init_flat

@@ -136,7 +136,7 @@ def _task(theta, state):
     return TrainTask(key="p0", theta=np.array(theta, dtype=np.float32), env=env, state=state, seed=1)
 
 
-ES_TABLE = {(0, 1): 3.0, (0, -1): 1.0, (1, 1): 2.0, (1, -1): 0.0}  # g = [2/3, 2/3] / sigma 0.5 ... see below
+ES_TABLE = {(0, 1): 3.0, (0, -1): 1.0, (1, 1): 2.0, (1, -1): 0.0}  # the first test's returns
 
 
 def test_es_step_and_proposals_by_hand() -> None:
@@ -163,6 +163,9 @@ def test_es_step_and_proposals_by_hand() -> None:
     (plain,) = trainer.propose([_task(theta0, state)], _ReturnsEvaluator(ES_TABLE), plain=True)
     np.testing.assert_allclose(plain, np.array(theta0) - 0.01 * grad, rtol=1e-6)
     np.testing.assert_allclose(plain, [1.0065667, -1.9931333], rtol=1e-6)
+    # ours: a fresh state (t = 0, where the reference's Adam.propose divides by zero) steps plainly
+    (fresh,) = trainer.propose([_task(theta0, {**state, "t": 0})], _ReturnsEvaluator(ES_TABLE))
+    np.testing.assert_array_equal(fresh, plain)
 
 
 def test_reference_init_is_iid_normal_0_1() -> None:

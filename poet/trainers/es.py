@@ -145,7 +145,9 @@ class ESTrainer:
         for task, (g, _, _) in zip(tasks, self._gradients(tasks, evaluator)):
             theta = task.theta.astype(np.float32)
             grad = -g + o.l2 * theta
-            if plain or o.propose_with == "sgd":
+            # A fresh state (t = 0) has no Adam step to propose (the reference would divide by
+            # zero there; its schedule never asks): it takes the plain step.
+            if plain or o.propose_with == "sgd" or int(task.state["t"]) == 0:
                 out.append((theta - o.lr * grad).astype(np.float32))
             else:
                 out.append(adam_propose(theta, grad, task.state, float(task.state["lr"]), o.beta1, o.beta2, o.adam_eps))
