@@ -1,6 +1,6 @@
 """Measure the quickstart: wall time and what POET achieved, as quoted in the README.
 
-    python benchmarks/quickstart.py [--config experiments/quickstart.yaml] [--json out.json]
+    python benchmarks/quickstart.py [--config experiments/quickstart.yaml] [--set key=value ...] [--json out.json]
 
 Prints one table and optionally writes JSON. Nothing here is a pass/fail test.
 """
@@ -18,9 +18,9 @@ from poet.analysis import load_run
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measure(config: Path, seed: int | None) -> dict:
+def measure(config: Path, seed: int | None, sets: list[str] = ()) -> dict:
     """Run the config once in a scratch directory and summarise it."""
-    overrides = [f"seed={seed}"] if seed is not None else []
+    overrides = ([f"seed={seed}"] if seed is not None else []) + list(sets)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         result = poet.run(config, out=Path(tmp) / "run", overrides=overrides, progress=False)
@@ -31,6 +31,7 @@ def measure(config: Path, seed: int | None) -> dict:
     children = run.envs[run.envs["parent_env_id"].notna()]
     return {
         "config": str(config),
+        "overrides": list(sets),
         "iterations": int(run.iterations["iteration"].max()) + 1,
         "wall_seconds": round(seconds, 1),
         "flat_course_solved_at_iteration": int(solved_at.iloc[0]) if len(solved_at) else None,
@@ -48,9 +49,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=ROOT / "experiments" / "quickstart.yaml")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override, as `poet run --set` (repeatable)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    stats = measure(args.config, args.seed)
+    stats = measure(args.config, args.seed, args.sets)
     width = max(len(k) for k in stats)
     for key, value in stats.items():
         print(f"{key:<{width}}  {value}")
