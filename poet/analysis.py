@@ -16,6 +16,7 @@ COLUMNS = {
     "envs": ["env_id", "family", "pair_id", "parent_env_id", "created_iteration", "retired_iteration", "solved_iteration"],
     "transfers": ["iteration", "source_pair_id", "target_pair_id", "kind", "score", "incumbent_score", "accepted"],
     "events": ["iteration", "kind", "pair_id", "env_id", "detail"],
+    "phases": ["iteration", "phase", "seconds", "env_steps"],
 }
 
 
@@ -29,6 +30,7 @@ class Run:
     envs: pd.DataFrame
     transfers: pd.DataFrame
     events: pd.DataFrame
+    phases: pd.DataFrame  # wall time and env steps of every phase (not part of the results: timings vary)
 
     def _per_iteration(self, hits: pd.Series, name: str) -> pd.Series:
         last = int(self.iterations["iteration"].max()) if len(self.iterations) else -1
@@ -52,6 +54,16 @@ class Run:
         counted = [int(it) for it, d in zip(admitted["iteration"], admitted["detail"])
                    if json.loads(d or "{}").get("annecs_reference") is True]
         return self._per_iteration(pd.Series(counted, dtype="int64"), "annecs_reference")
+
+    def throughput(self) -> pd.DataFrame:
+        """Per phase (train, reproduce, transfer, and all): wall seconds, env steps and steps per second."""
+        ph = self.phases
+        rows = []
+        for name, part in [*ph.groupby("phase", sort=False), ("all", ph)]:
+            seconds, steps = float(part["seconds"].sum()), int(part["env_steps"].sum())
+            rows.append({"phase": name, "seconds": seconds, "env_steps": steps,
+                         "steps_per_second": steps / seconds if seconds > 0 else float("nan")})
+        return pd.DataFrame(rows, columns=["phase", "seconds", "env_steps", "steps_per_second"]).set_index("phase")
 
     def children(self) -> pd.DataFrame:
         """Every proposed child env with its MC score, novelty and whether it was admitted."""
@@ -84,10 +96,11 @@ def load_run(run_dir: str | Path) -> Run:
     envs = _frame(path, "envs")
     transfers = _frame(path, "transfers")
     events = _frame(path, "events")
+    phases = _frame(path, "phases")
     _fill_env_lifecycle(envs, events)
     if len(transfers):
         transfers["accepted"] = transfers["accepted"].astype(bool)
-    return Run(path, config, iterations, envs, transfers, events)
+    return Run(path, config, iterations, envs, transfers, events, phases)
 
 
 def _fill_env_lifecycle(envs: pd.DataFrame, events: pd.DataFrame) -> None:

@@ -9,7 +9,9 @@ batches.
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -30,6 +32,7 @@ class Orchestrator:
         self.ctx = ctx
         self.iteration = 0  # the next iteration to run
         self.on_iteration = on_iteration
+        self.last_steps_per_second = float("nan")  # env steps per second of the last iteration
 
     def start(self) -> Pair:
         """Create the first pair: the family's initial env with a fresh agent."""
@@ -75,15 +78,33 @@ class Orchestrator:
             pair.theta, pair.state = step.theta, step.state
             ctx.mark_solved(pair.pair_id, pair.env.id, score, iteration, "training")
 
+    @contextmanager
+    def _phase(self, name: str, totals: list[float]) -> Iterator[None]:
+        """Time a phase and count its env steps into the `phases` table (and `totals`: seconds, steps)."""
+        steps0, t0 = getattr(self.ctx.evaluator, "env_steps", 0), time.perf_counter()
+        yield
+        seconds = time.perf_counter() - t0
+        steps = getattr(self.ctx.evaluator, "env_steps", 0) - steps0
+        totals[0] += seconds
+        totals[1] += steps
+        self.ctx.records.write("phases", {"iteration": self.iteration, "phase": name, "seconds": seconds,
+                                          "env_steps": int(steps)})
+
     def run_iteration(self) -> None:
         """Run the next iteration of the schedule."""
         ctx, it = self.ctx, self.iteration
+        totals = [0.0, 0.0]
         if it > 0 and it % ctx.cfg.reproduction.every == 0:
-            summary = reproduce(ctx, it)
+            with self._phase("reproduce", totals):
+                summary = reproduce(ctx, it)
             ctx.log(summary.line(len(ctx.population.active), len(ctx.population.archive)))
-        self.train(it)
+        with self._phase("train", totals):
+            self.train(it)
         if len(ctx.population.active) > 1 and it % ctx.cfg.transfer.every == 0:
-            ctx.log(transfer(ctx, it).line())
+            with self._phase("transfer", totals):
+                line = transfer(ctx, it).line()
+            ctx.log(line)
+        self.last_steps_per_second = totals[1] / totals[0] if totals[0] > 0 else float("nan")
         self._forget_stale_scores()
         ctx.records.flush()
         self.iteration += 1

@@ -14,7 +14,7 @@ from typing import Any, IO
 
 import numpy as np
 
-TABLES = ("iterations", "envs", "transfers", "events")
+TABLES = ("iterations", "envs", "transfers", "events", "phases")
 
 
 def _plain(value: Any) -> Any:

@@ -311,6 +311,10 @@ def summary(run: Run) -> dict[str, object]:
     """The report's summary table: size of the run and what it achieved."""
     it, t = run.iterations, run.transfers
     annecs = run.annecs
+    throughput = {
+        f"{phase}: wall time, env steps, steps/s": f"{row.seconds:.1f} s, {int(row.env_steps):,}, {row.steps_per_second:,.0f}"
+        for phase, row in run.throughput().iterrows()
+    } if len(run.phases) else {}
     return {
         "mode": run.config.get("mode", "?"),
         "family": run.config.get("env", {}).get("family", "?"),
@@ -321,6 +325,7 @@ def summary(run: Run) -> dict[str, object]:
         "transfers accepted / attempted": f"{int(t['accepted'].sum()) if len(t) else 0} / {len(t)}",
         "final ANNECS (paper's definition)": int(annecs.iloc[-1]) if len(annecs) else 0,
         "final ANNECS (reference code's counter)": int(run.annecs_reference.iloc[-1]) if len(annecs) else 0,
+        **throughput,
     }
 
 

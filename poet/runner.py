@@ -172,7 +172,8 @@ class Progress:
             return
         pop = orch.ctx.population
         best = max((p.scores[-1] for p in pop.active if p.scores), default=float("nan"))
-        self.bar.set_postfix(active=len(pop.active), best=f"{best:.0f}", annecs=orch.annecs(), refresh=False)
+        self.bar.set_postfix(active=len(pop.active), best=f"{best:.0f}", annecs=orch.annecs(),
+                             steps_per_s=f"{orch.last_steps_per_second:,.0f}", refresh=False)
         self.bar.update(1)
 
     def close(self) -> None:

@@ -252,3 +252,7 @@ def test_quickstart_with_ppo_admits_new_envs(ray_local, tmp_path):
     assert {"policy_loss", "value_loss", "approx_kl"} <= set(run.iterations.columns)
     fine_tuned = run.transfers[run.transfers["kind"] == "fine_tune"]  # one PPO job per fine-tune candidate
     assert len(fine_tuned) > 0 and fine_tuned["score"].notna().all()
+    # the PPO jobs' own env steps count in the run's throughput: 8 envs x 128 steps per pair
+    train = run.phases[run.phases["phase"] == "train"]
+    active = run.iterations.groupby("iteration")["pair_id"].nunique()
+    assert (train.set_index("iteration")["env_steps"] >= 8 * 128 * active).all()

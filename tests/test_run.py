@@ -135,3 +135,23 @@ def test_quickstart_shows_poet_working(ray_local, tmp_path):
     for name in FIGURES:
         png = index.parent / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"{name}.png" in index.read_text()
+
+
+def test_run_records_its_throughput_per_phase(tiny, tmp_path):
+    """Every phase writes its wall time and the env steps it simulated; the report shows them."""
+    run = _run(tiny(), tmp_path / "r")
+    ph = run.phases
+    train = ph[ph["phase"] == "train"]
+    assert train["iteration"].tolist() == list(range(12))
+    assert sorted(ph.loc[ph["phase"] == "reproduce", "iteration"]) == [4, 8]
+    assert (ph["seconds"] > 0).all() and (train["env_steps"] > 0).all()
+    # one ES step: 16 perturbed rollouts of at most 150 steps each, then one score episode
+    # (its pinned course runs once whatever eval_episodes says) per active pair
+    first = int(train["env_steps"].iloc[0])
+    assert 17 <= first <= 17 * 150
+    tp = run.throughput()
+    assert tp.loc["all", "env_steps"] == ph["env_steps"].sum()
+    assert tp.loc["train", "steps_per_second"] == pytest.approx(train["env_steps"].sum() / train["seconds"].sum())
+    from poet.report import summary
+
+    assert "train: wall time, env steps, steps/s" in summary(run)

@@ -6,11 +6,11 @@ from typing import Sequence
 import numpy as np
 
 from envs import EnvFamily
-from poet.evaluation.jobs import Job, JobResult, run_job
+from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
 from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
-from poet.evaluation.rollout import run_requests
+from poet.evaluation.rollout import run_requests, simulated_steps
 from poet.policies import PolicySpec
 
 
@@ -33,11 +33,13 @@ class InProcessEvaluator:
 
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         results = run_requests(self.family, self.spec, requests, self._lookup, self.noise, self.batch_rows)
-        self.env_steps += sum(r.steps for r in results)
+        self.env_steps += simulated_steps(requests, results)
         return results
 
     def run_jobs(self, jobs: Sequence[Job]) -> list[JobResult]:
-        return [run_job(self, job) for job in jobs]
+        results = [run_job(self, job) for job in jobs]
+        self.env_steps += job_steps(results)
+        return results
 
     def close(self) -> None:
         self.policies.clear()

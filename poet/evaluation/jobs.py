@@ -5,6 +5,8 @@ carries a picklable payload. The function is called as `fn(worker, payload)`, wh
 `worker` gives the pool's `family`, `spec` (PolicySpec) and `noise` (NoiseTable or None).
 Like an evaluation request, a job's result must depend on its payload only: jobs run
 with torch limited to one thread, so neither the machine nor the backend changes a float.
+A job that steps envs reports how many under the key "env_steps_taken" of its (dict)
+value, so the pool's throughput counts them (`job_steps`).
 """
 from __future__ import annotations
 
@@ -51,6 +53,11 @@ class JobResult:
     def failed(cls, job: "Job", message: str) -> "JobResult":
         """The error result of `job`, its message prefixed with the job's tag."""
         return cls(error=f"{job.tag}: {message}" if job.tag else message)
+
+
+def job_steps(results: "list[JobResult]") -> int:
+    """Env steps the jobs reported taking (their value's "env_steps_taken")."""
+    return sum(int(r.value.get("env_steps_taken", 0)) for r in results if r.ok and isinstance(r.value, dict))
 
 
 _FUNCTIONS: dict[str, Callable[[Any, Any], Any]] = {}

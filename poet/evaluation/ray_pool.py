@@ -25,11 +25,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from envs import EnvFamily
-from poet.evaluation.jobs import Job, JobResult, run_job
+from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore
 from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
-from poet.evaluation.rollout import error_result, run_requests
+from poet.evaluation.rollout import error_result, run_requests, simulated_steps
 from poet.policies import PolicySpec
 
 
@@ -231,7 +231,7 @@ class RayEvaluator:
 
         chunks = plan_chunks(requests, self.num_workers, self.chunks_per_worker, self.batch_rows)
         self._wave(chunks, lambda wi, chunk: self._submit(wi, requests, chunk), deliver, give_up)
-        self.env_steps += sum(r.steps for r in results if r is not None)
+        self.env_steps += simulated_steps(requests, results)  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
 
     def run_jobs(self, jobs: Sequence[Job]) -> list[JobResult]:
@@ -251,6 +251,7 @@ class RayEvaluator:
                 results[i] = JobResult.failed(jobs[i], message)
 
         self._wave([[i] for i in order], submit, deliver, give_up)
+        self.env_steps += job_steps(results)  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
 
     # ---------------------------------------------------------------- introspection and shutdown

@@ -49,6 +49,11 @@ def row_seeds(req: EvalRequest) -> list[int]:
     return episode_seeds(req.seed, req.episodes)
 
 
+def simulated_steps(requests: Sequence[EvalRequest], results: Sequence[EvalResult]) -> int:
+    """Env steps actually taken for `results` (a pinned course's episode counts once)."""
+    return sum(int(np.sum(res.lengths[:req.rows])) for req, res in zip(requests, results))
+
+
 def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest], flats: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run every distinct episode of `reqs` to the end; returns per-row (returns, lengths, bad_value)."""
     params, seeds, caps, row_flats = [], [], [], []

@@ -431,7 +431,8 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
         "log_std_mean": float(np.mean(state["log_std"])) if state["log_std"].size else 0.0,
         "env_steps": float(state["env_steps"]),
     }
-    return {"theta": theta, "state": state, "metrics": metrics}
+    return {"theta": theta, "state": state, "metrics": metrics,
+            "env_steps_taken": o.n_steps * o.n_envs * o.updates_per_iteration}
 
 
 # ---------------------------------------------------------------- the trainer
