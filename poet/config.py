@@ -64,7 +64,9 @@ class RayConfig:
 
     address: str | None = None  # join an existing cluster ("auto", "ray://host:10001"); None starts a local Ray
     workers: int | None = None  # default: the CPUs Ray sees
-    chunks_per_worker: int = 2  # chunks per worker and wave: fewer = bigger batches, more = better balance
+    # chunks per worker and wave (fewer: bigger batches, more: better balance); unset, the
+    # pool picks the count from the step costs it measures
+    chunks_per_worker: int | None = None
     inflight_per_worker: int = 2  # chunks queued on a worker so it never waits for the driver
     max_chunk_retries: int = 3  # a chunk whose worker dies is re-run this many times
     log_to_driver: bool = False  # show the workers' stdout/stderr and Ray's logs
@@ -252,7 +254,8 @@ def validate(cfg: RunConfig) -> RunConfig:
     _check(ev.batch_rows >= 1, f"evaluation.batch_rows: must be >= 1, got {ev.batch_rows}")
     rc = cfg.ray
     _check(rc.workers is None or rc.workers >= 1, f"ray.workers: must be >= 1, got {rc.workers}")
-    _check(rc.chunks_per_worker >= 1, f"ray.chunks_per_worker: must be >= 1, got {rc.chunks_per_worker}")
+    _check(rc.chunks_per_worker is None or rc.chunks_per_worker >= 1,
+           f"ray.chunks_per_worker: must be >= 1 (or unset: from measured step costs), got {rc.chunks_per_worker}")
     _check(rc.inflight_per_worker >= 1, f"ray.inflight_per_worker: must be >= 1, got {rc.inflight_per_worker}")
     _check(rc.max_chunk_retries >= 0, f"ray.max_chunk_retries: must be >= 0, got {rc.max_chunk_retries}")
     rp = cfg.reproduction

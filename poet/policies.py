@@ -5,6 +5,7 @@ are one flat float32 numpy vector in the order of `torch.nn.utils.parameters_to_
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -131,12 +132,17 @@ def init_flat(spec: PolicySpec, rng: np.random.Generator, scheme: str = "referen
         raise ValueError(f"unknown policy init {scheme!r}; known: {', '.join(INIT_SCHEMES)}") from None
 
 
+@functools.lru_cache(maxsize=64)
+def _bounds(spec: PolicySpec, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    # built once per spec: making them every step cost as much as the env step
+    return torch.tensor(spec.action_low, dtype=dtype), torch.tensor(spec.action_high, dtype=dtype)
+
+
 def to_actions(spec: PolicySpec, raw: torch.Tensor) -> np.ndarray:
     """Map raw network outputs to env actions (tanh squashed to bounds, or argmax)."""
     if spec.action_kind == "discrete":
         return raw.argmax(dim=-1).numpy()
-    low = torch.tensor(spec.action_low, dtype=raw.dtype)
-    high = torch.tensor(spec.action_high, dtype=raw.dtype)
+    low, high = _bounds(spec, raw.dtype)
     return (low + (torch.tanh(raw) + 1.0) * 0.5 * (high - low)).numpy()
 
 

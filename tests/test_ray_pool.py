@@ -64,19 +64,37 @@ def _same(a, b) -> None:
         np.testing.assert_array_equal(x.lengths, y.lengths)
 
 
-def test_plan_chunks_longest_first_and_never_splits():
-    fam = TERRAIN
-    p = fam.initial()
+def test_plan_chunks_balances_cost_longest_first_and_never_splits():
+    p = TERRAIN.initial()
     reqs = [EvalRequest(None, p, e, 0, s) for e, s in [(1, 10), (5, 100), (2, 100), (3, 50), (1, 1000)]]
-    chunks = plan_chunks(reqs, workers=2, chunks_per_worker=2, max_rows=4)
-    flat = [i for c in chunks for i in c]
-    assert sorted(flat) == list(range(5))
-    assert flat[:2] == [4, 1]  # costs (episodes x steps) 1000 and 500 first
-    costs = [reqs[i].episodes * reqs[i].max_steps for i in flat]
-    assert costs == sorted(costs, reverse=True)
-    for c in chunks:  # a chunk exceeds the target only when a single request is bigger
-        assert sum(reqs[i].episodes for i in c) <= 5 or len(c) == 1
-    assert plan_chunks([], 2, 2, 10) == []
+    # costs (rows x steps) 10, 500, 200, 150, 1000; by cost: 4, 1, 2, 3, 0. Two chunks seeded
+    # with 4 and 1; 2 fits only beside 4 (rows 1 + 2 <= 4); 3 fits nowhere: a third chunk;
+    # 0 goes to the cheaper chunk with room (3's, cost 150 < 1200)
+    assert plan_chunks(reqs, n_chunks=2, max_rows=4) == [[4, 2], [1], [3, 0]]
+    even = [EvalRequest(None, p, 1, 0, 100) for _ in range(8)]
+    assert sorted(len(c) for c in plan_chunks(even, 2, 4096)) == [4, 4]
+    assert sorted(len(c) for c in plan_chunks(even, 3, 4096)) == [2, 3, 3]
+    pinned = [EvalRequest(None, p.with_course_seed(1), 5, 0, 100) for _ in range(4)]  # one row each
+    assert len(plan_chunks(pinned, 1, 4)) == 1
+    assert plan_chunks([], 2, 10) == []
+
+
+def test_chunk_count_follows_the_measured_step_costs():
+    from poet.evaluation.ray_pool import StepCostModel
+
+    def fitted(a, b):
+        m = StepCostModel()
+        for L, T in [(400, 400 * 100), (200, 200 * 256), (350, 350 * 30), (120, 120 * 200)]:
+            m.observe(L, T, a * L + b * T)
+        return m
+
+    m = fitted(1e-4, 1e-6)  # batched path: rows nearly free
+    assert m.coefficients() == pytest.approx((1e-4, 1e-6), rel=1e-6)
+    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 2  # sqrt(2.56): one per worker
+    m = fitted(1e-5, 1e-4)  # one env step per row
+    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 51  # sqrt(2 * 10 * 256 / 2)
+    assert m.chunks(workers=2, rows=256, n_requests=20, fallback_per_worker=3) == 20
+    assert StepCostModel().chunks(2, 256, 256, fallback_per_worker=3) == 6  # nothing measured yet
 
 
 @pytest.mark.parametrize("family_name", ["terrain", "cartpole"])
@@ -86,7 +104,7 @@ def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_n
     params = _params(family, 4)
     ref_ev = InProcessEvaluator(family, spec, noise)
     expected = ref_ev.evaluate(_requests(ref_ev, spec, params))
-    for workers, chunks, inflight in [(1, 1, 1), (2, 2, 2), (3, 7, 1)]:
+    for workers, chunks, inflight in [(1, 1, 1), (2, 2, 2), (3, 7, 1), (2, None, 2)]:
         ev = RayEvaluator(family, spec, noise, workers=workers, chunks_per_worker=chunks, inflight_per_worker=inflight)
         try:
             reqs = _requests(ev, spec, params)

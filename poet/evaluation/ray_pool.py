@@ -8,9 +8,12 @@
 - The ES noise table is put once; each node maps it once and workers slice it.
 - Jobs (whole training loops, `poet.evaluation.jobs`) go over the same workers, one per
   dispatch, the costliest first, with the same fault handling.
-- Requests are packed into chunks (longest work first) with a bounded number in flight
-  per worker; a worker that dies has its chunks re-run on a replacement. Results are
-  keyed by request position, so nothing is lost or counted twice.
+- Requests are packed into chunks of balanced cost (longest work first), as few as the
+  measured step costs say pay (`StepCostModel`: a batched family wants one big batch per
+  worker, a per-env loop wants many small chunks for balance), dispatched to the least
+  busy worker with a bounded number in flight per worker; a worker that dies has its
+  chunks re-run on a replacement. Results are keyed by request position, so nothing is
+  lost or counted twice, and no chunking changes a number.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import logging
 import math
 import os
 import resource
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -45,14 +49,19 @@ class RolloutWorker:
         self.noise = NoiseTable.from_array(noise) if noise is not None else None
         self.batch_rows = batch_rows
 
-    def run(self, requests: list[EvalRequest], keys: list[str], *weights: np.ndarray) -> list[EvalResult]:
-        """Evaluate a chunk; `weights` arrive resolved from the object store, in the order of `keys`."""
+    def run(self, requests: list[EvalRequest], keys: list[str], *weights: np.ndarray) -> tuple[list[EvalResult], float]:
+        """Evaluate a chunk; `weights` arrive resolved from the object store, in the order of `keys`.
+
+        Returns the results and the seconds the rollouts took (for the pool's cost model).
+        """
         table = dict(zip(keys, weights))
 
         def lookup(ref: PolicyRef) -> np.ndarray:
             return table[ref.key]
 
-        return run_requests(self.family, self.spec, requests, lookup, self.noise, self.batch_rows)
+        t0 = time.perf_counter()
+        results = run_requests(self.family, self.spec, requests, lookup, self.noise, self.batch_rows)
+        return results, time.perf_counter() - t0
 
     def run_jobs(self, jobs: list[Job]) -> list[JobResult]:
         """Run whole jobs (a trainer's training loops) here, in order."""
@@ -82,29 +91,82 @@ class RolloutWorker:
         return {"rss_mb": now_kb / 1024, "peak_rss_mb": peak_kb / 1024}
 
 
-def plan_chunks(requests: Sequence[EvalRequest], workers: int, chunks_per_worker: int, max_rows: int) -> list[list[int]]:
-    """Request indices packed into chunks, the costliest requests first.
+def plan_chunks(requests: Sequence[EvalRequest], n_chunks: int, max_rows: int) -> list[list[int]]:
+    """Request indices packed into at most `n_chunks` chunks of balanced cost, costliest chunk first.
 
-    A chunk holds about total_rows / (workers * chunks_per_worker) episodes (at most
-    `max_rows`), enough to amortise dispatch while leaving several chunks per worker for
-    load balancing. A request is never split.
+    Longest processing time first: requests by cost (rows x step cap), each into the chunk
+    with the least cost so far that has room for its rows (`max_rows`; a request is never
+    split, and one bigger than `max_rows` gets a chunk of its own). Within a chunk the
+    requests keep that order.
     """
     if not requests:
         return []
     cost = [r.rows * r.max_steps for r in requests]
     order = sorted(range(len(requests)), key=lambda i: -cost[i])  # stable: ties keep submission order
-    total = sum(r.rows for r in requests)
-    target = max(1, min(max_rows, math.ceil(total / max(1, workers * chunks_per_worker))))
-    chunks, cur, rows = [], [], 0
+    chunks: list[list[int]] = []
+    loads: list[tuple[int, int]] = []  # (cost, rows) per chunk
     for i in order:
-        if cur and rows + requests[i].rows > target:
-            chunks.append(cur)
-            cur, rows = [], 0
-        cur.append(i)
-        rows += requests[i].rows
-    if cur:
-        chunks.append(cur)
-    return chunks
+        rows = requests[i].rows
+        fits = [c for c in range(len(chunks)) if loads[c][1] + rows <= max_rows]
+        if len(chunks) < n_chunks or not fits:  # the costliest requests seed the chunks
+            chunks.append([i])
+            loads.append((cost[i], rows))
+        else:
+            c = min(fits, key=lambda c: loads[c][0])
+            chunks[c].append(i)
+            loads[c] = (loads[c][0] + cost[i], loads[c][1] + rows)
+    return [chunks[c] for c in sorted(range(len(chunks)), key=lambda c: -loads[c][0])]
+
+
+@dataclass
+class StepCostModel:
+    """Seconds a chunk takes: a per lock-step iteration (policy forward, bookkeeping) plus
+    b per row-step (each episode's env step), fitted by least squares over finished chunks
+    (recent ones weigh more).
+
+    With W workers and N rows in a wave, C chunks cost each worker (C / W) a L + b N L / W
+    and leave a tail of about half a chunk, (a L + b N L / C) / 2; the best C is
+    sqrt(W b N / (2 a)): one big batch per worker when the batched path makes rows nearly
+    free (small b / a), many small chunks when every row costs its own env step.
+    """
+
+    decay: float = 0.9
+    sums: list[float] = None  # type: ignore[assignment]  # [LL, LT, TT, Ls, Ts]
+
+    def __post_init__(self) -> None:
+        if self.sums is None:
+            self.sums = [0.0] * 5
+
+    def observe(self, iterations: float, row_steps: float, seconds: float) -> None:
+        """One finished chunk: its lock-step iterations, env steps and seconds."""
+        if iterations <= 0 or seconds <= 0:
+            return
+        new = [iterations * iterations, iterations * row_steps, row_steps * row_steps,
+               iterations * seconds, row_steps * seconds]
+        self.sums = [self.decay * old + x for old, x in zip(self.sums, new)]
+
+    def coefficients(self) -> tuple[float, float] | None:
+        """(a, b), or None until the chunks seen pin both down."""
+        ll, lt, tt, ls, ts = self.sums
+        det = ll * tt - lt * lt
+        if det <= 1e-9 * max(ll * tt, 1e-300):
+            return None
+        a = (ls * tt - ts * lt) / det
+        b = (ts * ll - ls * lt) / det
+        if a <= 0 or b <= 0:
+            # one of the two costs is lost in the noise: attribute everything to the other
+            return (max(ls / ll, 1e-9), 1e-12) if b <= 0 else (1e-9, max(ts / tt, 1e-12))
+        return a, b
+
+    def chunks(self, workers: int, rows: int, n_requests: int, fallback_per_worker: int) -> int:
+        """How many chunks a wave of `rows` rows should be cut into."""
+        ab = self.coefficients()
+        if ab is None:
+            best = workers * fallback_per_worker
+        else:
+            a, b = ab
+            best = round(math.sqrt(workers * b * rows / (2 * a)))
+        return max(1, min(n_requests, max(workers, best)))
 
 
 def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: bool = False) -> bool:
@@ -130,7 +192,7 @@ class RayEvaluator:
 
     def __init__(self, family: EnvFamily, spec: PolicySpec, noise: NoiseTable | None = None, *,
                  workers: int | None = None, address: str | None = None, batch_rows: int = 4096,
-                 chunks_per_worker: int = 4, inflight_per_worker: int = 2, max_chunk_retries: int = 3,
+                 chunks_per_worker: int | None = None, inflight_per_worker: int = 2, max_chunk_retries: int = 3,
                  log_to_driver: bool = False):
         import ray
 
@@ -141,7 +203,9 @@ class RayEvaluator:
         if self.num_workers < 1:
             raise ValueError(f"evaluation.workers must be >= 1, got {self.num_workers}")
         self.family, self.spec, self.batch_rows = family, spec, int(batch_rows)
-        self.chunks_per_worker = int(chunks_per_worker)
+        # None: chunk counts from the measured step costs (2 per worker until measured)
+        self.chunks_per_worker = None if chunks_per_worker is None else int(chunks_per_worker)
+        self.cost_model = StepCostModel()
         self.inflight_per_worker = int(inflight_per_worker)
         self.max_chunk_retries = int(max_chunk_retries)
         # Fractional CPUs let a pool larger than the CPU count still schedule (tests, oversubscription).
@@ -197,11 +261,16 @@ class RayEvaluator:
         pending: dict[Any, tuple[int, int, list[int], int]] = {}
         lost = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError)
         while queue or pending:
-            for wi, worker in enumerate(self.workers):
-                while queue and worker.inflight < self.inflight_per_worker:
-                    unit, attempt = queue.popleft()
-                    worker.inflight += 1
-                    pending[submit(wi, unit)] = (wi, worker.generation, unit, attempt)
+            # The next unit (the costliest left) goes to the least busy worker, so a wave of
+            # a few big chunks spreads over all workers instead of queueing on the first.
+            while queue:
+                wi = min(range(len(self.workers)), key=lambda w: self.workers[w].inflight)
+                worker = self.workers[wi]
+                if worker.inflight >= self.inflight_per_worker:
+                    break
+                unit, attempt = queue.popleft()
+                worker.inflight += 1
+                pending[submit(wi, unit)] = (wi, worker.generation, unit, attempt)
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 wi, generation, unit, attempt = pending.pop(ref)
@@ -221,15 +290,24 @@ class RayEvaluator:
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         results: list[EvalResult | None] = [None] * len(requests)
 
-        def deliver(chunk: list[int], out: list[EvalResult]) -> None:
-            for i, r in zip(chunk, out):
+        def deliver(chunk: list[int], out: tuple[list[EvalResult], float]) -> None:
+            chunk_results, seconds = out
+            for i, r in zip(chunk, chunk_results):
                 results[i] = r
+            lengths = [int(np.max(r.lengths[:requests[i].rows])) for i, r in zip(chunk, chunk_results)
+                       if r.ok and len(r.lengths)]
+            if lengths:  # lock-step iterations: the longest episode of the chunk
+                self.cost_model.observe(max(lengths), simulated_steps([requests[i] for i in chunk], chunk_results),
+                                        seconds)
 
         def give_up(chunk: list[int], message: str) -> None:
             for i in chunk:
                 results[i] = error_result(requests[i], message)
 
-        chunks = plan_chunks(requests, self.num_workers, self.chunks_per_worker, self.batch_rows)
+        rows = sum(r.rows for r in requests)
+        n_chunks = (self.num_workers * self.chunks_per_worker if self.chunks_per_worker is not None
+                    else self.cost_model.chunks(self.num_workers, rows, len(requests), 2))
+        chunks = plan_chunks(requests, n_chunks, self.batch_rows)
         self._wave(chunks, lambda wi, chunk: self._submit(wi, requests, chunk), deliver, give_up)
         self.env_steps += simulated_steps(requests, results)  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
