@@ -109,6 +109,7 @@ class Sizes:
     })
     bipedal_max_steps: int = 400
     terrain_max_steps: int | None = 400
+    waves: int = 10  # consecutive waves (fresh seeds each) per timed span, as a run sends them
     repeats: int = 3
     memory_requests: int = 1000  # rows of each memory wave (one episode per request)
     memory_policies: tuple[int, int] = (10, 1000)
@@ -118,7 +119,7 @@ class Sizes:
     def quick(cls) -> "Sizes":
         """A smoke run: seconds per env instead of minutes."""
         return cls(shapes={"terrain": (4, 2, 2), "bipedal": (4, 1, 2), "bipedal_family": (2, 2, 1)},
-                   bipedal_max_steps=100, terrain_max_steps=100, repeats=1, memory_max_steps=10)
+                   bipedal_max_steps=100, terrain_max_steps=100, waves=2, repeats=1, memory_max_steps=10)
 
 
 @dataclass
@@ -225,10 +226,17 @@ def numpy_forward(layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray, 
     """Actions of every row from its own weights: tanh hidden layers, tanh squashed to the bounds."""
     h = np.asarray(obs, dtype=np.float32)[:, None, :]
     for i, (w, b) in enumerate(layers):
-        h = np.matmul(h, w) + b[:, None, :]
+        h = np.matmul(h, w)
+        h += b[:, None, :]
         if i < len(layers) - 1:
-            h = np.tanh(h)
-    return low + (np.tanh(h[:, 0, :]) + 1.0) * 0.5 * (high - low)
+            np.tanh(h, out=h)
+    a = h[:, 0, :]  # in place: no temporaries per step
+    np.tanh(a, out=a)
+    a += 1.0
+    a *= 0.5
+    a *= high - low
+    a += low
+    return a
 
 
 def raw_episode(env: gym.Env, layers: list[tuple[np.ndarray, np.ndarray]], low: np.ndarray, high: np.ndarray,
@@ -253,16 +261,19 @@ def raw_batch(setup: Setup, episodes: list[Episode], low: np.ndarray, high: np.n
     n = len(episodes)
     obs, rows = env.reset(), np.arange(n)
     done, lengths = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
-    actions = np.zeros((n, setup.spec.act_dim), dtype=np.float32)
     while not done.all():
-        if (~done[rows]).sum() <= 0.75 * rows.size:  # drop finished rows from the forward
-            keep = np.flatnonzero(~done[rows])
-            rows, layers = rows[keep], [(w[keep], b[keep]) for w, b in layers]
-        actions[rows] = numpy_forward(layers, obs[rows], low, high)
-        obs, _, term, trunc = env.step(actions)
         live = ~done
-        lengths[live] += 1
-        done |= term | trunc | (lengths >= setup.max_steps)
+        if rows.size == n:
+            actions = numpy_forward(layers, obs, low, high)
+        else:
+            actions = np.zeros((n, setup.spec.act_dim), dtype=np.float32)
+            actions[rows] = numpy_forward(layers, obs[rows], low, high)
+        if np.count_nonzero(live) <= 0.75 * rows.size:  # drop finished rows from the forward
+            keep = np.flatnonzero(live[rows])
+            rows, layers = rows[keep], [(w[keep], b[keep]) for w, b in layers]
+        obs, _, term, trunc = env.step(actions)
+        lengths += live
+        done |= live & (term | trunc | (lengths >= setup.max_steps))
     return int(lengths.sum())
 
 
@@ -344,31 +355,32 @@ class Measurement:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-def raw_process(setup: Setup, episodes: list[Episode], barrier: Any, results: Any, release: Any) -> None:
-    """Body of one raw process: warm up, wait for the others, run `episodes`, report, wait to exit."""
+def raw_process(setup: Setup, waves: list[list[Episode]], barrier: Any, results: Any, release: Any) -> None:
+    """Body of one raw process: warm up, wait for the others, run its share of every wave, report, wait to exit."""
     low, high = action_bounds(setup.spec)
     batched = hasattr(setup.family, "make_batch")
     envs = [] if batched else [setup.family.make_env(p) for p in setup.envs]  # one env per params, reused
     layers = [numpy_layers(setup.spec, w) for w in setup.policies]
     if batched:
-        raw_batch(setup, episodes[:2], low, high)  # warm-up, not counted
+        raw_batch(setup, waves[0][:2], low, high)  # warm-up, not counted
     else:
         raw_episode(envs[0], layers[0], low, high, seed=10**8 - 1, max_steps=20)
     barrier.wait()
-    t0, cpu0 = time.monotonic(), time.process_time()
-    if batched:
-        steps = raw_batch(setup, episodes, low, high)
-    else:
-        steps = sum(raw_episode(envs[e], layers[p], low, high, seed, setup.max_steps) for p, e, seed in episodes)
+    t0, cpu0, steps = time.monotonic(), time.process_time(), 0
+    for episodes in waves:
+        if batched:
+            steps += raw_batch(setup, episodes, low, high)
+        else:
+            steps += sum(raw_episode(envs[e], layers[p], low, high, seed, setup.max_steps) for p, e, seed in episodes)
     results.put((steps, t0, time.monotonic(), time.process_time() - cpu0))
     release.wait()  # exit (interpreter teardown) only after the parent has read the CPU counters
 
 
-def measure_raw(setup: Setup, episodes: list[Episode], workers: int) -> Measurement:
-    """W spawned processes, episodes dealt round-robin (an equal share each); steps/s summed over processes."""
+def measure_raw(setup: Setup, waves: list[list[Episode]], workers: int) -> Measurement:
+    """W spawned processes, each wave's episodes dealt round-robin (an equal share each); steps/s summed over processes."""
     ctx = mp.get_context("spawn")
     barrier, results, release = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=raw_process, args=(setup, episodes[i::workers], barrier, results, release))
+    procs = [ctx.Process(target=raw_process, args=(setup, [w[i::workers] for w in waves], barrier, results, release))
              for i in range(workers)]
     for proc in procs:
         proc.start()
@@ -406,16 +418,16 @@ def check(results: Sequence[Any]) -> None:
         raise RuntimeError(f"{len(bad)} evaluation errors, first: {bad[0]}")
 
 
-def measure_pool(setup: Setup, seed_base: int, workers: int) -> Measurement:
-    """One timed `evaluate` of the whole matrix on a freshly warmed pool."""
+def measure_pool(setup: Setup, seed_bases: list[int], workers: int) -> Measurement:
+    """`evaluate` of one wave per seed base, back to back, on a freshly warmed pool."""
     pool = open_pool(setup, workers)
     try:
         refs = [pool.put(w) for w in setup.policies]
-        requests = matrix_requests(setup, refs, seed_base)
+        waves = [matrix_requests(setup, refs, base) for base in seed_bases]
         quiet = settle()
         watch = CpuWatch()
         t0 = time.perf_counter()
-        results = pool.evaluate(requests)
+        results = [r for requests in waves for r in pool.evaluate(requests)]
         seconds = time.perf_counter() - t0
         cpu = watch.stop()
         check(results)
@@ -535,12 +547,13 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
     setup = make_setup(name, sizes)
     runs: dict[str, list[Measurement]] = {"raw": [], "pool": [], "naive": []}
     for rep in range(sizes.repeats):
-        seed_base = 10**6 * (rep + 1)  # fresh episodes every repetition
-        episodes = matrix_episodes(setup, seed_base)
-        runs["raw"].append(measure_raw(setup, episodes, workers))  # with no Ray running at all
+        # fresh episodes every wave and repetition
+        seed_bases = [10**6 * (rep + 1) + 10**4 * wave for wave in range(sizes.waves)]
+        waves = [matrix_episodes(setup, base) for base in seed_bases]
+        runs["raw"].append(measure_raw(setup, waves, workers))  # with no Ray running at all
         with ray_session(workers):
-            runs["pool"].append(measure_pool(setup, seed_base, workers))
-            runs["naive"].append(measure_naive(setup, episodes, workers))
+            runs["pool"].append(measure_pool(setup, seed_bases, workers))
+            runs["naive"].append(measure_naive(setup, waves[0], workers))  # one wave: it is slow
         log(f"  [{name} rep {rep + 1}/{sizes.repeats}] " + "  ".join(
             f"{way} {ms[-1].steps_per_s:,.0f} steps/s ({ms[-1].steps} steps, {ms[-1].seconds:.1f}s, "
             f"other load {ms[-1].cpu['other_cores']:.2f} cores)" for way, ms in runs.items()))
@@ -566,6 +579,7 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         entry |= measure_memory(setup, sizes, workers)
     entry |= {
         "matrix": {"policies": len(setup.policies), "envs": len(setup.envs), "episodes": setup.episodes,
+                   "waves_per_timed_span": sizes.waves,
                    "max_steps": setup.max_steps, "policy_params": setup.spec.num_params,
                    "env_params": [p.values for p in setup.envs]},
         "runs": {way: [asdict(m) for m in ms] for way, ms in runs.items()},

@@ -118,6 +118,9 @@ def plan_chunks(requests: Sequence[EvalRequest], n_chunks: int, max_rows: int) -
     return [chunks[c] for c in sorted(range(len(chunks)), key=lambda c: -loads[c][0])]
 
 
+MIN_CHUNK_SECONDS = 0.005
+
+
 @dataclass
 class StepCostModel:
     """Seconds a chunk takes: a per lock-step iteration (policy forward, bookkeeping) plus
@@ -154,18 +157,23 @@ class StepCostModel:
         a = (ls * tt - ts * lt) / det
         b = (ts * ll - ls * lt) / det
         if a <= 0 or b <= 0:
-            # one of the two costs is lost in the noise: attribute everything to the other
-            return (max(ls / ll, 1e-9), 1e-12) if b <= 0 else (1e-9, max(ts / tt, 1e-12))
+            return None  # the chunks seen so far do not tell the two costs apart
         return a, b
 
-    def chunks(self, workers: int, rows: int, n_requests: int, fallback_per_worker: int) -> int:
-        """How many chunks a wave of `rows` rows should be cut into."""
+    def chunks(self, workers: int, rows: int, n_requests: int, fallback_per_worker: int, steps: int = 0) -> int:
+        """How many chunks a wave of `rows` rows of up to `steps` steps should be cut into.
+
+        Never so many that a chunk's estimated work falls below MIN_CHUNK_SECONDS (dispatch
+        and result transfer cost about a millisecond per chunk).
+        """
         ab = self.coefficients()
         if ab is None:
             best = workers * fallback_per_worker
         else:
             a, b = ab
             best = round(math.sqrt(workers * b * rows / (2 * a)))
+            if steps > 0:
+                best = min(best, int(b * rows * steps / MIN_CHUNK_SECONDS))
         return max(1, min(n_requests, max(workers, best)))
 
 
@@ -203,7 +211,7 @@ class RayEvaluator:
         if self.num_workers < 1:
             raise ValueError(f"evaluation.workers must be >= 1, got {self.num_workers}")
         self.family, self.spec, self.batch_rows = family, spec, int(batch_rows)
-        # None: chunk counts from the measured step costs (2 per worker until measured)
+        # None: chunk counts from the measured step costs
         self.chunks_per_worker = None if chunks_per_worker is None else int(chunks_per_worker)
         self.cost_model = StepCostModel()
         self.inflight_per_worker = int(inflight_per_worker)
@@ -305,8 +313,12 @@ class RayEvaluator:
                 results[i] = error_result(requests[i], message)
 
         rows = sum(r.rows for r in requests)
+        steps = max((r.max_steps for r in requests), default=0)
+        # Until the costs are measured: one big batch per worker where the family has a
+        # batched path (rows are nearly free there), a few chunks per worker where not.
+        prior = 1 if hasattr(self.family, "make_batch") else 4
         n_chunks = (self.num_workers * self.chunks_per_worker if self.chunks_per_worker is not None
-                    else self.cost_model.chunks(self.num_workers, rows, len(requests), 2))
+                    else self.cost_model.chunks(self.num_workers, rows, len(requests), prior, steps))
         chunks = plan_chunks(requests, n_chunks, self.batch_rows)
         self._wave(chunks, lambda wi, chunk: self._submit(wi, requests, chunk), deliver, give_up)
         self.env_steps += simulated_steps(requests, results)  # type: ignore[arg-type]

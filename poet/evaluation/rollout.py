@@ -77,14 +77,23 @@ def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest],
         act_shape = (n,) if spec.action_kind == "discrete" else (n, spec.act_dim)
         act_dtype = np.int64 if spec.action_kind == "discrete" else np.float32
         while not done.all():
-            active = np.flatnonzero(~done)
+            live = ~done
+            if policy_rows.size == n:  # no row dropped yet: whole arrays, no gathering
+                actions = policy.act(obs)
+            else:
+                actions = np.zeros(act_shape, dtype=act_dtype)
+                actions[policy_rows] = policy.act(obs[policy_rows])
             # Shrinking the weight batch costs a copy; do it only when many rows are done.
-            if active.size <= 0.75 * policy_rows.size:
-                keep = np.flatnonzero(~done[policy_rows])
+            if np.count_nonzero(live) <= 0.75 * policy_rows.size:
+                keep = np.flatnonzero(live[policy_rows])
                 policy, policy_rows = policy.select(keep), policy_rows[keep]
-            actions = np.zeros(act_shape, dtype=act_dtype)
-            actions[policy_rows] = policy.act(obs[policy_rows])
             obs, rew, term, trunc = env.step(actions)
+            if np.isfinite(rew).all() and np.isfinite(obs).all():  # the usual case, on whole arrays
+                np.add(returns, rew, out=returns, where=live)  # finished rows return 0 anyway
+                lengths += live
+                done |= live & (term | trunc | (lengths >= caps_arr))
+                continue
+            active = np.flatnonzero(live)
             rew_a = rew[active]
             finite = np.isfinite(rew_a) & np.all(np.isfinite(obs[active]), axis=1)
             returns[active] += np.where(finite, rew_a, 0.0)
