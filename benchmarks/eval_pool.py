@@ -59,6 +59,7 @@ from envs.base import EnvParamError
 from envs.terrain import TerrainFamily
 from poet.evaluation.protocol import EvalRequest, PolicyRef
 from poet.evaluation.ray_pool import RayEvaluator
+from poet.evaluation.rollout import simulated_steps
 from poet.policies import MLPPolicy, PolicySpec, init_flat, spec_for_spaces
 from poet.seeding import episode_seeds
 
@@ -109,7 +110,8 @@ class Sizes:
     })
     bipedal_max_steps: int = 400
     terrain_max_steps: int | None = 400
-    waves: int = 10  # consecutive waves (fresh seeds each) per timed span, as a run sends them
+    waves: int = 10  # consecutive waves per timed span, as a run sends them
+    fixed_courses: bool = True  # each env pinned to one course (evaluation.course: fixed, the default)
     repeats: int = 3
     memory_requests: int = 1000  # rows of each memory wave (one episode per request)
     memory_policies: tuple[int, int] = (10, 1000)
@@ -171,6 +173,8 @@ def make_setup(name: str, sizes: Sizes) -> Setup:
     probe = family.make_env(envs[0])
     spec = spec_for_spaces(probe.observation_space, probe.action_space, HIDDEN, ACTIVATION)
     probe.close()
+    if sizes.fixed_courses:  # as POET runs them: every episode on an env runs that env's one course
+        envs = [env.with_course_seed(1000 + i) for i, env in enumerate(envs)]
     return Setup(name, family, spec, random_policies(spec, n_policies, seed=1), envs, episodes, max_steps)
 
 
@@ -188,7 +192,10 @@ def matrix_episodes(setup: Setup, seed_base: int) -> list[Episode]:
     """The episodes of `matrix_requests`, with the same env seeds the pool uses."""
     out = []
     for p in range(len(setup.policies)):
-        for e in range(len(setup.envs)):
+        for e, env in enumerate(setup.envs):
+            if env.course_seed is not None:  # a pinned course: its episodes are all the same one
+                out.append((p, e, env.course_seed))
+                continue
             out.extend((p, e, s) for s in episode_seeds(seed_base + p * len(setup.envs) + e, setup.episodes))
     return out
 
@@ -427,11 +434,12 @@ def measure_pool(setup: Setup, seed_bases: list[int], workers: int) -> Measureme
         quiet = settle()
         watch = CpuWatch()
         t0 = time.perf_counter()
-        results = [r for requests in waves for r in pool.evaluate(requests)]
+        results = [pool.evaluate(requests) for requests in waves]
         seconds = time.perf_counter() - t0
         cpu = watch.stop()
-        check(results)
-        steps = sum(r.steps for r in results)
+        for wave in results:
+            check(wave)
+        steps = sum(simulated_steps(requests, wave) for requests, wave in zip(waves, results))
         return Measurement(steps, seconds, steps / seconds, cpu | quiet)
     finally:
         pool.close()
@@ -630,10 +638,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--envs", default="terrain,bipedal")
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
+    parser.add_argument("--per-episode-courses", action="store_true",
+                        help="a new course every episode (evaluation.course: per_episode) instead of fixed courses")
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 3, quick 1)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "eval_pool.json")
     args = parser.parse_args()
     sizes = Sizes.quick() if args.quick else Sizes()
+    sizes.fixed_courses = not args.per_episode_courses
     if args.repeats:
         sizes.repeats = args.repeats
     t0 = time.perf_counter()

@@ -20,6 +20,7 @@ import poet
 from envs import EnvParams
 from poet.analysis import load_run
 from poet.evaluation import EvalRequest, InProcessEvaluator, NoiseTable, Perturbation
+from poet.errors import EvaluationFailed
 from poet.evaluation.ray_pool import RayEvaluator, plan_chunks
 from poet.policies import init_flat, spec_for_spaces
 from poet.seeding import Seeds
@@ -92,7 +93,11 @@ def test_chunk_count_follows_the_measured_step_costs():
     assert m.coefficients() == pytest.approx((1e-4, 1e-6), rel=1e-6)
     assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 2  # sqrt(2.56): one per worker
     m = fitted(1e-5, 1e-4)  # one env step per row
-    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 51  # sqrt(2 * 10 * 256 / 2)
+    # sqrt(2 * 10 * 256 / 2) = 50.6, in whole rounds of 2 workers: 50
+    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 50
+    assert fitted(1e-4, 2.5e-6).chunks(2, 256, 256, 3) == 2  # sqrt(3.2) = 1.8: one round, not 2 chunks on 1 worker
+    # one-step episodes: chunks of >= 5 ms allow 1e-4 * 256 * 1 / 5e-3 = 5.1, in whole rounds 6
+    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3, steps=1) == 6
     assert m.chunks(workers=2, rows=256, n_requests=20, fallback_per_worker=3) == 20
     assert StepCostModel().chunks(2, 256, 256, fallback_per_worker=3) == 6  # nothing measured yet
 
@@ -203,7 +208,7 @@ def test_run_stops_on_env_error_by_default_and_can_go_on(ray_local, tiny, tmp_pa
     # The first env of the run has roughness 0.5: its env raises.
     monkeypatch.setitem(envs.FAMILIES, "flaky", lambda **o: FlakyFamily(start_roughness=0.5))
     cfg = tiny(env={"family": "flaky", "options": {}}, evaluation={"backend": "ray"}, iterations=2)
-    with pytest.raises(poet.trainers.EvaluationFailed, match=r"p0 .*terrain generator exploded.*on_error"):
+    with pytest.raises(EvaluationFailed, match=r"p0 .*terrain generator exploded.*on_error"):
         poet.run(cfg, out=tmp_path / "stop", progress=False)
     assert (tmp_path / "stop" / "config.yaml").exists()
     cfg["evaluation"] = {**cfg["evaluation"], "on_error": "score_as_failure", "failure_score": -123.0}

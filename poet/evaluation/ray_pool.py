@@ -28,13 +28,52 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from envs import EnvFamily
+from envs import EnvFamily, EnvParams
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore
-from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
+from poet.evaluation.protocol import EvalRequest, EvalResult, Perturbation, PolicyRef
 from poet.evaluation.rollout import error_result, run_requests, simulated_steps
 from poet.policies import PolicySpec
+
+
+# A chunk travels as plain tuples and two arrays, not as hundreds of dataclass instances
+# and small numpy arrays: Ray's per-object serialisation cost more than short rollouts.
+def pack_requests(requests: Sequence[EvalRequest]) -> tuple:
+    """(unique envs, one plain tuple per request)."""
+    envs: dict[EnvParams, int] = {}
+    rows = []
+    for r in requests:
+        e = envs.setdefault(r.env, len(envs))
+        p = r.perturbation
+        rows.append((r.policy.key, e, r.episodes, r.seed, r.max_steps,
+                     None if p is None else (p.offset, p.sigma, p.sign), r.tag))
+    return list(envs), rows
+
+
+def unpack_requests(packed: tuple) -> list[EvalRequest]:
+    """Inverse of `pack_requests`."""
+    envs, rows = packed
+    return [EvalRequest(PolicyRef(key), envs[e], episodes, seed, max_steps,
+                        None if p is None else Perturbation(*p), tag)
+            for key, e, episodes, seed, max_steps, p, tag in rows]
+
+
+def pack_results(results: Sequence[EvalResult]) -> tuple:
+    """(all returns, all lengths, [(position, error)])."""
+    returns = np.concatenate([r.returns for r in results]) if results else np.zeros(0)
+    lengths = np.concatenate([r.lengths for r in results]) if results else np.zeros(0, dtype=np.int64)
+    return returns, lengths, [(i, r.error) for i, r in enumerate(results) if r.error is not None]
+
+
+def unpack_results(packed: tuple, requests: Sequence[EvalRequest]) -> list[EvalResult]:
+    """Inverse of `pack_results` for the chunk's `requests` (each has `episodes` entries)."""
+    returns, lengths, errors = packed
+    bounds = np.cumsum([0] + [r.episodes for r in requests])
+    out = [EvalResult(returns=returns[a:b], lengths=lengths[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    for i, err in errors:
+        out[i] = EvalResult(returns=out[i].returns, lengths=out[i].lengths, error=err)
+    return out
 
 
 class RolloutWorker:
@@ -49,19 +88,18 @@ class RolloutWorker:
         self.noise = NoiseTable.from_array(noise) if noise is not None else None
         self.batch_rows = batch_rows
 
-    def run(self, requests: list[EvalRequest], keys: list[str], *weights: np.ndarray) -> tuple[list[EvalResult], float]:
-        """Evaluate a chunk; `weights` arrive resolved from the object store, in the order of `keys`.
-
-        Returns the results and the seconds the rollouts took (for the pool's cost model).
-        """
+    def run(self, packed: tuple, keys: list[str], *weights: np.ndarray) -> tuple[tuple, float]:
+        """Evaluate a chunk (`pack_requests`); `weights` arrive resolved from the object store, in
+        the order of `keys`. Returns the packed results and the seconds the rollouts took (for
+        the pool's cost model)."""
         table = dict(zip(keys, weights))
 
         def lookup(ref: PolicyRef) -> np.ndarray:
             return table[ref.key]
 
         t0 = time.perf_counter()
-        results = run_requests(self.family, self.spec, requests, lookup, self.noise, self.batch_rows)
-        return results, time.perf_counter() - t0
+        results = run_requests(self.family, self.spec, unpack_requests(packed), lookup, self.noise, self.batch_rows)
+        return pack_results(results), time.perf_counter() - t0
 
     def run_jobs(self, jobs: list[Job]) -> list[JobResult]:
         """Run whole jobs (a trainer's training loops) here, in order."""
@@ -129,8 +167,9 @@ class StepCostModel:
 
     With W workers and N rows in a wave, C chunks cost each worker (C / W) a L + b N L / W
     and leave a tail of about half a chunk, (a L + b N L / C) / 2; the best C is
-    sqrt(W b N / (2 a)): one big batch per worker when the batched path makes rows nearly
-    free (small b / a), many small chunks when every row costs its own env step.
+    sqrt(W b N / (2 a)), rounded to whole rounds of W chunks: one big batch per worker when
+    the batched path makes rows nearly free (small b / a), many small chunks when every row
+    costs its own env step.
     """
 
     decay: float = 0.9
@@ -171,9 +210,11 @@ class StepCostModel:
             best = workers * fallback_per_worker
         else:
             a, b = ab
-            best = round(math.sqrt(workers * b * rows / (2 * a)))
+            best = math.sqrt(workers * b * rows / (2 * a))
             if steps > 0:
-                best = min(best, int(b * rows * steps / MIN_CHUNK_SECONDS))
+                best = min(best, b * rows * steps / MIN_CHUNK_SECONDS)
+            # whole rounds: 3 chunks on 2 workers would leave one worker a second chunk alone
+            best = workers * max(1, round(best / workers))
         return max(1, min(n_requests, max(workers, best)))
 
 
@@ -243,7 +284,7 @@ class RayEvaluator:
         reqs = [requests[i] for i in chunk]
         keys = sorted({r.policy.key for r in reqs})
         handles = [self.policies.get(k) for k in keys]
-        return self.workers[wi].actor.run.remote(reqs, keys, *handles)
+        return self.workers[wi].actor.run.remote(pack_requests(reqs), keys, *handles)
 
     def _replace(self, wi: int, generation: int) -> None:
         worker = self.workers[wi]
@@ -298,8 +339,9 @@ class RayEvaluator:
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         results: list[EvalResult | None] = [None] * len(requests)
 
-        def deliver(chunk: list[int], out: tuple[list[EvalResult], float]) -> None:
-            chunk_results, seconds = out
+        def deliver(chunk: list[int], out: tuple[tuple, float]) -> None:
+            packed, seconds = out
+            chunk_results = unpack_results(packed, [requests[i] for i in chunk])
             for i, r in zip(chunk, chunk_results):
                 results[i] = r
             lengths = [int(np.max(r.lengths[:requests[i].rows])) for i, r in zip(chunk, chunk_results)
