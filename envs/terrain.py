@@ -98,6 +98,13 @@ def n_cells_for(course_length: float) -> int:
 
 def generate_course(params: EnvParams, seed: int, course_length: float = 80.0) -> Course:
     """The course of one episode, from params and the episode seed (cached, read-only)."""
+    return _course_of(params, int(seed), float(course_length))
+
+
+@lru_cache(maxsize=1024)
+def _course_of(params: EnvParams, seed: int, course_length: float) -> Course:
+    # cached on the params themselves: a batch of rows on one pinned course validates and
+    # reads the params once, not once per row
     validate_params(params)
     v = params.values
     pit_gap, stump_height = _as_range(v["pit_gap"]), _as_range(v["stump_height"])

@@ -88,18 +88,21 @@ class RolloutWorker:
         self.noise = NoiseTable.from_array(noise) if noise is not None else None
         self.batch_rows = batch_rows
 
-    def run(self, packed: tuple, keys: list[str], *weights: np.ndarray) -> tuple[tuple, float]:
+    def run(self, packed: tuple, keys: list[str], *weights: np.ndarray) -> tuple[tuple, tuple[float, int, int]]:
         """Evaluate a chunk (`pack_requests`); `weights` arrive resolved from the object store, in
-        the order of `keys`. Returns the packed results and the seconds the rollouts took (for
-        the pool's cost model)."""
+        the order of `keys`. Returns the packed results and, for the pool's cost model and step
+        count, (seconds, env steps simulated, lock-step iterations: the longest episode)."""
         table = dict(zip(keys, weights))
 
         def lookup(ref: PolicyRef) -> np.ndarray:
             return table[ref.key]
 
         t0 = time.perf_counter()
-        results = run_requests(self.family, self.spec, unpack_requests(packed), lookup, self.noise, self.batch_rows)
-        return pack_results(results), time.perf_counter() - t0
+        requests = unpack_requests(packed)
+        results = run_requests(self.family, self.spec, requests, lookup, self.noise, self.batch_rows)
+        seconds = time.perf_counter() - t0
+        longest = max((int(r.lengths.max()) for r in results if r.ok and r.lengths.size), default=0)
+        return pack_results(results), (seconds, simulated_steps(requests, results), longest)
 
     def run_jobs(self, jobs: list[Job]) -> list[JobResult]:
         """Run whole jobs (a trainer's training loops) here, in order."""
@@ -338,32 +341,30 @@ class RayEvaluator:
 
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         results: list[EvalResult | None] = [None] * len(requests)
+        steps = 0
 
-        def deliver(chunk: list[int], out: tuple[tuple, float]) -> None:
-            packed, seconds = out
-            chunk_results = unpack_results(packed, [requests[i] for i in chunk])
-            for i, r in zip(chunk, chunk_results):
+        def deliver(chunk: list[int], out: tuple[tuple, tuple[float, int, int]]) -> None:
+            nonlocal steps
+            packed, (seconds, chunk_steps, longest) = out
+            for i, r in zip(chunk, unpack_results(packed, [requests[i] for i in chunk])):
                 results[i] = r
-            lengths = [int(np.max(r.lengths[:requests[i].rows])) for i, r in zip(chunk, chunk_results)
-                       if r.ok and len(r.lengths)]
-            if lengths:  # lock-step iterations: the longest episode of the chunk
-                self.cost_model.observe(max(lengths), simulated_steps([requests[i] for i in chunk], chunk_results),
-                                        seconds)
+            steps += chunk_steps
+            self.cost_model.observe(longest, chunk_steps, seconds)
 
         def give_up(chunk: list[int], message: str) -> None:
             for i in chunk:
                 results[i] = error_result(requests[i], message)
 
         rows = sum(r.rows for r in requests)
-        steps = max((r.max_steps for r in requests), default=0)
+        cap = max((r.max_steps for r in requests), default=0)
         # Until the costs are measured: one big batch per worker where the family has a
         # batched path (rows are nearly free there), a few chunks per worker where not.
         prior = 1 if hasattr(self.family, "make_batch") else 4
         n_chunks = (self.num_workers * self.chunks_per_worker if self.chunks_per_worker is not None
-                    else self.cost_model.chunks(self.num_workers, rows, len(requests), prior, steps))
+                    else self.cost_model.chunks(self.num_workers, rows, len(requests), prior, cap))
         chunks = plan_chunks(requests, n_chunks, self.batch_rows)
         self._wave(chunks, lambda wi, chunk: self._submit(wi, requests, chunk), deliver, give_up)
-        self.env_steps += simulated_steps(requests, results)  # type: ignore[arg-type]
+        self.env_steps += steps
         return results  # type: ignore[return-value]
 
     def run_jobs(self, jobs: Sequence[Job]) -> list[JobResult]:
