@@ -39,6 +39,10 @@ def measure(config: Path, seed: int | None, sets: list[str] = ()) -> dict:
         "transfers_accepted": int(run.transfers["accepted"].sum()),
         "transfer_attempts": int(len(run.transfers)),
         "annecs": int(run.annecs.iloc[-1]),
+        # from the run's own records: every phase's env steps and wall time (Ray start-up excluded)
+        "env_steps": int(run.throughput().loc["all", "env_steps"]),
+        "phase_seconds": round(float(run.throughput().loc["all", "seconds"]), 1),
+        "env_steps_per_s": round(float(run.throughput().loc["all", "steps_per_second"])),
         "max_roughness": float(run.envs["roughness"].max()),
         "max_pit_gap_hi": float(run.envs["pit_gap_hi"].max()),
         "max_stump_height_hi": float(run.envs["stump_height_hi"].max()),
