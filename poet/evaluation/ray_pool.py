@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import os
@@ -146,16 +147,26 @@ def plan_chunks(requests: Sequence[EvalRequest], n_chunks: int, max_rows: int) -
     order = sorted(range(len(requests)), key=lambda i: -cost[i])  # stable: ties keep submission order
     chunks: list[list[int]] = []
     loads: list[tuple[int, int]] = []  # (cost, rows) per chunk
+    heap: list[tuple[int, int]] = []  # (cost, chunk index): the cheapest chunk on top
     for i in order:
         rows = requests[i].rows
-        fits = [c for c in range(len(chunks)) if loads[c][1] + rows <= max_rows]
-        if len(chunks) < n_chunks or not fits:  # the costliest requests seed the chunks
+        if len(chunks) < n_chunks:  # the costliest requests seed the chunks
+            target = None
+        else:
+            full = []
+            while heap and loads[heap[0][1]][1] + rows > max_rows:
+                full.append(heapq.heappop(heap))  # no room for this request: look further
+            target = heapq.heappop(heap)[1] if heap else None
+            for item in full:
+                heapq.heappush(heap, item)
+        if target is None:
             chunks.append([i])
             loads.append((cost[i], rows))
+            heapq.heappush(heap, (cost[i], len(chunks) - 1))
         else:
-            c = min(fits, key=lambda c: loads[c][0])
-            chunks[c].append(i)
-            loads[c] = (loads[c][0] + cost[i], loads[c][1] + rows)
+            chunks[target].append(i)
+            loads[target] = (loads[target][0] + cost[i], loads[target][1] + rows)
+            heapq.heappush(heap, (loads[target][0], target))
     return [chunks[c] for c in sorted(range(len(chunks)), key=lambda c: -loads[c][0])]
 
 
