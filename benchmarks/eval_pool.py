@@ -17,6 +17,9 @@ a population of 64), is evaluated three ways, with W workers:
 - pool:  `RayEvaluator(..., workers=W).evaluate(requests)`, one wave, after a warm-up wave.
 - naive: one `@ray.remote` task per episode that rebuilds the policy module and the env from
          weights passed by value, as in ../shared/context/user-report-parallel-rollouts.txt.
+- evotorch: with the `bench` extra installed (`pip install -e .[bench]`), on BipedalWalker-v3,
+         EvoTorch's GymNE + PGPE on the same network, step cap, population and workers, sampling
+         the same weight distribution (i.i.d. N(0, 0.1)).
 
 All three run exactly the same episodes (same weights, env params and episode seeds, so the
 same step counts up to float round-off in the policy forward). Each is measured `repeats`
@@ -65,11 +68,9 @@ from poet.seeding import episode_seeds
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"efficiency": {"terrain": 0.85, "bipedal": 0.93}, "speedup_vs_naive_terrain": 5.0,
-           "rss_growth_1000_vs_10": 0.10}
+           "rss_growth_1000_vs_10": 0.10, "pool_vs_evotorch": 1.5}
 HIDDEN, ACTIVATION = (40, 40), "tanh"
-# init_flat gives the output layer std 0.01 (actions near zero: the walker folds and falls
-# after ~110 steps). Std 1 gives varied gaits, many of which stay up for the 400-step cap.
-OUTPUT_SCALE = 100.0
+EVOTORCH_NETWORK = "Linear(obs_length, 40) >> Tanh() >> Linear(40, 40) >> Tanh() >> Linear(40, act_length) >> Tanh()"
 
 
 # =============================================================================== the envs
@@ -138,14 +139,9 @@ class Setup:
 
 
 def random_policies(spec: PolicySpec, count: int, seed: int) -> list[np.ndarray]:
-    """Distinct `init_flat` policies with the output layer scaled by OUTPUT_SCALE."""
-    out_size = spec.layer_sizes[-2] * spec.act_dim + spec.act_dim  # last weights + biases
-    policies = []
-    for i in range(count):
-        flat = init_flat(spec, np.random.default_rng([seed, i]), "normc")
-        flat[-out_size:] *= OUTPUT_SCALE
-        policies.append(flat)
-    return policies
+    """Distinct policies, every weight i.i.d. N(0, 0.1): where POET's ES starts (the reference's
+    initialisation), and the distribution EvoTorch's PGPE samples with stdev 0.1 around 0."""
+    return [init_flat(spec, np.random.default_rng([seed, i]), "reference") for i in range(count)]
 
 
 def make_setup(name: str, sizes: Sizes) -> Setup:
@@ -480,6 +476,43 @@ def measure_naive(setup: Setup, episodes: list[Episode], workers: int) -> Measur
     return Measurement(steps, seconds, steps / seconds, watch.stop() | quiet)
 
 
+def evotorch_applies(setup: Setup) -> bool:
+    """EvoTorch (the `bench` extra) is installed and the env is gymnasium's BipedalWalker-v3."""
+    try:
+        import evotorch  # noqa: F401
+    except ImportError:
+        return False
+    return isinstance(setup.family, BipedalFamily)
+
+
+def measure_evotorch(setup: Setup, waves: int, workers: int) -> Measurement:
+    """EvoTorch on the same work: GymNE on BipedalWalker-v3 with the same network, step cap and
+    workers (Ray actors), PGPE with the same population sampling the same weight distribution
+    (stdev 0.1 around 0, learning rates ~0 so it stays put); `waves` generations timed after a
+    warm-up one. Its episodes start on random courses (GymNE draws reset seeds)."""
+    import logging
+
+    from evotorch.algorithms import PGPE
+    from evotorch.neuroevolution import GymNE
+
+    logging.getLogger("evotorch").setLevel(logging.WARNING)
+    problem = GymNE(env="BipedalWalker-v3", network=EVOTORCH_NETWORK, num_actors=workers,
+                    episode_length=setup.max_steps, initial_bounds=(-1e-5, 1e-5))
+    search = PGPE(problem, popsize=len(setup.policies), center_learning_rate=1e-9, stdev_learning_rate=1e-9,
+                  stdev_init=0.1)
+    search.step()  # warm-up: actors, envs
+    quiet = settle()
+    watch = CpuWatch()
+    steps0 = problem.status["total_interaction_count"]
+    t0 = time.perf_counter()
+    for _ in range(waves):
+        search.step()
+    seconds = time.perf_counter() - t0
+    steps = int(problem.status["total_interaction_count"] - steps0)
+    problem.kill_actors()
+    return Measurement(steps, seconds, steps / seconds, watch.stop() | quiet)
+
+
 # ================================================================================ memory
 def memory_wave(pool: RayEvaluator, setup: Setup, sizes: Sizes, distinct: int, seed_base: int) -> list[dict[str, float]]:
     """`memory_requests` one-episode requests on the first env, cycling over `distinct` fresh
@@ -554,6 +587,8 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
     """Interleaved raw / pool / naive repetitions, then memory; returns the env's JSON entry."""
     setup = make_setup(name, sizes)
     runs: dict[str, list[Measurement]] = {"raw": [], "pool": [], "naive": []}
+    if evotorch_applies(setup):
+        runs["evotorch"] = []
     for rep in range(sizes.repeats):
         # fresh episodes every wave and repetition
         seed_bases = [10**6 * (rep + 1) + 10**4 * wave for wave in range(sizes.waves)]
@@ -562,6 +597,8 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         with ray_session(workers):
             runs["pool"].append(measure_pool(setup, seed_bases, workers))
             runs["naive"].append(measure_naive(setup, waves[0], workers))  # one wave: it is slow
+            if "evotorch" in runs:
+                runs["evotorch"].append(measure_evotorch(setup, sizes.waves, workers))
         log(f"  [{name} rep {rep + 1}/{sizes.repeats}] " + "  ".join(
             f"{way} {ms[-1].steps_per_s:,.0f} steps/s ({ms[-1].steps} steps, {ms[-1].seconds:.1f}s, "
             f"other load {ms[-1].cpu['other_cores']:.2f} cores)" for way, ms in runs.items()))
@@ -578,6 +615,9 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         "efficiency_per_repeat": [round(p.steps_per_s / r.steps_per_s, 3) for p, r in zip(runs["pool"], runs["raw"])],
         "speedup_vs_naive_per_repeat": [round(p.steps_per_s / n.steps_per_s, 3)
                                         for p, n in zip(runs["pool"], runs["naive"])],
+        **({"evotorch_steps_per_s": round(median["evotorch"], 1),
+            "evotorch_share_of_raw": round(median["evotorch"] / median["raw"], 3),
+            "pool_vs_evotorch": round(median["pool"] / median["evotorch"], 3)} if "evotorch" in median else {}),
         "steps_per_cpu_s": {way: round(v, 1) for way, v in per_cpu.items()},
         "cpu_efficiency": round(per_cpu["pool"] / per_cpu["raw"], 3),
         "max_other_load_cores": max(m.cpu["other_cores"] for ms in runs.values() for m in ms),
@@ -624,6 +664,10 @@ def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
         marks = [f"pool / raw limit {r['efficiency']:.2f} {'>=' if r['efficiency'] >= target else '<'} {target}",
                  f"rss growth {100 * r['rss_growth_1000_vs_10']:+.1f}% (target within "
                  f"{100 * TARGETS['rss_growth_1000_vs_10']:.0f}%)"]
+        if "pool_vs_evotorch" in r:
+            ok = r["pool_vs_evotorch"] >= TARGETS["pool_vs_evotorch"]
+            marks.append(f"EvoTorch {r['evotorch_steps_per_s']:,.0f} steps/s ({r['evotorch_share_of_raw']:.2f} of raw), "
+                         f"pool / EvoTorch {r['pool_vs_evotorch']:.2f} {'>=' if ok else '<'} {TARGETS['pool_vs_evotorch']}")
         if name == "terrain":
             ok = r["speedup_vs_naive"] >= TARGETS["speedup_vs_naive_terrain"]
             marks.append(f"vs naive {r['speedup_vs_naive']:.1f}x {'>=' if ok else '<'} "

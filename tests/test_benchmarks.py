@@ -1,0 +1,60 @@
+"""The benchmark's baselines do the same work as the pool, and its EvoTorch peer (the `bench` extra) runs."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import eval_pool as ep  # noqa: E402
+
+from poet.evaluation import InProcessEvaluator  # noqa: E402
+from poet.evaluation.rollout import simulated_steps  # noqa: E402
+
+
+def _sizes(**shapes) -> ep.Sizes:
+    sizes = ep.Sizes.quick()
+    sizes.shapes.update(shapes)
+    return sizes
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_raw_limit_runs_the_pools_episodes(fixed):
+    """The batched raw loop and the framework's rollout step the same episodes to the same lengths."""
+    sizes = _sizes(terrain=(6, 3, 2))
+    sizes.fixed_courses = fixed
+    setup = ep.make_setup("terrain", sizes)
+    episodes = ep.matrix_episodes(setup, 10**6)
+    assert len(episodes) == 6 * 3 * (1 if fixed else 2)
+    low, high = ep.action_bounds(setup.spec)
+    raw_steps = ep.raw_batch(setup, episodes, low, high)
+    ev = InProcessEvaluator(setup.family, setup.spec, None)
+    requests = ep.matrix_requests(setup, [ev.put(w) for w in setup.policies], 10**6)
+    assert raw_steps == simulated_steps(requests, ev.evaluate(requests)) > 0
+
+
+def test_numpy_policies_match_the_frameworks():
+    from poet.policies import BatchedPolicy
+
+    setup = ep.make_setup("bipedal", _sizes(bipedal=(5, 1, 1)))
+    flats = np.stack(setup.policies)
+    obs = np.random.default_rng(0).standard_normal((5, setup.spec.obs_dim)).astype(np.float32)
+    low, high = ep.action_bounds(setup.spec)
+    np.testing.assert_allclose(ep.numpy_forward(ep.numpy_layers(setup.spec, flats), obs, low, high),
+                               BatchedPolicy(setup.spec, flats).act(obs), atol=1e-6)
+    assert abs(float(flats.std()) - 0.1) < 0.01  # N(0, 0.1): the distribution EvoTorch's PGPE samples too
+
+
+@pytest.mark.slow
+def test_evotorch_peer_runs_the_same_shape_of_work(ray_local):
+    pytest.importorskip("evotorch", reason="the bench extra (make installs it)")
+    sizes = _sizes(bipedal=(4, 1, 1))
+    sizes.bipedal_max_steps = 20
+    setup = ep.make_setup("bipedal", sizes)
+    assert ep.evotorch_applies(setup)
+    m = ep.measure_evotorch(setup, waves=2, workers=2)
+    # 2 generations of 4 episodes of at most 20 steps
+    assert 0 < m.steps <= 2 * 4 * 20 and m.steps_per_s > 0
