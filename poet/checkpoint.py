@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import warnings
 from dataclasses import dataclass
@@ -113,7 +114,7 @@ def save(ctx: RunContext, iteration: int, run_dir: Path, config_text: str, keep:
     root = Path(run_dir) / "checkpoints"
     root.mkdir(exist_ok=True)
     final = root / f"{PREFIX}{iteration:09d}"
-    tmp = root / f".tmp-{PREFIX}{iteration:09d}"
+    tmp = root / f".tmp-{os.getpid()}-{PREFIX}{iteration:09d}"  # per process: never another writer's
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()

@@ -27,6 +27,7 @@ from poet.orchestrator import Orchestrator
 from poet.policies import PolicySpec, spec_for_spaces
 from poet.population import Population
 from poet.records import RecordWriter, truncate_tables
+from poet.rundir_lock import RunDirLock
 from poet.scoring import ScoreCache, Scorer
 from poet.seeding import Seeds
 from poet.trainers import TRAINERS, ErrorPolicy, TrainerContext, resolve_trainer
@@ -242,12 +243,13 @@ def run(config: RunConfig | str | Path | Mapping | None = None, out: str | Path 
     parts = check_parts(cfg)
     config_path = config if isinstance(config, (str, Path)) else None
     run_dir = prepare_out_dir(out if out is not None else default_out_dir(config_path))
-    save_config(cfg, run_dir / "config.yaml")
-    (run_dir / "run.json").write_text(json.dumps({
-        "poet_version": __version__, "family": cfg.env.family, "mode": cfg.mode, "seed": cfg.seed,
-        "policy": parts.spec.to_dict(), "numpy": np.__version__,
-    }, indent=2))
-    return _drive(parts, run_dir, None, progress)
+    with RunDirLock(run_dir):  # one writer per run directory
+        save_config(cfg, run_dir / "config.yaml")
+        (run_dir / "run.json").write_text(json.dumps({
+            "poet_version": __version__, "family": cfg.env.family, "mode": cfg.mode, "seed": cfg.seed,
+            "policy": parts.spec.to_dict(), "numpy": np.__version__,
+        }, indent=2))
+        return _drive(parts, run_dir, None, progress)
 
 
 def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | None = None) -> RunResult:
@@ -258,14 +260,15 @@ def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | 
         raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml)")
     cfg = load_config(config_path, overrides=[f"iterations={iterations}"] if iterations is not None else [])
     parts = check_parts(cfg)
-    try:
-        snapshot = checkpoint.latest(run_dir, identity_text(cfg))
-    except checkpoint.CheckpointError as exc:
-        raise ConfigError(str(exc)) from None
-    truncate_tables(run_dir, snapshot.table_rows)
-    if iterations is not None:
-        save_config(cfg, config_path)  # a later resume aims for the new target too
-    return _drive(parts, run_dir, snapshot, progress)
+    with RunDirLock(run_dir):  # before touching tables: another process may be writing them
+        try:
+            snapshot = checkpoint.latest(run_dir, identity_text(cfg))
+        except checkpoint.CheckpointError as exc:
+            raise ConfigError(str(exc)) from None
+        truncate_tables(run_dir, snapshot.table_rows)
+        if iterations is not None:
+            save_config(cfg, config_path)  # a later resume aims for the new target too
+        return _drive(parts, run_dir, snapshot, progress)
 
 
 def _restore(ctx: RunContext, orch: Orchestrator, snap: checkpoint.Snapshot) -> None:
