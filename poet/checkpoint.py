@@ -30,7 +30,7 @@ from poet import __version__
 from poet.context import RunContext
 from poet.pair import Pair
 from poet.population import Population
-from poet.records import TABLES
+from poet.records import TABLES, fsync_dir
 
 FORMAT_VERSION = 1
 PREFIX = "ckpt-"
@@ -109,8 +109,12 @@ class Snapshot:
 # ---------------------------------------------------------------- write
 
 def save(ctx: RunContext, iteration: int, run_dir: Path, config_text: str, keep: int) -> Path:
-    """Write a checkpoint of the state before `iteration`; keep the newest `keep` ones."""
-    ctx.records.flush()
+    """Write a checkpoint of the state before `iteration`; keep the newest `keep` ones.
+
+    Durable in order: the records it counts are fsynced first, then its own files and
+    folder, then the rename into place and the folder that holds it.
+    """
+    ctx.records.sync()
     root = Path(run_dir) / "checkpoints"
     root.mkdir(exist_ok=True)
     final = root / f"{PREFIX}{iteration:09d}"
@@ -142,9 +146,14 @@ def save(ctx: RunContext, iteration: int, run_dir: Path, config_text: str, keep:
         "sha256": {name: _sha(tmp / name) for name in ("state.json", "arrays.npz")},
     }
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    for name in ("state.json", "arrays.npz", "manifest.json"):
+        with open(tmp / name, "rb") as f:
+            os.fsync(f.fileno())
+    fsync_dir(tmp)
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
+    fsync_dir(root)
     _prune(root, keep)
     return final
 
@@ -211,16 +220,32 @@ def checkpoints(run_dir: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(PREFIX))
 
 
-def latest(run_dir: Path, config_text: str | None = None) -> Snapshot:
-    """The newest usable checkpoint; broken newer ones are skipped with a warning naming them."""
+def latest(run_dir: Path, config_text: str | None = None, rows_on_disk: dict[str, int] | None = None) -> Snapshot:
+    """The newest usable checkpoint; broken newer ones are skipped with a warning naming them.
+
+    With `rows_on_disk` (complete rows per table), a checkpoint whose tables lost rows it
+    counted (a power loss after the checkpoint, a hand edit) is skipped too: resuming from it
+    would leave a silent gap in the records.
+    """
     found = checkpoints(run_dir)
     if not found:
         raise CheckpointError(f"{run_dir}: no checkpoints to resume from")
+    reasons = []
     for path in reversed(found):
         try:
-            return load(path, config_text)
+            snap = load(path, config_text)
         except CheckpointError as exc:
             if "format version" in str(exc):
                 raise
             warnings.warn(f"skipping checkpoint {exc}", stacklevel=2)
-    raise CheckpointError(f"{run_dir}: no usable checkpoint (all {len(found)} are corrupt)")
+            reasons.append(str(exc))
+            continue
+        short = [t for t in TABLES if rows_on_disk is not None and rows_on_disk.get(t, 0) < snap.table_rows[t]]
+        if not short:
+            return snap
+        t = short[0]
+        reason = (f"{path}: records/{t}.jsonl holds {rows_on_disk[t]} complete rows, the checkpoint counted "
+                  f"{snap.table_rows[t]}")
+        warnings.warn(f"skipping checkpoint {reason}", stacklevel=2)
+        reasons.append(reason)
+    raise CheckpointError(f"{run_dir}: no usable checkpoint of {len(found)}; newest: {reasons[0]}")

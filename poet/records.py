@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, IO
 
@@ -61,15 +62,44 @@ class RecordWriter:
         return dict(self._rows)
 
     def flush(self) -> None:
-        """Push rows to disk."""
+        """Push rows to the OS."""
         for f in self._files.values():
             f.flush()
+
+    def sync(self) -> None:
+        """Push rows to the disk itself (fsync), so a checkpoint never outlives the rows it counts."""
+        self.flush()
+        for f in self._files.values():
+            os.fsync(f.fileno())
+        fsync_dir(self.dir)
 
     def close(self) -> None:
         """Flush and close every table."""
         for f in self._files.values():
             f.close()
         self._files.clear()
+
+
+def fsync_dir(path: str | Path) -> None:
+    """fsync a directory, so the names created or renamed in it survive a power loss."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def complete_rows(run_dir: str | Path) -> dict[str, int]:
+    """Complete rows (newline-terminated, non-blank lines) on disk per table."""
+    out = {}
+    for table in TABLES:
+        path = Path(run_dir) / "records" / f"{table}.jsonl"
+        if not path.exists():
+            out[table] = 0
+            continue
+        with open(path, encoding="utf-8") as f:
+            out[table] = sum(1 for line in f if line.endswith("\n") and line.strip())
+    return out
 
 
 def read_rows(run_dir: str | Path, table: str) -> list[dict[str, Any]]:

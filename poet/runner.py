@@ -26,7 +26,7 @@ from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
 from poet.orchestrator import Orchestrator
 from poet.policies import PolicySpec, spec_for_spaces
 from poet.population import Population
-from poet.records import RecordWriter, truncate_tables
+from poet.records import RecordWriter, complete_rows, truncate_tables
 from poet.rundir_lock import RunDirLock
 from poet.scoring import ScoreCache, Scorer
 from poet.seeding import Seeds
@@ -262,7 +262,7 @@ def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | 
     parts = check_parts(cfg)
     with RunDirLock(run_dir):  # before touching tables: another process may be writing them
         try:
-            snapshot = checkpoint.latest(run_dir, identity_text(cfg))
+            snapshot = checkpoint.latest(run_dir, identity_text(cfg), rows_on_disk=complete_rows(run_dir))
         except checkpoint.CheckpointError as exc:
             raise ConfigError(str(exc)) from None
         truncate_tables(run_dir, snapshot.table_rows)

@@ -196,3 +196,38 @@ def test_checkpoint_keeps_the_last_k(tiny, tmp_path):
     poet.run(tiny(iterations=10, checkpoint={"every": 2, "keep": 2}), out=run, progress=False)
     assert [p.name for p in checkpoint.checkpoints(run)] == [f"{checkpoint.PREFIX}{i:09d}" for i in (8, 10)]
     assert not list((run / "checkpoints").glob(".tmp-*"))
+
+
+def _cut_rows(run_dir: Path, table: str, keep: int) -> None:
+    path = run_dir / "records" / f"{table}.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:keep]) + '{"iteration": 9, "pair_i')  # and a torn last line
+
+
+def test_rows_cut_from_a_table_after_a_checkpoint_fall_back_or_refuse(tiny, tmp_path):
+    """A table that lost rows a checkpoint counted: resume falls back to an older checkpoint whose
+    rows are all there (and then equals the straight run), or refuses with one line; never a gap."""
+    cfg = tiny(iterations=6, checkpoint={"every": 2, "keep": 3})
+    run_dir = tmp_path / "r"
+    poet.run(cfg, out=run_dir, progress=False)
+    counted = {p.name: json.loads((p / "manifest.json").read_text())["table_rows"]["iterations"]
+               for p in checkpoint.checkpoints(run_dir)}
+    assert sorted(counted) == ["ckpt-000000002", "ckpt-000000004", "ckpt-000000006"]
+    # lose the rows after checkpoint 4: checkpoint 6 counted them, 4 did not
+    _cut_rows(run_dir, "iterations", counted["ckpt-000000004"])
+    with pytest.warns(UserWarning, match=r"ckpt-000000006: records/iterations.jsonl holds \d+ complete rows"):
+        result = poet.resume(run_dir, iterations=6, progress=False)
+    assert result.iterations == 6
+    straight = tmp_path / "straight"
+    poet.run(cfg, out=straight, progress=False)
+    _assert_same_run(run_dir, straight)
+    # lose rows every checkpoint counted: one line, exit 2, tables left as they were
+    _cut_rows(run_dir, "iterations", counted["ckpt-000000002"] - 1)
+    before = (run_dir / "records" / "iterations.jsonl").read_bytes()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "poet.cli", "resume", str(run_dir)], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=120)
+    assert out.returncode == 2
+    errors = [line for line in out.stderr.splitlines() if line.startswith("poet: error:")]
+    assert len(errors) == 1 and "no usable checkpoint" in errors[0] and "records/iterations.jsonl holds" in errors[0]
+    assert (run_dir / "records" / "iterations.jsonl").read_bytes() == before
