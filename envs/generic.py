@@ -255,6 +255,11 @@ def _make(spec: GymSpec, values: Mapping[str, Any], render_mode: str | None) -> 
 class GymFamily:
     """An EnvFamily whose params are numeric constructor kwargs of a gymnasium env."""
 
+    def fingerprint(self) -> str:
+        """What this family does, beyond its name in a config: the parsed spec (not where it was read)."""
+        return repr((self.spec.name, self.spec.env_id, sorted(self.spec.kwargs.items()), self.spec.max_episode_steps,
+                     self.spec.params))
+
     def __init__(self, spec: GymSpec | Mapping[str, Any]):
         self.spec = spec if isinstance(spec, GymSpec) else parse_spec(spec)
         self.name = self.spec.name

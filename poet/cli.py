@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     rs = sub.add_parser("resume", help="continue a run from its newest checkpoint")
     rs.add_argument("run_dir", help="the run directory")
     rs.add_argument("--iterations", type=int, help="new total number of iterations (default: the run's)")
+    rs.add_argument("--backend", choices=["ray", "inprocess"], help="where rollouts run from now on")
+    rs.add_argument("--address", help="Ray cluster to continue on (ray.address)")
+    rs.add_argument("--workers", type=int, help="pool size from now on (ray.workers)")
     rs.add_argument("--quiet", action="store_true", help="no progress bar or phase lines")
     rp = sub.add_parser("report", help="write PNG figures and index.html of a run")
     rp.add_argument("run_dir", help="the run directory")
@@ -80,7 +83,9 @@ def _resume(args: argparse.Namespace) -> int:
 
     if args.iterations is not None and args.iterations < 0:
         raise ConfigError(f"--iterations: must be >= 0, got {args.iterations}")
-    resume(args.run_dir, iterations=args.iterations, progress=False if args.quiet else None)
+    overrides = [f"{key}={value}" for key, value in (("evaluation.backend", args.backend), ("ray.address", args.address),
+                                                      ("ray.workers", args.workers)) if value is not None]
+    resume(args.run_dir, iterations=args.iterations, progress=False if args.quiet else None, overrides=overrides)
     return 0
 
 

@@ -220,11 +220,34 @@ class StopRequest:
             signal.signal(sig, old)
 
 
-def identity_text(cfg: RunConfig) -> str:
-    """The config as a checkpoint identifies it: everything but the iteration target and display."""
+# Settings that change where and how fast a run goes, never its numbers: a checkpoint
+# resumes under any of them (a laptop run continues on a cluster, with more workers, ...).
+NOT_RESULTS = {"iterations": None, "progress": None, "ray": None, "checkpoint": None,
+               "evaluation": ("backend", "batch_rows")}
+
+
+def changes_results(key: str) -> bool:
+    """Whether the config field `key` (dotted) can change a run's numbers."""
+    top, _, rest = key.partition(".")
+    if top not in NOT_RESULTS:
+        return True
+    fields = NOT_RESULTS[top]
+    return fields is not None and rest not in fields
+
+
+def identity_text(cfg: RunConfig, family: EnvFamily | None = None) -> str:
+    """What a checkpoint is valid for: every setting that changes results, plus the content of
+    whatever the env family reads besides the config (e.g. a generic family's spec file)."""
     data = cfg.to_dict()
-    data.pop("iterations")
-    data.pop("progress")
+    for key, sub in NOT_RESULTS.items():
+        if sub is None:
+            data.pop(key)
+        else:
+            for name in sub:
+                data[key].pop(name)
+    fingerprint = getattr(family, "fingerprint", None)
+    if callable(fingerprint):
+        data["family_fingerprint"] = fingerprint()
     return json.dumps(data, sort_keys=True)
 
 
@@ -252,22 +275,33 @@ def run(config: RunConfig | str | Path | Mapping | None = None, out: str | Path 
         return _drive(parts, run_dir, None, progress)
 
 
-def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | None = None) -> RunResult:
-    """Continue a run from its newest usable checkpoint, to `iterations` (default: the config's)."""
+def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | None = None,
+           overrides: Sequence[str] = ()) -> RunResult:
+    """Continue a run from its newest usable checkpoint, to `iterations` (default: the config's).
+
+    `overrides` may change only what does not change results (`ray.*`, `evaluation.backend`,
+    `evaluation.batch_rows`, `checkpoint.*`, `progress`): continue on another pool.
+    """
     run_dir = Path(run_dir)
     config_path = run_dir / "config.yaml"
     if not config_path.is_file():
         raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml)")
-    cfg = load_config(config_path, overrides=[f"iterations={iterations}"] if iterations is not None else [])
+    for text in overrides:
+        key = text.split("=", 1)[0].strip()
+        if changes_results(key):
+            raise ConfigError(f"--set {key}: a resumed run keeps every setting that changes results; only "
+                              "ray.*, evaluation.backend, evaluation.batch_rows, checkpoint.* and progress may change")
+    extra = [f"iterations={iterations}"] if iterations is not None else []
+    cfg = load_config(config_path, overrides=[*overrides, *extra])
     parts = check_parts(cfg)
     with RunDirLock(run_dir):  # before touching tables: another process may be writing them
         try:
-            snapshot = checkpoint.latest(run_dir, identity_text(cfg), rows_on_disk=complete_rows(run_dir))
+            snapshot = checkpoint.latest(run_dir, identity_text(cfg, parts.family), rows_on_disk=complete_rows(run_dir))
         except checkpoint.CheckpointError as exc:
             raise ConfigError(str(exc)) from None
         truncate_tables(run_dir, snapshot.table_rows)
-        if iterations is not None:
-            save_config(cfg, config_path)  # a later resume aims for the new target too
+        if iterations is not None or overrides:
+            save_config(cfg, config_path)  # a later resume keeps the new target and pool
         return _drive(parts, run_dir, snapshot, progress)
 
 
@@ -292,7 +326,7 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
               f"rollouts {where}; run directory {run_dir}", file=sys.stderr)
     bar = Progress(cfg.iterations, start, show)
     ctx = build_context(parts, run_dir, bar.log)
-    identity = identity_text(cfg)
+    identity = identity_text(cfg, parts.family)
     last_saved = {"iteration": start if snapshot is not None else -1}
 
     def save(orch: Orchestrator) -> None:

@@ -231,3 +231,38 @@ def test_rows_cut_from_a_table_after_a_checkpoint_fall_back_or_refuse(tiny, tmp_
     errors = [line for line in out.stderr.splitlines() if line.startswith("poet: error:")]
     assert len(errors) == 1 and "no usable checkpoint" in errors[0] and "records/iterations.jsonl holds" in errors[0]
     assert (run_dir / "records" / "iterations.jsonl").read_bytes() == before
+
+
+def test_resume_on_any_pool_equals_the_straight_run(ray_local, tiny, tmp_path):
+    """A 2-worker run continued with 1 worker, with 3 workers, and in-process: the same tables."""
+    cfg = tiny(iterations=6, evaluation={"backend": "ray"}, ray={"workers": 2})
+    poet.run(cfg, out=tmp_path / "straight", progress=False)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name, flags in (("one", ["--workers", "1"]), ("three", ["--workers", "3"]), ("local", ["--backend", "inprocess"])):
+        run_dir = tmp_path / name
+        poet.run({**cfg, "iterations": 3}, out=run_dir, progress=False)
+        out = subprocess.run([sys.executable, "-m", "poet.cli", "resume", str(run_dir), "--iterations", "6", "--quiet",
+                              *flags], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        _assert_same_run(tmp_path / "straight", run_dir)
+    saved = yaml.safe_load((tmp_path / "local" / "config.yaml").read_text())
+    assert saved["evaluation"]["backend"] == "inprocess"  # a later resume stays on the new pool
+
+
+def test_resume_refuses_to_change_what_changes_results(tiny, tmp_path):
+    poet.run(tiny(iterations=2), out=tmp_path / "r", progress=False)
+    with pytest.raises(poet.ConfigError, match=r"--set trainer.options.lr: a resumed run keeps every setting"):
+        poet.resume(tmp_path / "r", overrides=["trainer.options.lr=0.5"], progress=False)
+    with pytest.raises(poet.ConfigError, match=r"--set evaluation.max_steps"):
+        poet.resume(tmp_path / "r", overrides=["evaluation.max_steps=3"], progress=False)
+
+
+def test_checkpoint_identity_covers_the_spec_file_a_family_reads(tiny, tmp_path):
+    spec = tmp_path / "cartpole.yaml"
+    spec.write_text((ROOT / "envs" / "specs" / "cartpole.yaml").read_text())
+    cfg = tiny(iterations=2, env={"family": "gym", "options": {"spec": str(spec)}},
+               evaluation={"max_steps": 50}, policy={"hidden": [4]})
+    poet.run(cfg, out=tmp_path / "r", progress=False)
+    spec.write_text(spec.read_text().replace("high: 20.0, step: 1.0}", "high: 30.0, step: 1.0}", 1))
+    with pytest.raises(poet.ConfigError, match="different config"):
+        poet.resume(tmp_path / "r", iterations=3, progress=False)
