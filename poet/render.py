@@ -20,7 +20,7 @@ from poet.config import ConfigError, load_config
 from poet.images import write_gif, write_png
 from poet.pair import Pair
 from poet.policies import MLPPolicy, PolicySpec, to_actions
-from poet.runner import RunParts, check_parts
+from poet.runner import RunParts, read_parts
 
 MAX_FRAMES = 300  # longer episodes are subsampled so GIFs stay small
 LISTED = 20  # ids named in an error message
@@ -42,7 +42,7 @@ def load_agents(run_dir: str | Path) -> tuple[RunParts, checkpoint.Snapshot]:
     """The run's parts (family, policy spec) and its newest checkpoint (the agents)."""
     path = Path(run_dir)
     _check_run_dir(path)
-    parts = check_parts(load_config(path / "config.yaml"))
+    parts = read_parts(load_config(path / "config.yaml"))
     if not checkpoint.checkpoints(path):
         raise ConfigError(f"{str(path)!r} has no checkpoints (agents' weights are saved only in checkpoints)")
     try:
@@ -147,7 +147,7 @@ def render_profile_png(run_dir: str | Path, env_id: str, out: str | Path, seed: 
     """The whole course of one env the run admitted (its own course when pinned, else `seed`'s), as a PNG."""
     path = Path(run_dir)
     _check_run_dir(path)
-    parts = check_parts(load_config(path / "config.yaml"))
+    parts = read_parts(load_config(path / "config.yaml"))
     params = find_env(path, env_id)
     draw = getattr(parts.family, "render_profile", None)
     if draw is None:

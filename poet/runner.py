@@ -40,7 +40,7 @@ class RunParts:
     cfg: RunConfig
     family: EnvFamily
     spec: PolicySpec
-    trainer_cls: type
+    trainer_cls: type | None  # None when only reading a run (`read_parts`)
     trainer_options: Any
 
 
@@ -54,8 +54,14 @@ def build_family(cfg: RunConfig) -> EnvFamily:
         raise ConfigError(f"env.options: {exc}") from None
 
 
-def check_parts(cfg: RunConfig) -> RunParts:
-    """Resolve family, policy spec and trainer; every problem is a ConfigError naming its field."""
+def read_parts(cfg: RunConfig) -> RunParts:
+    """Family and policy spec only, for reading a run (report, render, profile): the trainer,
+    which may name a module of the run's author (`module:Class`), is never imported."""
+    family, spec = _family_and_spec(cfg)
+    return RunParts(cfg, family, spec, None, None)
+
+
+def _family_and_spec(cfg: RunConfig) -> tuple[EnvFamily, PolicySpec]:
     family = build_family(cfg)
     try:
         probe = family.make_env(family.initial())
@@ -63,6 +69,12 @@ def check_parts(cfg: RunConfig) -> RunParts:
         probe.close()
     except ValueError as exc:
         raise ConfigError(f"env.family {cfg.env.family!r}: {exc}") from None
+    return family, spec
+
+
+def check_parts(cfg: RunConfig) -> RunParts:
+    """Resolve family, policy spec and trainer; every problem is a ConfigError naming its field."""
+    family, spec = _family_and_spec(cfg)
     try:
         trainer_cls = resolve_trainer(cfg.trainer.name)
     except ValueError as exc:
