@@ -6,6 +6,7 @@ Every figure is a function of a `poet.analysis.Run` returning a matplotlib `Figu
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import io
 import re
@@ -296,6 +297,14 @@ def course_images(run: Run, limit: int = MAX_COURSES) -> dict[str, np.ndarray]:
     return {env_id: draw(p, seed=p.reset_seed(0)) for env_id, p in zip(rows["env_id"], params)}
 
 
+def course_file(env_id: str) -> str:
+    """The file name of an env's course picture: the id itself when it is a plain content id,
+    else a hash of it (ids come from the records, which anyone may have edited)."""
+    if re.fullmatch(r"[0-9A-Za-z_-]{1,64}", env_id):
+        return f"{env_id}.png"
+    return f"env-{hashlib.sha256(env_id.encode()).hexdigest()[:16]}.png"
+
+
 def _course_caption(env_id: str, row: pd.Series) -> str:
     parent = row["parent_env_id"] if isinstance(row["parent_env_id"], str) else None
     solved = row["solved_iteration"]
@@ -339,7 +348,8 @@ def _html(run: Run, names: list[str], courses: list[str]) -> str:
     if courses:
         by_id = run.envs.set_index("env_id")
         figures += f"\n<h2>Courses of the newest {len(courses)} envs</h2>\n" + "\n".join(
-            f'<figure><img src="courses/{env_id}.png" alt="course {env_id}">'
+            f'<figure><img src="courses/{html.escape(course_file(env_id), quote=True)}" '
+            f'alt="course {html.escape(env_id, quote=True)}">'
             f"<figcaption>{html.escape(_course_caption(env_id, by_id.loc[env_id]))}</figcaption></figure>"
             for env_id in courses)
     title = html.escape(f"POET run {run.path.resolve().name}")
@@ -368,6 +378,9 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     except FileNotFoundError as exc:
         raise ConfigError(str(exc)) from None
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / "report"
+    if out_dir is None and out.is_symlink():
+        # a run directory someone else made must not decide where this report writes
+        raise ConfigError(f"{str(out)!r} is a symbolic link; give --out to write the report elsewhere")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {str(out)!r} is a file, not a directory")
     try:
@@ -376,7 +389,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
             (out / f"{name}.png").write_bytes(figure_png(make(run)))
         courses = course_images(run)
         for env_id, image in courses.items():
-            write_png(image, out / "courses" / f"{env_id}.png")
+            write_png(image, out / "courses" / course_file(env_id))
         index = out / "index.html"
         index.write_text(_html(run, list(FIGURES), list(courses)))
     except OSError as exc:

@@ -28,3 +28,35 @@ def test_reading_a_run_never_imports_its_trainer_module(tiny, tmp_path, monkeypa
     render_profile_png(run_dir, run.envs["env_id"].iloc[0], tmp_path / "course.png")
     assert (tmp_path / "p0.gif").exists() and (tmp_path / "course.png").exists()
     assert not (tmp_path / "MARKER").exists()
+
+
+def test_hostile_env_id_is_escaped_and_writes_nothing_outside_the_report(tiny, tmp_path):
+    import json
+
+    import pytest
+
+    from poet.config import ConfigError
+
+    run_dir = tmp_path / "run"
+    poet.run(tiny(iterations=2), out=run_dir, progress=False)
+    hostile = '../../../escaped"><script>alert(1)</script>'
+    envs_file = run_dir / "records" / "envs.jsonl"
+    rows = [json.loads(line) for line in envs_file.read_text().splitlines()]
+    rows[0]["env_id"] = hostile
+    envs_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = {p for p in tmp_path.rglob("*")}
+    index = write_report(run_dir)
+    page = index.read_text()
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    created = {p for p in tmp_path.rglob("*")} - before
+    assert created and all(p.is_relative_to(run_dir / "report") for p in created), created
+    assert len(list((run_dir / "report" / "courses").glob("env-*.png"))) == 1  # the hostile id's picture, renamed
+    # a `report` link planted in the run directory does not decide where the report writes
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    other = tmp_path / "run2"
+    poet.run(tiny(iterations=1), out=other, progress=False)
+    (other / "report").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ConfigError, match="symbolic link"):
+        write_report(other)
+    assert not any(elsewhere.iterdir())
