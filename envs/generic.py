@@ -275,6 +275,11 @@ class GymFamily:
             data = yaml.safe_load(path.read_text())
         except OSError as exc:
             raise ValueError(f"cannot read GymFamily spec {path}: {exc}") from exc
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or exc.__class__.__name__
+            raise ValueError(f"GymFamily spec {path} is not valid YAML{where}: {problem}") from None
         if not isinstance(data, Mapping):
             raise ValueError(f"{path}: a GymFamily spec must be a mapping, got {type(data).__name__}")
         return cls(parse_spec(_deep_merge(data, overrides), source=str(path)))

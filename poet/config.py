@@ -237,6 +237,12 @@ def build_dataclass(cls: type, data: Any, path: str = "") -> Any:
 
 # ---------------------------------------------------------------- semantic checks
 
+# Sanity bounds: beyond them a value is a typo, and would fail only after the run directory
+# exists (an episode cap that overflows an int64 array, a pool no cluster can hold).
+MAX_STEPS = 10_000_000
+MAX_WORKERS = 100_000
+
+
 def _check(cond: bool, message: str) -> None:
     if not cond:
         raise ConfigError(message)
@@ -249,11 +255,12 @@ def validate(cfg: RunConfig) -> RunConfig:
     _check(len(cfg.policy.hidden) >= 1 and all(h >= 1 for h in cfg.policy.hidden),
            f"policy.hidden: needs at least one layer, all sizes >= 1, got {cfg.policy.hidden}")
     ev = cfg.evaluation
-    _check(ev.max_steps >= 1, f"evaluation.max_steps: must be >= 1, got {ev.max_steps}")
+    _check(1 <= ev.max_steps <= MAX_STEPS, f"evaluation.max_steps: must be in [1, {MAX_STEPS:,}], got {ev.max_steps}")
     _check(ev.eval_episodes >= 1, f"evaluation.eval_episodes: must be >= 1, got {ev.eval_episodes}")
     _check(ev.batch_rows >= 1, f"evaluation.batch_rows: must be >= 1, got {ev.batch_rows}")
     rc = cfg.ray
-    _check(rc.workers is None or rc.workers >= 1, f"ray.workers: must be >= 1, got {rc.workers}")
+    _check(rc.workers is None or 1 <= rc.workers <= MAX_WORKERS,
+           f"ray.workers: must be in [1, {MAX_WORKERS:,}], got {rc.workers}")
     _check(rc.chunks_per_worker is None or rc.chunks_per_worker >= 1,
            f"ray.chunks_per_worker: must be >= 1 (or unset: from measured step costs), got {rc.chunks_per_worker}")
     _check(rc.inflight_per_worker >= 1, f"ray.inflight_per_worker: must be >= 1, got {rc.inflight_per_worker}")

@@ -103,12 +103,16 @@ def complete_rows(run_dir: str | Path) -> dict[str, int]:
 
 
 def read_rows(run_dir: str | Path, table: str) -> list[dict[str, Any]]:
-    """Every row of a table, in order (an empty list if the table has none)."""
+    """Every complete row of a table, in order (an empty list if the table has none).
+
+    A last line without its newline is a row still being written by a live run (or torn by
+    a crash): it is left out, as resume leaves it out.
+    """
     path = Path(run_dir) / "records" / f"{table}.jsonl"
     if not path.exists():
         return []
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [json.loads(line) for line in f if line.endswith("\n") and line.strip()]
 
 
 def _count_lines(path: Path) -> int:

@@ -226,7 +226,7 @@ CONFIG_ERRORS = [
     ("negative_seed", {"seed": -1}, [], "seed", ">= 0"),
     ("transfer_every_0", {"transfer": {"every": 0}}, [], "transfer.every", ">= 1"),
     ("reproduction_every_0", {"reproduction": {"every": 0}}, [], "reproduction.every", ">= 1"),
-    ("max_steps_0", {"evaluation": {"max_steps": 0}}, [], "evaluation.max_steps", ">= 1"),
+    ("max_steps_0", {"evaluation": {"max_steps": 0}}, [], "evaluation.max_steps", "in [1, "),
     ("eval_episodes_0", {"evaluation": {"eval_episodes": 0}}, [], "evaluation.eval_episodes", ">= 1"),
     ("hidden_empty", {"policy": {"hidden": []}}, [], "policy.hidden", "layer"),
     ("hidden_zero_width", {"policy": {"hidden": [40, 0]}}, [], "policy.hidden", ">= 1"),
@@ -405,3 +405,20 @@ def test_check_parts_noise_table_size_exactly_the_policy_is_fine():
     assert _parts(f"trainer.options.noise_table_size={n}").trainer_options.noise_table_size == n
     with pytest.raises(ConfigError, match="noise_table_size"):
         _parts(f"trainer.options.noise_table_size={n - 1}")
+
+
+@pytest.mark.parametrize("override, field", [("evaluation.max_steps=100000000000000000000", "evaluation.max_steps"),
+                                             ("ray.workers=1000000000", "ray.workers")])
+def test_sizes_beyond_sane_bounds_are_refused_before_any_work(override, field):
+    with pytest.raises(ConfigError, match=rf"^{field}: must be in \[1, "):
+        load_config(overrides=[override])
+
+
+def test_a_bad_spec_yaml_is_one_clear_error(tmp_path):
+    from poet.runner import check_parts
+
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: x\nparams: [unclosed\n")
+    cfg = load_config(overrides=["env.family=gym", f"env.options={{spec: {spec}}}"])
+    with pytest.raises(ConfigError, match=r"env.options: GymFamily spec .*bad.yaml is not valid YAML \(line 3"):
+        check_parts(cfg)

@@ -284,3 +284,19 @@ def test_two_node_cluster_gives_single_node_results():
     expected = ev.evaluate(_requests(ev, spec, _params(TERRAIN, 4)))
     assert out["returns"] == [r.returns.tolist() for r in expected]
     assert out["lengths"] == [r.lengths.tolist() for r in expected]
+
+
+@pytest.mark.slow
+def test_local_run_ignores_ray_address_and_starts_its_own_pool(tiny, tmp_path):
+    """RAY_ADDRESS pointing at a dead cluster: a run without --address starts its own local Ray."""
+    import yaml
+
+    from tests.conftest import ROOT
+
+    config = tmp_path / "cfg.yaml"
+    config.write_text(yaml.safe_dump(tiny(iterations=1, evaluation={"backend": "ray"}, ray={"workers": 1})))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "127.0.0.1:1"}
+    out = subprocess.run([sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(tmp_path / "r"), "--quiet"],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert load_run(tmp_path / "r").iterations["iteration"].tolist() == [0]

@@ -60,3 +60,14 @@ def test_hostile_env_id_is_escaped_and_writes_nothing_outside_the_report(tiny, t
     with pytest.raises(ConfigError, match="symbolic link"):
         write_report(other)
     assert not any(elsewhere.iterdir())
+
+
+def test_load_run_reads_a_live_run_with_a_torn_last_line(tiny, tmp_path):
+    run_dir = tmp_path / "run"
+    poet.run(tiny(iterations=2), out=run_dir, progress=False)
+    table = run_dir / "records" / "iterations.jsonl"
+    rows = len(table.read_text().splitlines())
+    with open(table, "a") as f:
+        f.write('{"iteration": 2, "pair_id": "p0", "sco')  # a row the live run is still writing
+    assert len(load_run(run_dir).iterations) == rows
+    assert write_report(run_dir).exists()

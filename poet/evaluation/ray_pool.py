@@ -233,12 +233,18 @@ class StepCostModel:
 
 
 def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: bool = False) -> bool:
-    """Start or join Ray quietly; returns True if this call started it."""
+    """Start or join Ray quietly; returns True if this call started it.
+
+    No address: a new local instance bound to loopback, whatever RAY_ADDRESS or a running
+    `ray start` say (joining someone's cluster must be asked for: `--address auto` or an
+    address).
+    """
     import ray
 
     if ray.is_initialized():
         return False
-    ray.init(address=address, num_cpus=None if address else num_cpus, include_dashboard=False,
+    local = {"address": "local", "num_cpus": num_cpus, "_node_ip_address": "127.0.0.1"}
+    ray.init(**(local if address is None else {"address": address}), include_dashboard=False,
              logging_level=logging.ERROR, log_to_driver=log_to_driver, configure_logging=True)
     return True
 
