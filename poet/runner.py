@@ -154,11 +154,15 @@ def build_context(parts: RunParts, run_dir: Path, log: Callable[[str], None]) ->
     noise = NoiseTable(seeds.sequence("es.noise_table"), size) if size else None
     errors = ErrorPolicy(cfg.evaluation.on_error, cfg.evaluation.failure_score)
     evaluator = make_evaluator(parts, noise)
-    tctx = TrainerContext(spec=parts.spec, max_steps=cfg.evaluation.max_steps, errors=errors, noise=noise)
-    trainer = parts.trainer_cls(parts.trainer_options, tctx)
-    scorer = Scorer(evaluator, seeds, cfg.evaluation.eval_episodes, cfg.evaluation.max_steps, errors, ScoreCache())
-    return RunContext(cfg=cfg, family=parts.family, spec=parts.spec, trainer=trainer, evaluator=evaluator,
-                      seeds=seeds, scorer=scorer, population=Population(), records=RecordWriter(run_dir), log=log)
+    try:  # from here on, a failure must not leave the pool (and a Ray it started) running
+        tctx = TrainerContext(spec=parts.spec, max_steps=cfg.evaluation.max_steps, errors=errors, noise=noise)
+        trainer = parts.trainer_cls(parts.trainer_options, tctx)
+        scorer = Scorer(evaluator, seeds, cfg.evaluation.eval_episodes, cfg.evaluation.max_steps, errors, ScoreCache())
+        return RunContext(cfg=cfg, family=parts.family, spec=parts.spec, trainer=trainer, evaluator=evaluator,
+                          seeds=seeds, scorer=scorer, population=Population(), records=RecordWriter(run_dir), log=log)
+    except BaseException:
+        evaluator.close()
+        raise
 
 
 class Progress:

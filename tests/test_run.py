@@ -155,3 +155,37 @@ def test_run_records_its_throughput_per_phase(tiny, tmp_path):
     from poet.report import summary
 
     assert "train: wall time, env steps, steps/s" in summary(run)
+
+
+BOOM = '''
+class Boom:
+    name = "boom"
+    def __init__(self, options, context):
+        raise RuntimeError("trainer constructor failed")
+    def init_state(self, theta): ...
+    def reset_state(self, state, theta): ...
+    def step(self, tasks, evaluator): ...
+'''
+
+
+@pytest.mark.slow
+def test_ray_is_released_when_the_trainer_constructor_fails(tiny, tmp_path):
+    """A run that fails after its pool started leaves no Ray behind in the calling process."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    (tmp_path / "boom_trainer.py").write_text(BOOM)
+    cfg = tiny(iterations=1, evaluation={"backend": "ray"}, ray={"workers": 1}, trainer={"name": "boom_trainer:Boom"})
+    code = ("import sys, ray, poet\n"
+            f"cfg = {cfg!r}\n"
+            "try:\n    poet.run(cfg, out=sys.argv[1], progress=False)\n"
+            "except RuntimeError as exc:\n    print('raised:', exc)\n"
+            "print('ray up:', ray.is_initialized())\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r")], capture_output=True, text=True,
+                         cwd=tmp_path, env=env, timeout=300)
+    assert "raised: trainer constructor failed" in out.stdout, out.stderr[-2000:]
+    assert "ray up: False" in out.stdout

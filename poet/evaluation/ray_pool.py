@@ -267,6 +267,19 @@ class RayEvaluator:
 
         self._ray = ray
         self._owns_ray = ensure_ray(address, workers, log_to_driver)
+        self.workers: list[_Worker] = []
+        try:
+            self._start(family, spec, noise, workers, batch_rows, chunks_per_worker, inflight_per_worker,
+                        max_chunk_retries)
+        except BaseException:
+            self.close()  # the workers started so far, and a Ray this pool started
+            raise
+
+    def _start(self, family, spec, noise, workers, batch_rows, chunks_per_worker, inflight_per_worker,
+               max_chunk_retries) -> None:
+        ray = self._ray
+        self._noise_ref = None
+        self.policies = PolicyStore(spec, ray.put)
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.num_workers = int(workers) if workers else cpus
         if self.num_workers < 1:
@@ -281,8 +294,8 @@ class RayEvaluator:
         self._num_cpus = min(1.0, cpus / self.num_workers)
         self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0)(RolloutWorker)
         self._noise_ref = ray.put(noise.noise) if noise is not None else None
-        self.policies = PolicyStore(spec, ray.put)
-        self.workers = [_Worker(self._spawn()) for _ in range(self.num_workers)]
+        for _ in range(self.num_workers):
+            self.workers.append(_Worker(self._spawn()))
         self.restarts = 0
         self.env_steps = 0
         ray.get([w.actor.pid.remote() for w in self.workers])  # fail early if workers cannot start
