@@ -300,3 +300,31 @@ def test_local_run_ignores_ray_address_and_starts_its_own_pool(tiny, tmp_path):
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert load_run(tmp_path / "r").iterations["iteration"].tolist() == [0]
+
+
+class KillerFamily(FlakyFamily):
+    """Terrain whose env ends its worker process (os._exit) when roughness is 0.9."""
+
+    def make_batch(self, params, seeds, max_steps):
+        if any(p["roughness"] == 0.9 for p in params):
+            os._exit(3)
+        return self.inner.make_batch(params, seeds, max_steps)
+
+
+def test_a_request_that_kills_its_worker_fails_alone(ray_local):
+    family = KillerFamily()
+    spec, noise = _setup(family.inner)
+    good = [family.initial().replace(roughness=r) for r in (0.0, 0.1, 0.2)]
+    killer = family.initial().replace(roughness=0.9)
+    ev = RayEvaluator(family, spec, noise, workers=2, chunks_per_worker=1, max_chunk_retries=1)
+    try:
+        ref = ev.put(init_flat(spec, np.random.default_rng(0)))
+        reqs = [EvalRequest(ref, e, 1, i, 50, tag=f"r{i}") for i, e in enumerate([good[0], good[1], killer, good[2]])]
+        results = ev.evaluate(reqs)
+        alone = ev.evaluate([reqs[i] for i in (0, 1, 3)])
+        assert len(ev.worker_pids()) == 2  # the pool is whole again
+    finally:
+        ev.close()
+    assert [r.ok for r in results] == [True, True, False, True]
+    assert results[2].error.tag == "r2" and "worker died 2 times" in results[2].error.message
+    _same([results[i] for i in (0, 1, 3)], alone)

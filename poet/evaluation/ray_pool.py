@@ -232,6 +232,13 @@ class StepCostModel:
         return max(1, min(n_requests, max(workers, best)))
 
 
+def _reason(exc: BaseException) -> str:
+    """The exception's type and the first line of what Ray says about it (e.g. the exit code)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    detail = next((line for line in lines if "exit" in line.lower() or "killed" in line.lower()), lines[0] if lines else "")
+    return f"{type(exc).__name__}: {detail[:300]}" if detail else type(exc).__name__
+
+
 def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: bool = False) -> bool:
     """Start or join Ray quietly; returns True if this call started it.
 
@@ -362,8 +369,14 @@ class RayEvaluator:
                     out = ray.get(ref)
                 except lost as exc:
                     self._replace(wi, generation)
-                    if attempt + 1 > self.max_chunk_retries:
-                        give_up(unit, f"worker died {attempt + 1} times running this work ({type(exc).__name__})")
+                    if len(unit) > 1:
+                        # One of its requests may be what kills workers: re-run the halves apart,
+                        # so in the end only that request fails and the rest are evaluated.
+                        half = len(unit) // 2
+                        queue.appendleft((unit[half:], attempt))
+                        queue.appendleft((unit[:half], attempt))
+                    elif attempt + 1 > self.max_chunk_retries:
+                        give_up(unit, f"the worker died {attempt + 1} times running it ({_reason(exc)})")
                     else:
                         queue.appendleft((unit, attempt + 1))
                     continue
