@@ -78,13 +78,21 @@ def _profile(args: argparse.Namespace) -> int:
     return 0
 
 
+# Flags that say where a run goes (`run` and `resume` take them), and the config field each sets.
+POOL_FLAGS = (("backend", "evaluation.backend"), ("address", "ray.address"), ("workers", "ray.workers"))
+
+
+def _flag_overrides(args: argparse.Namespace, flags: tuple[tuple[str, str], ...]) -> list[str]:
+    """`key=value` overrides for the given command-line flags that were set."""
+    return [f"{key}={getattr(args, flag)}" for flag, key in flags if getattr(args, flag) is not None]
+
+
 def _resume(args: argparse.Namespace) -> int:
     from poet.runner import resume
 
     if args.iterations is not None and args.iterations < 0:
         raise ConfigError(f"--iterations: must be >= 0, got {args.iterations}")
-    overrides = [f"{key}={value}" for key, value in (("evaluation.backend", args.backend), ("ray.address", args.address),
-                                                      ("ray.workers", args.workers)) if value is not None]
+    overrides = _flag_overrides(args, POOL_FLAGS)
     resume(args.run_dir, iterations=args.iterations, progress=False if args.quiet else None, overrides=overrides)
     return 0
 
@@ -97,12 +105,7 @@ def _run(args: argparse.Namespace) -> int:
         if not QUICKSTART.exists():
             raise ConfigError(f"no CONFIG given and {QUICKSTART} not found; run from the project root or name a config")
         config = str(QUICKSTART)
-    overrides = list(args.overrides)
-    for flag, key in (("iterations", "iterations"), ("seed", "seed"), ("backend", "evaluation.backend"), ("address", "ray.address"),
-                      ("workers", "ray.workers")):
-        value = getattr(args, flag)
-        if value is not None:
-            overrides.append(f"{key}={value}")
+    overrides = [*args.overrides, *_flag_overrides(args, (("iterations", "iterations"), ("seed", "seed"), *POOL_FLAGS))]
     run(config, out=args.out, overrides=overrides, progress=False if args.quiet else None)
     return 0
 

@@ -45,7 +45,7 @@ class RecordWriter:
         self.dir = Path(run_dir) / "records"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._files: dict[str, IO[str]] = {}
-        self._rows = {t: _count_lines(self.dir / f"{t}.jsonl") for t in TABLES}
+        self._rows = {t: _count_rows(self.dir / f"{t}.jsonl") for t in TABLES}
 
     def write(self, table: str, row: dict[str, Any]) -> None:
         """Append a row to a table."""
@@ -91,15 +91,7 @@ def fsync_dir(path: str | Path) -> None:
 
 def complete_rows(run_dir: str | Path) -> dict[str, int]:
     """Complete rows (newline-terminated, non-blank lines) on disk per table."""
-    out = {}
-    for table in TABLES:
-        path = Path(run_dir) / "records" / f"{table}.jsonl"
-        if not path.exists():
-            out[table] = 0
-            continue
-        with open(path, encoding="utf-8") as f:
-            out[table] = sum(1 for line in f if line.endswith("\n") and line.strip())
-    return out
+    return {table: _count_rows(Path(run_dir) / "records" / f"{table}.jsonl") for table in TABLES}
 
 
 def read_rows(run_dir: str | Path, table: str) -> list[dict[str, Any]]:
@@ -112,14 +104,19 @@ def read_rows(run_dir: str | Path, table: str) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.endswith("\n") and line.strip()]
+        return [json.loads(line) for line in f if _is_row(line)]
 
 
-def _count_lines(path: Path) -> int:
+def _is_row(line: str) -> bool:
+    # a row is a whole line: a last line without its newline is still being written (or torn)
+    return line.endswith("\n") and bool(line.strip())
+
+
+def _count_rows(path: Path) -> int:
     if not path.exists():
         return 0
     with open(path, encoding="utf-8") as f:
-        return sum(1 for line in f if line.strip())
+        return sum(1 for line in f if _is_row(line))
 
 
 def truncate_tables(run_dir: str | Path, rows: dict[str, int]) -> None:
@@ -130,7 +127,7 @@ def truncate_tables(run_dir: str | Path, rows: dict[str, int]) -> None:
         if not path.exists():
             continue
         with open(path, encoding="utf-8") as f:
-            kept = [line for line in f if line.strip()][: rows.get(table, 0)]
+            kept = [line for line in f if _is_row(line)][: rows.get(table, 0)]
         tmp = path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(line if line.endswith("\n") else line + "\n" for line in kept), encoding="utf-8")
+        tmp.write_text("".join(kept), encoding="utf-8")  # rows end with their newline
         tmp.replace(path)

@@ -275,37 +275,31 @@ class RayEvaluator:
         self._ray = ray
         self._owns_ray = ensure_ray(address, workers, log_to_driver)
         self.workers: list[_Worker] = []
-        try:
-            self._start(family, spec, noise, workers, batch_rows, chunks_per_worker, inflight_per_worker,
-                        max_chunk_retries)
-        except BaseException:
-            self.close()  # the workers started so far, and a Ray this pool started
-            raise
-
-    def _start(self, family, spec, noise, workers, batch_rows, chunks_per_worker, inflight_per_worker,
-               max_chunk_retries) -> None:
-        ray = self._ray
         self._noise_ref = None
         self.policies = PolicyStore(spec, ray.put)
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        self.num_workers = int(workers) if workers else cpus
-        if self.num_workers < 1:
-            raise ValueError(f"evaluation.workers must be >= 1, got {self.num_workers}")
-        self.family, self.spec, self.batch_rows = family, spec, int(batch_rows)
-        # None: chunk counts from the measured step costs
-        self.chunks_per_worker = None if chunks_per_worker is None else int(chunks_per_worker)
-        self.cost_model = StepCostModel()
-        self.inflight_per_worker = int(inflight_per_worker)
-        self.max_chunk_retries = int(max_chunk_retries)
-        # Fractional CPUs let a pool larger than the CPU count still schedule (tests, oversubscription).
-        self._num_cpus = min(1.0, cpus / self.num_workers)
-        self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0)(RolloutWorker)
-        self._noise_ref = ray.put(noise.noise) if noise is not None else None
-        for _ in range(self.num_workers):
-            self.workers.append(_Worker(self._spawn()))
-        self.restarts = 0
-        self.env_steps = 0
-        ray.get([w.actor.pid.remote() for w in self.workers])  # fail early if workers cannot start
+        try:  # a failure from here on closes the workers started so far and a Ray this pool started
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            self.num_workers = int(workers) if workers else cpus
+            if self.num_workers < 1:
+                raise ValueError(f"evaluation.workers must be >= 1, got {self.num_workers}")
+            self.family, self.spec, self.batch_rows = family, spec, int(batch_rows)
+            # None: chunk counts from the measured step costs
+            self.chunks_per_worker = None if chunks_per_worker is None else int(chunks_per_worker)
+            self.cost_model = StepCostModel()
+            self.inflight_per_worker = int(inflight_per_worker)
+            self.max_chunk_retries = int(max_chunk_retries)
+            # Fractional CPUs let a pool larger than the CPU count still schedule (tests, oversubscription).
+            self._num_cpus = min(1.0, cpus / self.num_workers)
+            self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0)(RolloutWorker)
+            self._noise_ref = ray.put(noise.noise) if noise is not None else None
+            for _ in range(self.num_workers):
+                self.workers.append(_Worker(self._spawn()))
+            self.restarts = 0
+            self.env_steps = 0
+            ray.get([w.actor.pid.remote() for w in self.workers])  # fail early if workers cannot start
+        except BaseException:
+            self.close()
+            raise
 
     def _spawn(self):
         return self._actor_cls.remote(self.family, self.spec.to_dict(), self._noise_ref, self.batch_rows)

@@ -157,7 +157,6 @@ def _run_batch(family, spec, requests, idx, lookup, noise, results) -> None:
         row += n
         if bad[sl].any():
             results[i] = error_result(r, "the env returned a non-finite reward or observation")
-        elif n == r.episodes:
-            results[i] = EvalResult(returns=returns[sl].copy(), lengths=lengths[sl].copy())
-        else:  # a pinned course's one episode stands for all of the request's episodes
-            results[i] = EvalResult(returns=np.repeat(returns[sl], r.episodes), lengths=np.repeat(lengths[sl], r.episodes))
+        else:  # (copies; on a pinned course its one episode stands for all of the request's episodes)
+            reps = r.episodes // n
+            results[i] = EvalResult(returns=np.repeat(returns[sl], reps), lengths=np.repeat(lengths[sl], reps))
