@@ -108,20 +108,19 @@ class Snapshot:
 
 # ---------------------------------------------------------------- write
 
-def save(ctx: RunContext, iteration: int, run_dir: Path, config_text: str, keep: int) -> Path:
-    """Write a checkpoint of the state before `iteration`; keep the newest `keep` ones.
+@dataclass
+class Captured:
+    """A run's state at an iteration boundary, copied out of the live objects: the run can go
+    on (and be abandoned half-way through an iteration) and this still writes the boundary."""
 
-    Durable in order: the records it counts are fsynced first, then its own files and
-    folder, then the rename into place and the folder that holds it.
-    """
-    ctx.records.sync()
-    root = Path(run_dir) / "checkpoints"
-    root.mkdir(exist_ok=True)
-    final = root / f"{PREFIX}{iteration:09d}"
-    tmp = root / f".tmp-{os.getpid()}-{PREFIX}{iteration:09d}"  # per process: never another writer's
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    iteration: int
+    state: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+    table_rows: dict[str, int]
+
+
+def capture(ctx: RunContext, iteration: int) -> Captured:
+    """Copy what a checkpoint of the state before `iteration` holds (cheap: no disk)."""
     arrays: dict[str, np.ndarray] = {}
     pop = ctx.population
     state = {
@@ -133,16 +132,42 @@ def save(ctx: RunContext, iteration: int, run_dir: Path, config_text: str, keep:
         },
         "solved": dict(ctx.solved),
         "annecs_reference": ctx.annecs_reference,
-        "score_cache": [[a, e, s] for (a, e), s in sorted(ctx.scorer.cache.scores.items())],
+        "score_cache": dict(ctx.scorer.cache.scores),
     }
+    # copies: a trainer may update its arrays in place during the next iteration
+    return Captured(iteration, state, {k: np.array(v) for k, v in arrays.items()}, ctx.records.row_counts())
+
+
+def save(ctx: RunContext, iteration: int, run_dir: Path, config_text: str, keep: int) -> Path:
+    """Write a checkpoint of the state before `iteration`; keep the newest `keep` ones."""
+    return write(ctx, capture(ctx, iteration), run_dir, config_text, keep)
+
+
+def write(ctx: RunContext, captured: Captured, run_dir: Path, config_text: str, keep: int) -> Path:
+    """Write a captured state as a checkpoint; keep the newest `keep` ones.
+
+    Durable in order: the records it counts are fsynced first, then its own files and
+    folder, then the rename into place and the folder that holds it.
+    """
+    ctx.records.sync()
+    root = Path(run_dir) / "checkpoints"
+    root.mkdir(exist_ok=True)
+    iteration = captured.iteration
+    final = root / f"{PREFIX}{iteration:09d}"
+    tmp = root / f".tmp-{os.getpid()}-{PREFIX}{iteration:09d}"  # per process: never another writer's
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    state = dict(captured.state)
+    state["score_cache"] = [[a, e, s] for (a, e), s in sorted(state["score_cache"].items())]
     (tmp / "state.json").write_text(json.dumps(state, sort_keys=True))
-    np.savez(tmp / "arrays.npz", **arrays)
+    np.savez(tmp / "arrays.npz", **captured.arrays)
     manifest = {
         "format_version": FORMAT_VERSION,
         "iteration": iteration,
         "config_hash": config_hash(config_text),
         "versions": _versions(),
-        "table_rows": ctx.records.row_counts(),
+        "table_rows": captured.table_rows,
         "sha256": {name: _sha(tmp / name) for name in ("state.json", "arrays.npz")},
     }
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))

@@ -68,7 +68,13 @@ class RayConfig:
     # pool picks the count from the step costs it measures
     chunks_per_worker: int | None = None
     inflight_per_worker: int = 2  # chunks queued on a worker so it never waits for the driver
-    max_chunk_retries: int = 3  # a chunk whose worker dies is re-run this many times
+    max_chunk_retries: int = 3  # a chunk whose worker dies (or that overruns its deadline) is re-run this many times
+    # A chunk or job that runs longer than its deadline has its worker killed and is retried.
+    # Unset, the deadline is deadline_factor x its predicted time (from the measured step
+    # costs, at its step caps), never under deadline_floor_s.
+    deadline_s: float | None = None
+    deadline_floor_s: float = 60.0
+    deadline_factor: float = 10.0
     log_to_driver: bool = False  # show the workers' stdout/stderr and Ray's logs
 
 
@@ -265,6 +271,9 @@ def validate(cfg: RunConfig) -> RunConfig:
            f"ray.chunks_per_worker: must be >= 1 (or unset: from measured step costs), got {rc.chunks_per_worker}")
     _check(rc.inflight_per_worker >= 1, f"ray.inflight_per_worker: must be >= 1, got {rc.inflight_per_worker}")
     _check(rc.max_chunk_retries >= 0, f"ray.max_chunk_retries: must be >= 0, got {rc.max_chunk_retries}")
+    _check(rc.deadline_s is None or rc.deadline_s > 0, f"ray.deadline_s: must be > 0 (or unset), got {rc.deadline_s}")
+    _check(rc.deadline_floor_s > 0, f"ray.deadline_floor_s: must be > 0, got {rc.deadline_floor_s}")
+    _check(rc.deadline_factor >= 1, f"ray.deadline_factor: must be >= 1, got {rc.deadline_factor}")
     rp = cfg.reproduction
     _check(rp.every >= 1, f"reproduction.every: must be >= 1, got {rp.every}")
     _check(rp.max_children >= 1, f"reproduction.max_children: must be >= 1, got {rp.max_children}")

@@ -15,3 +15,8 @@ class RunInterrupted(RuntimeError):
         self.iteration, self.run_dir = iteration, run_dir
         super().__init__(f"interrupted before iteration {iteration}; checkpoint saved; "
                          f"continue with: poet resume {run_dir}")
+
+
+class WaveInterrupted(RuntimeError):
+    """A stop was requested (SIGINT/SIGTERM) while an evaluator was working: the work in
+    progress is abandoned and the run goes back to its last completed iteration."""

@@ -21,7 +21,7 @@ from envs import EnvFamily
 from poet import __version__, checkpoint
 from poet.config import ConfigError, RunConfig, build_dataclass, load_config, save_config
 from poet.context import RunContext
-from poet.errors import RunInterrupted
+from poet.errors import RunInterrupted, WaveInterrupted
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
 from poet.orchestrator import Orchestrator
 from poet.policies import PolicySpec, spec_for_spaces
@@ -134,14 +134,15 @@ def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
     cfg = parts.cfg
     if cfg.evaluation.backend == "inprocess":
         return InProcessEvaluator(parts.family, parts.spec, noise, batch_rows=cfg.evaluation.batch_rows)
-    from poet.evaluation.ray_pool import RayEvaluator
+    from poet.evaluation.ray_pool import Deadlines, RayEvaluator
 
     rc = cfg.ray
     try:
         return RayEvaluator(parts.family, parts.spec, noise, workers=rc.workers, address=rc.address,
                             batch_rows=cfg.evaluation.batch_rows, chunks_per_worker=rc.chunks_per_worker,
                             inflight_per_worker=rc.inflight_per_worker, max_chunk_retries=rc.max_chunk_retries,
-                            log_to_driver=rc.log_to_driver)
+                            log_to_driver=rc.log_to_driver,
+                            deadlines=Deadlines(rc.deadline_s, rc.deadline_floor_s, rc.deadline_factor))
     except ConnectionError as exc:
         raise ConfigError(f"ray.address: cannot connect to Ray at {rc.address!r} ({exc})") from None
 
@@ -213,7 +214,9 @@ class RunResult:
 
 
 class StopRequest:
-    """SIGINT/SIGTERM ask the run to stop after the current iteration (a second SIGINT aborts at once)."""
+    """SIGINT/SIGTERM ask the run to stop: the evaluators abandon the wave in progress within a
+    fraction of a second and the run checkpoints its last completed iteration (a second
+    SIGINT aborts at once)."""
 
     def __init__(self, log: Callable[[str], None]):
         self.requested, self.log, self._old = False, log, {}
@@ -228,8 +231,8 @@ class StopRequest:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
-        self.log(f"{signal.Signals(signum).name}: finishing this iteration, then checkpointing "
-                 "(Ctrl-C again aborts without a checkpoint)")
+        self.log(f"{signal.Signals(signum).name}: stopping; the iteration in progress is dropped and the last "
+                 "completed one checkpointed (Ctrl-C again aborts without a checkpoint)")
 
     def __exit__(self, *exc) -> None:
         for sig, old in self._old.items():
@@ -344,35 +347,50 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
     ctx = build_context(parts, run_dir, bar.log)
     identity = identity_text(cfg, parts.family)
     last_saved = {"iteration": start if snapshot is not None else -1}
+    # The state at the last iteration boundary, copied: what checkpoints write, and what a
+    # stop in the middle of an iteration goes back to (that iteration is dropped).
+    boundary: list[checkpoint.Captured] = []
 
-    def save(orch: Orchestrator) -> None:
-        if last_saved["iteration"] != orch.iteration:
-            checkpoint.save(ctx, orch.iteration, run_dir, identity, cfg.checkpoint.keep)
-            last_saved["iteration"] = orch.iteration
+    def save() -> None:
+        if last_saved["iteration"] != boundary[0].iteration:
+            checkpoint.write(ctx, boundary[0], run_dir, identity, cfg.checkpoint.keep)
+            last_saved["iteration"] = boundary[0].iteration
 
     t0 = time.perf_counter()
     with StopRequest(bar.log) as stop:
         def after_iteration(orch: Orchestrator) -> None:
             bar.update(orch)
+            boundary[:] = [checkpoint.capture(ctx, orch.iteration)]
             every = cfg.checkpoint.every
             if (every and orch.iteration % every == 0) or stop.requested:
-                save(orch)
+                save()
             if stop.requested and orch.iteration < cfg.iterations:
                 raise RunInterrupted(orch.iteration, run_dir)
 
         orch = Orchestrator(ctx, on_iteration=after_iteration)
+        dropped = False
         try:
             workers = getattr(ctx.evaluator, "num_workers", None)
             if workers is not None:
                 bar.log(f"ray pool ready: {workers} workers")
             if snapshot is not None:
                 _restore(ctx, orch, snapshot)
-            orch.run(cfg.iterations)
-            save(orch)
+            elif not ctx.population.active:
+                orch.start()
+            boundary[:] = [checkpoint.capture(ctx, orch.iteration)]
+            ctx.evaluator.should_stop = lambda: stop.requested
+            try:
+                orch.run(cfg.iterations)
+            except WaveInterrupted:
+                dropped = True
+            save()
         finally:
             bar.close()
             ctx.records.close()
             ctx.evaluator.close()
+        if dropped:  # the tables end where the checkpoint does, as after a clean stop
+            truncate_tables(run_dir, boundary[0].table_rows)
+            raise RunInterrupted(boundary[0].iteration, run_dir)
     result = RunResult(run_dir, orch.iteration, len(ctx.population.active), len(ctx.population.archive),
                        orch.annecs(), time.perf_counter() - t0, ctx.annecs_reference)
     if show:

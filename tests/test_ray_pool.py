@@ -18,10 +18,11 @@ import ray.cloudpickle
 import envs
 import poet
 from envs import EnvParams
+from poet import checkpoint
 from poet.analysis import load_run
 from poet.evaluation import EvalRequest, InProcessEvaluator, NoiseTable, Perturbation
 from poet.errors import EvaluationFailed
-from poet.evaluation.ray_pool import RayEvaluator, plan_chunks
+from poet.evaluation.ray_pool import Deadlines, RayEvaluator, StepCostModel, plan_chunks
 from poet.policies import init_flat, spec_for_spaces
 from poet.seeding import Seeds
 from tests.conftest import ROOT
@@ -81,8 +82,6 @@ def test_plan_chunks_balances_cost_longest_first_and_never_splits():
 
 
 def test_chunk_count_follows_the_measured_step_costs():
-    from poet.evaluation.ray_pool import StepCostModel
-
     def fitted(a, b):
         m = StepCostModel()
         for L, T in [(400, 400 * 100), (200, 200 * 256), (350, 350 * 30), (120, 120 * 200)]:
@@ -328,3 +327,125 @@ def test_a_request_that_kills_its_worker_fails_alone(ray_local):
     assert [r.ok for r in results] == [True, True, False, True]
     assert results[2].error.tag == "r2" and "worker died 2 times" in results[2].error.message
     _same([results[i] for i in (0, 1, 3)], alone)
+
+
+class HangingFamily(FlakyFamily):
+    """Terrain whose env step never returns when roughness is 0.8 (a simulator stuck in a loop)."""
+
+    def make_batch(self, params, seeds, max_steps):
+        batch = self.inner.make_batch(params, seeds, max_steps)
+        if any(p["roughness"] == 0.8 for p in params):
+            batch.step = lambda actions: time.sleep(3600)
+        return batch
+
+
+def test_deadline_kills_a_chunk_that_never_returns_and_only_its_request_fails(ray_local):
+    family = HangingFamily()
+    spec, noise = _setup(family.inner)
+    good = [family.initial().replace(roughness=r) for r in (0.0, 0.1, 0.2)]
+    stuck = family.initial().replace(roughness=0.8)
+    ev = RayEvaluator(family, spec, noise, workers=2, chunks_per_worker=1, max_chunk_retries=1,
+                      deadlines=Deadlines(seconds=2.0))
+    try:
+        ref = ev.put(init_flat(spec, np.random.default_rng(0)))
+        reqs = [EvalRequest(ref, e, 1, i, 50, tag=f"r{i}") for i, e in enumerate([good[0], stuck, good[1], good[2]])]
+        t0 = time.monotonic()
+        results = ev.evaluate(reqs)
+        seconds = time.monotonic() - t0
+        alone = ev.evaluate([reqs[i] for i in (0, 2, 3)])
+        assert len(ev.worker_pids()) == 2  # the pool is whole again
+    finally:
+        ev.close()
+    assert [r.ok for r in results] == [True, False, True, True]
+    err = results[1].error
+    assert err.tag == "r1" and "deadline of 2 s 2 times" in err.message
+    assert EnvParams.from_json(err.env_json) == stuck
+    # a pair chunk timed out, then the request alone twice: three deadlines of 2 s and the restarts
+    assert seconds < 3 * 2.0 + 20, seconds
+    _same([results[i] for i in (0, 2, 3)], alone)
+
+
+def test_default_deadline_follows_the_measured_step_cost_with_a_floor():
+    d = Deadlines(floor=30.0, factor=10.0)
+    assert d.budget(None, 1000) == 30.0  # unmeasured, small: the floor
+    assert d.budget(None, 100_000) == pytest.approx(100_000 * Deadlines.PRIOR_STEP_SECONDS * 10)
+    assert d.budget(12.0, 1) == 120.0  # measured: factor x prediction
+    assert Deadlines(seconds=5.0).budget(1e6, 1e9) == 5.0  # fixed by config
+    d.observe_job(4.0, 1000)
+    d.observe_job(1.0, 1000)  # the slowest rate seen stays
+    assert d.job_budget(5000) == pytest.approx(10 * 5000 * 4.0 / 1000)
+    model = StepCostModel()
+    for lengths, rows in ((100, 10), (200, 40), (50, 80), (400, 5)):
+        model.observe(lengths, lengths * rows, 1e-3 * lengths + 1e-5 * lengths * rows)
+    assert model.predict(300, 300 * 20) == pytest.approx(1e-3 * 300 + 1e-5 * 300 * 20)
+
+
+def test_run_with_an_env_that_never_returns_stops_or_goes_on_as_on_error_says(ray_local, tiny, tmp_path, monkeypatch):
+    # The first env of the run never finishes a step: every ES rollout on it overruns.
+    monkeypatch.setitem(envs.FAMILIES, "hanging", lambda **o: HangingFamily(start_roughness=0.8))
+    cfg = tiny(env={"family": "hanging", "options": {}}, evaluation={"backend": "ray"}, iterations=1,
+               trainer={"name": "es", "options": {"population": 2, "noise_table_size": 200_000}},
+               ray={"workers": 2, "deadline_s": 1.5, "max_chunk_retries": 0})
+    with pytest.raises(EvaluationFailed, match=r"p0 .*deadline of 1.5 s once.*on_error"):
+        poet.run(cfg, out=tmp_path / "stop", progress=False)
+    cfg["evaluation"] = {**cfg["evaluation"], "on_error": "score_as_failure", "failure_score": -123.0}
+    poet.run(cfg, out=tmp_path / "go", progress=False)
+    assert load_run(tmp_path / "go").iterations["score"].tolist() == [-123.0]
+
+
+class SlowWhileFlaggedFamily(FlakyFamily):
+    """Terrain whose env steps take half a second each while a flag file exists (numbers unchanged)."""
+
+    def __init__(self, flag: str):
+        super().__init__()
+        self.flag = flag
+
+    def make_batch(self, params, seeds, max_steps):
+        batch = self.inner.make_batch(params, seeds, max_steps)
+        step, flag = batch.step, self.flag
+
+        def slow_step(actions):
+            if os.path.exists(flag):
+                time.sleep(0.5)
+            return step(actions)
+
+        batch.step = slow_step
+        return batch
+
+
+def test_sigterm_during_a_long_wave_exits_within_seconds_and_resume_equals_straight(ray_local, tiny, tmp_path,
+                                                                                     monkeypatch):
+    from poet.errors import RunInterrupted
+    from tests.test_checkpoint import _assert_same_run
+
+    flag = tmp_path / "slow"
+    monkeypatch.setitem(envs.FAMILIES, "slowable", lambda **o: SlowWhileFlaggedFamily(str(flag)))
+    cfg = tiny(env={"family": "slowable", "options": {}}, evaluation={"backend": "ray"}, iterations=6,
+               ray={"workers": 2}, checkpoint={"every": 0})
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    poet.run(cfg, out=straight, progress=False)
+
+    signalled: list[float] = []
+
+    def slow_down_then_terminate():
+        # once iteration 2 is recorded, the waves of iteration 3 crawl (75 s a chunk); stop one
+        while not (stopped / "records" / "iterations.jsonl").exists() or \
+                load_run(stopped).iterations["iteration"].max() < 2:
+            time.sleep(0.02)
+        flag.touch()
+        time.sleep(1.0)
+        signalled.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=slow_down_then_terminate, daemon=True).start()
+    with pytest.raises(RunInterrupted) as stop:
+        poet.run(cfg, out=stopped, progress=False)
+    seconds = time.monotonic() - signalled[0]
+    assert seconds < 10, seconds
+    flag.unlink()
+    done = load_run(stopped).iterations["iteration"]
+    saved = checkpoint.load(checkpoint.checkpoints(stopped)[-1])
+    # the iteration in progress is dropped: the checkpoint and the tables end at the last completed one
+    assert stop.value.iteration == saved.iteration == done.max() + 1 >= 3
+    poet.resume(stopped, progress=False)
+    _assert_same_run(straight, stopped)

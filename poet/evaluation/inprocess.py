@@ -1,11 +1,12 @@
 """The in-process Evaluator: rollouts and jobs in the calling process (tests, debugging, small runs)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from envs import EnvFamily
+from poet.errors import WaveInterrupted
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
@@ -21,6 +22,7 @@ class InProcessEvaluator:
         self.family, self.spec, self.noise, self.batch_rows = family, spec, noise, int(batch_rows)
         self.policies = PolicyStore(spec, frozen_copy)
         self.env_steps = 0
+        self.should_stop: Callable[[], bool] | None = None  # polled while rollouts step (stop requests)
 
     def put(self, weights: np.ndarray) -> PolicyRef:
         return self.policies.put(weights)
@@ -32,12 +34,17 @@ class InProcessEvaluator:
         return self.policies.get(ref.key)
 
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
-        results = run_requests(self.family, self.spec, requests, self._lookup, self.noise, self.batch_rows)
+        results = run_requests(self.family, self.spec, requests, self._lookup, self.noise, self.batch_rows,
+                               self.should_stop)
         self.env_steps += simulated_steps(requests, results)
         return results
 
     def run_jobs(self, jobs: Sequence[Job]) -> list[JobResult]:
-        results = [run_job(self, job) for job in jobs]
+        results = []
+        for job in jobs:
+            if self.should_stop is not None and self.should_stop():
+                raise WaveInterrupted("stop requested between jobs")
+            results.append(run_job(self, job))
         self.env_steps += job_steps(results)
         return results
 

@@ -14,6 +14,11 @@
   busy worker with a bounded number in flight per worker; a worker that dies has its
   chunks re-run on a replacement. Results are keyed by request position, so nothing is
   lost or counted twice, and no chunking changes a number.
+- Every chunk and job has a deadline once it starts running (`Deadlines`: by default a
+  generous multiple of its predicted time, never under a floor); one that runs past it
+  has its worker killed and replaced and is retried like one whose worker died, so an
+  env step that never returns cannot hang a run. A stop request (`should_stop`) is
+  looked at several times a second and abandons the wave (`WaveInterrupted`).
 """
 from __future__ import annotations
 
@@ -25,11 +30,12 @@ import resource
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from envs import EnvFamily, EnvParams
+from poet.errors import WaveInterrupted
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore
@@ -213,6 +219,11 @@ class StepCostModel:
             return None  # the chunks seen so far do not tell the two costs apart
         return a, b
 
+    def predict(self, iterations: float, row_steps: float) -> float | None:
+        """Seconds a chunk of that many lock-step iterations and env steps should take (None until measured)."""
+        ab = self.coefficients()
+        return None if ab is None else ab[0] * iterations + ab[1] * row_steps
+
     def chunks(self, workers: int, rows: int, n_requests: int, fallback_per_worker: int, steps: int = 0) -> int:
         """How many chunks a wave of `rows` rows of up to `steps` steps should be cut into.
 
@@ -230,6 +241,10 @@ class StepCostModel:
             # whole rounds: 3 chunks on 2 workers would leave one worker a second chunk alone
             best = workers * max(1, round(best / workers))
         return max(1, min(n_requests, max(workers, best)))
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
 
 
 def _reason(exc: BaseException) -> str:
@@ -257,10 +272,69 @@ def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: 
 
 
 @dataclass
+class Deadlines:
+    """How long a chunk or job may run once its worker starts it.
+
+    `seconds` fixes one deadline for everything. Unset, a unit gets `factor` times its
+    predicted time, never less than `floor`: a chunk's prediction is the step-cost model's
+    for its rows at their step caps (an upper bound: most episodes end sooner), a job's is
+    its cost (env steps) times the slowest seconds per step seen so far. Before anything
+    is measured, PRIOR_STEP_SECONDS per env step stands in.
+    """
+
+    seconds: float | None = None
+    floor: float = 60.0
+    factor: float = 10.0
+    PRIOR_STEP_SECONDS = 2e-3  # slower than any family here; only until the first unit is timed
+
+    def __post_init__(self) -> None:
+        self.job_step_seconds: float | None = None
+
+    def budget(self, predicted: float | None, work: float) -> float:
+        """The deadline of a unit predicted to take `predicted` seconds (None: unknown) for `work` env steps."""
+        if self.seconds is not None:
+            return float(self.seconds)
+        if predicted is None:
+            predicted = work * self.PRIOR_STEP_SECONDS
+        return max(self.floor, self.factor * predicted)
+
+    def observe_job(self, seconds: float, cost: float) -> None:
+        """A job of `cost` env steps finished in `seconds`."""
+        if cost > 0 and seconds > 0:
+            self.job_step_seconds = max(self.job_step_seconds or 0.0, seconds / cost)
+
+    def job_budget(self, cost: float) -> float:
+        """The deadline of a job of `cost` env steps."""
+        rate = self.job_step_seconds
+        return self.budget(None if rate is None else rate * cost, cost)
+
+
+@dataclass
 class _Worker:
     actor: Any
-    generation: int = 0
-    inflight: int = 0
+    queue: deque = None  # type: ignore[assignment]  # its submitted, unfinished units' refs, in order
+    started: float = 0.0  # when the unit at the head of `queue` began running
+
+    def __post_init__(self) -> None:
+        if self.queue is None:
+            self.queue = deque()
+
+    @property
+    def inflight(self) -> int:
+        return len(self.queue)
+
+
+@dataclass
+class _Unit:
+    worker: int
+    items: list[int]
+    attempt: int
+    budget: float  # seconds it may run once started
+
+
+# how often a waiting wave looks at stop requests and deadlines
+POLL_SECONDS = 0.25
+STARTUP_SECONDS = 300.0  # for a new worker to answer, before the pool gives up (no CPU for it on the cluster)
 
 
 class RayEvaluator:
@@ -269,7 +343,7 @@ class RayEvaluator:
     def __init__(self, family: EnvFamily, spec: PolicySpec, noise: NoiseTable | None = None, *,
                  workers: int | None = None, address: str | None = None, batch_rows: int = 4096,
                  chunks_per_worker: int | None = None, inflight_per_worker: int = 2, max_chunk_retries: int = 3,
-                 log_to_driver: bool = False):
+                 log_to_driver: bool = False, deadlines: Deadlines | None = None):
         import ray
 
         self._ray = ray
@@ -277,6 +351,7 @@ class RayEvaluator:
         self.workers: list[_Worker] = []
         self._noise_ref = None
         self.policies = PolicyStore(spec, ray.put)
+        self.should_stop: Callable[[], bool] | None = None  # polled while a wave waits (stop requests)
         try:  # a failure from here on closes the workers started so far and a Ray this pool started
             cpus = int(ray.cluster_resources().get("CPU", 1))
             self.num_workers = int(workers) if workers else cpus
@@ -286,6 +361,7 @@ class RayEvaluator:
             # None: chunk counts from the measured step costs
             self.chunks_per_worker = None if chunks_per_worker is None else int(chunks_per_worker)
             self.cost_model = StepCostModel()
+            self.deadlines = deadlines if deadlines is not None else Deadlines()
             self.inflight_per_worker = int(inflight_per_worker)
             self.max_chunk_retries = int(max_chunk_retries)
             # Fractional CPUs let a pool larger than the CPU count still schedule (tests, oversubscription).
@@ -296,13 +372,21 @@ class RayEvaluator:
                 self.workers.append(_Worker(self._spawn()))
             self.restarts = 0
             self.env_steps = 0
-            ray.get([w.actor.pid.remote() for w in self.workers])  # fail early if workers cannot start
+            self._get([w.actor.pid.remote() for w in self.workers], STARTUP_SECONDS, "start")  # fail early
         except BaseException:
             self.close()
             raise
 
     def _spawn(self):
         return self._actor_cls.remote(self.family, self.spec.to_dict(), self._noise_ref, self.batch_rows)
+
+    def _get(self, refs: list, timeout: float, what: str) -> list:
+        try:
+            return self._ray.get(refs, timeout=timeout)
+        except self._ray.exceptions.GetTimeoutError:
+            raise RuntimeError(f"the Ray pool's workers did not {what} within {timeout:.0f} s "
+                               f"({self.num_workers} workers asked for {self._num_cpus:g} CPU each; "
+                               f"the cluster has {self._ray.cluster_resources().get('CPU', 0):g})") from None
 
     # ---------------------------------------------------------------- weights
 
@@ -320,30 +404,52 @@ class RayEvaluator:
         handles = [self.policies.get(k) for k in keys]
         return self.workers[wi].actor.run.remote(pack_requests(reqs), keys, *handles)
 
-    def _replace(self, wi: int, generation: int) -> None:
+    def _replace(self, wi: int) -> None:
         worker = self.workers[wi]
-        if worker.generation != generation:
-            return  # already replaced after an earlier failed chunk of the same worker
         try:
             self._ray.kill(worker.actor, no_restart=True)
         except Exception:  # already dead
             pass
-        self.workers[wi] = _Worker(self._spawn(), generation=generation + 1)
+        self.workers[wi] = _Worker(self._spawn())
         self.restarts += 1
 
-    def _wave(self, units: list[list[int]], submit, deliver, give_up) -> None:
+    def _wave(self, units: list[list[int]], submit, deliver, give_up, budget: Callable[[list[int]], float]) -> None:
         """Dispatch units of work (lists of item indices) over the workers until all are done.
 
         `submit(worker_index, unit)` returns the Ray reference of the unit's result,
-        `deliver(unit, output)` takes it, and `give_up(unit, message)` is called for a unit
-        whose worker died more than `max_chunk_retries` times. A dead worker is replaced
-        and its units re-run; each unit is delivered exactly once.
+        `deliver(unit, output, seconds)` takes it, `budget(unit)` is its deadline in seconds,
+        and `give_up(unit, message)` is called for a unit whose worker died or that ran past
+        its deadline more than `max_chunk_retries` times. Such a worker is killed and
+        replaced; the unit that was running on it is re-run in halves (so in the end only a
+        request that kills workers or never finishes fails), the units queued behind it are
+        re-run as they were. Each unit is delivered exactly once.
         """
         ray = self._ray
         queue = deque((unit, 0) for unit in units)
-        pending: dict[Any, tuple[int, int, list[int], int]] = {}
+        pending: dict[Any, _Unit] = {}
         lost = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError)
+
+        def fail(wi: int, why: Callable[[int], str]) -> None:
+            """The worker died or overran running its head unit: replace it and re-plan its units.
+            `why(n)` says what happened n times."""
+            worker = self.workers[wi]
+            entries = [pending.pop(ref) for ref in worker.queue]
+            head, behind = entries[0], entries[1:]
+            self._replace(wi)
+            for e in reversed(behind):  # not theirs to pay for: same attempt, front of the queue
+                queue.appendleft((e.items, e.attempt))
+            if len(head.items) > 1:
+                half = len(head.items) // 2
+                queue.appendleft((head.items[half:], head.attempt))
+                queue.appendleft((head.items[:half], head.attempt))
+            elif head.attempt + 1 > self.max_chunk_retries:
+                give_up(head.items, why(head.attempt + 1))
+            else:
+                queue.appendleft((head.items, head.attempt + 1))
+
         while queue or pending:
+            if self.should_stop is not None and self.should_stop():
+                raise WaveInterrupted("stop requested during a wave")
             # The next unit (the costliest left) goes to the least busy worker, so a wave of
             # a few big chunks spreads over all workers instead of queueing on the first.
             while queue:
@@ -352,35 +458,41 @@ class RayEvaluator:
                 if worker.inflight >= self.inflight_per_worker:
                     break
                 unit, attempt = queue.popleft()
-                worker.inflight += 1
-                pending[submit(wi, unit)] = (wi, worker.generation, unit, attempt)
-            ready, _ = ray.wait(list(pending), num_returns=1)
+                if not worker.queue:
+                    worker.started = time.monotonic()
+                ref = submit(wi, unit)
+                worker.queue.append(ref)
+                pending[ref] = _Unit(wi, unit, attempt, budget(unit))
+            now = time.monotonic()
+            due = min((w.started + pending[w.queue[0]].budget for w in self.workers if w.queue), default=now)
+            wait = min(POLL_SECONDS, max(0.0, due - now))
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait)
             for ref in ready:
-                wi, generation, unit, attempt = pending.pop(ref)
-                if self.workers[wi].generation == generation:
-                    self.workers[wi].inflight -= 1
+                entry = pending.get(ref)
+                if entry is None:
+                    continue  # its worker was replaced after it was ready: already re-planned
+                worker = self.workers[entry.worker]
                 try:
                     out = ray.get(ref)
                 except lost as exc:
-                    self._replace(wi, generation)
-                    if len(unit) > 1:
-                        # One of its requests may be what kills workers: re-run the halves apart,
-                        # so in the end only that request fails and the rest are evaluated.
-                        half = len(unit) // 2
-                        queue.appendleft((unit[half:], attempt))
-                        queue.appendleft((unit[:half], attempt))
-                    elif attempt + 1 > self.max_chunk_retries:
-                        give_up(unit, f"the worker died {attempt + 1} times running it ({_reason(exc)})")
-                    else:
-                        queue.appendleft((unit, attempt + 1))
+                    fail(entry.worker, lambda n, r=_reason(exc): f"the worker died {_times(n)} running it ({r})")
                     continue
-                deliver(unit, out)
+                del pending[ref]
+                worker.queue.remove(ref)
+                now = time.monotonic()
+                seconds, worker.started = now - worker.started, now  # the next unit starts now
+                deliver(entry.items, out, seconds)
+            now = time.monotonic()
+            for wi, worker in enumerate(self.workers):
+                if worker.queue and now > worker.started + pending[worker.queue[0]].budget:
+                    limit = pending[worker.queue[0]].budget
+                    fail(wi, lambda n, t=limit: f"it ran past its deadline of {t:.3g} s {_times(n)} (its worker was killed)")
 
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         results: list[EvalResult | None] = [None] * len(requests)
         steps = 0
 
-        def deliver(chunk: list[int], out: tuple[tuple, tuple[float, int, int]]) -> None:
+        def deliver(chunk: list[int], out: tuple[tuple, tuple[float, int, int]], _elapsed: float) -> None:
             nonlocal steps
             packed, (seconds, chunk_steps, longest) = out
             for i, r in zip(chunk, unpack_results(packed, [requests[i] for i in chunk])):
@@ -400,7 +512,13 @@ class RayEvaluator:
         n_chunks = (self.num_workers * self.chunks_per_worker if self.chunks_per_worker is not None
                     else self.cost_model.chunks(self.num_workers, rows, len(requests), prior, cap))
         chunks = plan_chunks(requests, n_chunks, self.batch_rows)
-        self._wave(chunks, lambda wi, chunk: self._submit(wi, requests, chunk), deliver, give_up)
+
+        def budget(chunk: list[int]) -> float:
+            longest = max(requests[i].max_steps for i in chunk)
+            row_steps = longest * sum(requests[i].rows for i in chunk)
+            return self.deadlines.budget(self.cost_model.predict(longest, row_steps), longest + row_steps)
+
+        self._wave(chunks, lambda wi, chunk: self._submit(wi, requests, chunk), deliver, give_up, budget)
         self.env_steps += steps
         return results  # type: ignore[return-value]
 
@@ -412,15 +530,17 @@ class RayEvaluator:
         def submit(wi: int, unit: list[int]):
             return self.workers[wi].actor.run_jobs.remote([jobs[i] for i in unit])
 
-        def deliver(unit: list[int], out: list[JobResult]) -> None:
+        def deliver(unit: list[int], out: list[JobResult], seconds: float) -> None:
             for i, r in zip(unit, out):
                 results[i] = r
+            self.deadlines.observe_job(seconds, sum(jobs[i].cost for i in unit))
 
         def give_up(unit: list[int], message: str) -> None:
             for i in unit:
                 results[i] = JobResult.failed(jobs[i], message)
 
-        self._wave([[i] for i in order], submit, deliver, give_up)
+        self._wave([[i] for i in order], submit, deliver, give_up,
+                   lambda unit: self.deadlines.job_budget(sum(jobs[i].cost for i in unit)))
         self.env_steps += job_steps(results)  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
 
@@ -428,11 +548,11 @@ class RayEvaluator:
 
     def worker_pids(self) -> list[int]:
         """Process ids of the current workers."""
-        return self._ray.get([w.actor.pid.remote() for w in self.workers])
+        return self._get([w.actor.pid.remote() for w in self.workers], STARTUP_SECONDS, "answer")
 
     def worker_memory(self) -> list[dict[str, float]]:
         """Current and peak resident memory of each worker, in MB."""
-        return self._ray.get([w.actor.memory.remote() for w in self.workers])
+        return self._get([w.actor.memory.remote() for w in self.workers], STARTUP_SECONDS, "answer")
 
     def close(self) -> None:
         for w in self.workers:

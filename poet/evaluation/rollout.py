@@ -12,12 +12,16 @@ from typing import Callable, Sequence
 import numpy as np
 
 from envs import EnvFamily, make_batch_env
+from poet.errors import WaveInterrupted
 from poet.evaluation.noise import NoiseTable, perturb
 from poet.evaluation.protocol import EvalError, EvalRequest, EvalResult, PolicyRef
 from poet.policies import BatchedPolicy, PolicySpec
 from poet.seeding import episode_seeds
 
 WeightsLookup = Callable[[PolicyRef], np.ndarray]
+StopCheck = Callable[[], bool] | None
+# lock-step iterations between two looks at a stop request (a look costs well under a microsecond)
+STOP_POLL_STEPS = 64
 
 
 def request_weights(req: EvalRequest, lookup: WeightsLookup, noise: NoiseTable | None) -> np.ndarray:
@@ -54,8 +58,10 @@ def simulated_steps(requests: Sequence[EvalRequest], results: Sequence[EvalResul
     return sum(int(np.sum(res.lengths[:req.rows])) for req, res in zip(requests, results))
 
 
-def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest], flats: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run every distinct episode of `reqs` to the end; returns per-row (returns, lengths, bad_value)."""
+def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest], flats: list[np.ndarray],
+               should_stop: StopCheck = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run every distinct episode of `reqs` to the end; returns per-row (returns, lengths, bad_value).
+    Raises WaveInterrupted when `should_stop()` turns true."""
     params, seeds, caps, row_flats = [], [], [], []
     for req, flat in zip(reqs, flats):
         rs = row_seeds(req)
@@ -76,7 +82,11 @@ def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest],
         done = np.zeros(n, dtype=bool)
         act_shape = (n,) if spec.action_kind == "discrete" else (n, spec.act_dim)
         act_dtype = np.int64 if spec.action_kind == "discrete" else np.float32
+        t = 0
         while not done.all():
+            t += 1
+            if should_stop is not None and t % STOP_POLL_STEPS == 0 and should_stop():
+                raise WaveInterrupted("stop requested during a batch of rollouts")
             live = ~done
             if policy_rows.size == n:  # no row dropped yet: whole arrays, no gathering
                 actions = policy.act(obs)
@@ -129,26 +139,30 @@ def run_requests(
     lookup: WeightsLookup,
     noise: NoiseTable | None,
     batch_rows: int = 4096,
+    should_stop: StopCheck = None,
 ) -> list[EvalResult]:
-    """Evaluate requests; a request whose env raises or gives non-finite values gets an error result."""
+    """Evaluate requests; a request whose env raises or gives non-finite values gets an error result.
+    `should_stop` is polled as the batches step: when it turns true, WaveInterrupted is raised."""
     results: list[EvalResult | None] = [None] * len(requests)
     for idx in _batches(requests, batch_rows):
-        _run_batch(family, spec, requests, idx, lookup, noise, results)
+        _run_batch(family, spec, requests, idx, lookup, noise, results, should_stop)
     return results  # type: ignore[return-value]
 
 
-def _run_batch(family, spec, requests, idx, lookup, noise, results) -> None:
+def _run_batch(family, spec, requests, idx, lookup, noise, results, should_stop: StopCheck = None) -> None:
     reqs = [requests[i] for i in idx]
     # Outside the try: a missing policy or noise table is a caller bug, not an env failure.
     flats = [request_weights(r, lookup, noise) for r in reqs]
     try:
-        returns, lengths, bad = _step_rows(family, spec, reqs, flats)
+        returns, lengths, bad = _step_rows(family, spec, reqs, flats, should_stop)
+    except WaveInterrupted:
+        raise
     except Exception as exc:  # an env raised: isolate the culprit by running requests alone
         if len(idx) == 1:
             results[idx[0]] = error_result(reqs[0], f"{type(exc).__name__}: {exc}")
             return
         for i in idx:
-            _run_batch(family, spec, requests, [i], lookup, noise, results)
+            _run_batch(family, spec, requests, [i], lookup, noise, results, should_stop)
         return
     row = 0
     for i, r in zip(idx, reqs):
