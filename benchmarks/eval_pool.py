@@ -246,10 +246,11 @@ def raw_episode(env: gym.Env, layers: list[tuple[np.ndarray, np.ndarray]], low: 
                 seed: int, max_steps: int) -> int:
     """One episode with a numpy forward on one observation per step; returns its length."""
     obs, _ = env.reset(seed=seed)
-    steps = 0
+    steps, episode_return = 0, 0.0  # the return is what an evaluation is for: plain code sums it too
     while steps < max_steps:
         action = numpy_forward(layers, np.asarray(obs, dtype=np.float32).reshape(1, -1), low, high)[0]
-        obs, _, terminated, truncated, _ = env.step(action)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        episode_return += float(reward)
         steps += 1
         if terminated or truncated:
             break
@@ -263,7 +264,7 @@ def raw_batch(setup: Setup, episodes: list[Episode], low: np.ndarray, high: np.n
     layers = numpy_layers(setup.spec, np.stack([setup.policies[p] for p, _, _ in episodes]))
     n = len(episodes)
     obs, rows = env.reset(), np.arange(n)
-    done, lengths = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
+    done, lengths, returns = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n)
     while not done.all():
         live = ~done
         if rows.size == n:
@@ -274,7 +275,8 @@ def raw_batch(setup: Setup, episodes: list[Episode], low: np.ndarray, high: np.n
         if np.count_nonzero(live) <= 0.75 * rows.size:  # drop finished rows from the forward
             keep = np.flatnonzero(live[rows])
             rows, layers = rows[keep], [(w[keep], b[keep]) for w, b in layers]
-        obs, _, term, trunc = env.step(actions)
+        obs, rew, term, trunc = env.step(actions)
+        returns += rew * live
         lengths += live
         done |= live & (term | trunc | (lengths >= setup.max_steps))
     return int(lengths.sum())

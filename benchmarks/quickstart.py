@@ -1,29 +1,146 @@
 """Measure the quickstart: wall time and what POET achieved, as quoted in the README.
 
-    python benchmarks/quickstart.py [--config experiments/quickstart.yaml] [--set key=value ...] [--json out.json]
+    python benchmarks/quickstart.py [--config experiments/quickstart.yaml] [--set key=value ...]
+                                    [--raw-limit] [--json out.json]
 
 Prints one table and optionally writes JSON. Nothing here is a pass/fail test.
+
+`--raw-limit` also measures the limit for the run's own work: it records every wave the
+pool evaluated (each request's weights, perturbation, env, seed and step cap) and replays
+the same waves with plain code (no Ray, no framework: W spawned processes, each wave's
+episodes dealt round-robin, each process stepping its share in one `make_batch` batch with
+a batched numpy MLP, the processes meeting at a barrier between waves as the run's waves
+follow one another). It prints the pool's time inside its waves, the replay's, and their
+ratio; the replay must take exactly the run's env steps.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 import poet
 from poet.analysis import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from eval_pool import action_bounds, numpy_forward, numpy_layers  # noqa: E402  (plain numpy, no framework)
 
 
-def measure(config: Path, seed: int | None, sets: list[str] = ()) -> dict:
+class WaveRecorder:
+    """Patches the pool's `evaluate` to keep every wave: its wall time and, per request, what
+    plain code needs to run the same episodes."""
+
+    def __init__(self) -> None:
+        self.waves: list[list[tuple]] = []  # per wave: (weights key, perturbation, env, seed, step cap) per episode
+        self.seconds: list[float] = []
+        self.weights: dict[str, np.ndarray] = {}
+        self.noise: np.ndarray | None = None
+        self.family_args: tuple[str, dict] | None = None
+
+    def __enter__(self) -> "WaveRecorder":
+        import ray
+
+        from poet.evaluation.ray_pool import RayEvaluator
+        from poet.evaluation.rollout import row_seeds
+
+        self._cls, self._original = RayEvaluator, RayEvaluator.evaluate
+        recorder, original = self, RayEvaluator.evaluate
+
+        def evaluate(pool, requests):
+            if recorder.noise is None and pool._noise_ref is not None:
+                recorder.noise = np.asarray(ray.get(pool._noise_ref))
+            rows = []
+            for r in requests:
+                if r.policy.key not in recorder.weights:
+                    recorder.weights[r.policy.key] = np.array(pool.policies.get(r.policy.key))
+                p = r.perturbation
+                pert = None if p is None else (int(p.offset), float(p.sigma), int(p.sign))
+                rows.extend((r.policy.key, pert, r.env, seed, r.max_steps) for seed in row_seeds(r))
+            t0 = time.perf_counter()
+            out = original(pool, requests)
+            recorder.seconds.append(time.perf_counter() - t0)
+            recorder.waves.append(rows)
+            return out
+
+        RayEvaluator.evaluate = evaluate
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._cls.evaluate = self._original
+
+
+def replay_process(family_args: tuple[str, dict], spec: Any, weights: dict[str, np.ndarray], noise: np.ndarray | None,
+                   waves: list[list[tuple]], barrier: Any, results: Any) -> None:
+    """One plain process: its share of every wave, in one batch per wave, meeting the others between waves."""
+    from envs import make_family
+
+    family = make_family(*family_args)
+    low, high = action_bounds(spec)
+    barrier.wait()
+    t0, steps = time.monotonic(), 0
+    for rows in waves:
+        if rows:
+            flats = []
+            for key, pert, _, _, _ in rows:
+                theta = weights[key]
+                if pert is not None:
+                    offset, sigma, sign = pert
+                    theta = (theta + np.float32(sign * sigma) * noise[offset:offset + theta.size]).astype(np.float32)
+                flats.append(theta)
+            caps = np.array([r[4] for r in rows])
+            env = family.make_batch([r[2] for r in rows], [r[3] for r in rows], int(caps.max()))
+            layers, n = numpy_layers(spec, np.stack(flats)), len(rows)
+            obs, live_rows = env.reset(), np.arange(n)
+            done, lengths, returns = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n)
+            while not done.all():
+                live = ~done
+                actions = np.zeros((n, spec.act_dim), dtype=np.float32)
+                actions[live_rows] = numpy_forward(layers, obs[live_rows], low, high)
+                if np.count_nonzero(live) <= 0.75 * live_rows.size:  # drop finished rows from the forward
+                    keep = np.flatnonzero(live[live_rows])
+                    live_rows, layers = live_rows[keep], [(w[keep], b[keep]) for w, b in layers]
+                obs, rew, term, trunc = env.step(actions)
+                returns += rew * live
+                lengths += live
+                done |= live & (term | trunc | (lengths >= caps))
+            steps += int(lengths.sum())
+        barrier.wait()  # the run's next wave starts when this one is done everywhere
+    results.put((steps, time.monotonic() - t0))
+
+
+def replay(recorder: WaveRecorder, family_args: tuple[str, dict], spec: Any, workers: int) -> dict:
+    """Wall time and steps of the recorded waves run by `workers` plain processes."""
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(workers), ctx.Queue()
+    procs = [ctx.Process(target=replay_process, args=(family_args, spec, recorder.weights, recorder.noise,
+                                                      [w[i::workers] for w in recorder.waves], barrier, results))
+             for i in range(workers)]
+    for proc in procs:
+        proc.start()
+    reports = [results.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    return {"steps": sum(r[0] for r in reports), "seconds": max(r[1] for r in reports)}
+
+
+def measure(config: Path, seed: int | None, sets: list[str] = (), recorder: WaveRecorder | None = None) -> dict:
     """Run the config once in a scratch directory and summarise it."""
     overrides = ([f"seed={seed}"] if seed is not None else []) + list(sets)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        result = poet.run(config, out=Path(tmp) / "run", overrides=overrides, progress=False)
+        if recorder is not None:
+            with recorder:
+                result = poet.run(config, out=Path(tmp) / "run", overrides=overrides, progress=False)
+        else:
+            result = poet.run(config, out=Path(tmp) / "run", overrides=overrides, progress=False)
         seconds = time.perf_counter() - t0
         run = load_run(result.run_dir)
     first = run.iterations[run.iterations["pair_id"] == "p0"]
@@ -55,9 +172,32 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="config override, as `poet run --set` (repeatable)")
+    parser.add_argument("--raw-limit", action="store_true",
+                        help="also replay the run's waves with plain code (the limit for the same work)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    stats = measure(args.config, args.seed, args.sets)
+    recorder = WaveRecorder() if args.raw_limit else None
+    stats = measure(args.config, args.seed, args.sets, recorder)
+    if recorder is not None:
+        from poet.config import load_config
+        from poet.runner import check_parts
+
+        cfg = load_config(args.config, overrides=([f"seed={args.seed}"] if args.seed is not None else []) + args.sets)
+        parts = check_parts(cfg)
+        workers = cfg.ray.workers or mp.cpu_count()
+        limit = replay(recorder, (cfg.env.family, cfg.env.options), parts.spec, workers)
+        pool_seconds = sum(recorder.seconds)
+        pool_steps = sum(len(w) for w in recorder.waves)
+        stats.update({
+            "waves": len(recorder.waves),
+            "pool_seconds_in_waves": round(pool_seconds, 2),
+            "raw_seconds_same_waves": round(limit["seconds"], 2),
+            "raw_steps_same_waves": limit["steps"],
+            "raw_same_waves_steps_per_s": round(limit["steps"] / limit["seconds"]),
+            "pool_share_of_raw_same_waves": round(limit["seconds"] / pool_seconds, 3),
+            "run_share_of_raw_same_waves": round(stats["env_steps_per_s"] / (limit["steps"] / limit["seconds"]), 3),
+            "episodes_replayed": pool_steps,
+        })
     width = max(len(k) for k in stats)
     for key, value in stats.items():
         print(f"{key:<{width}}  {value}")

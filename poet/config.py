@@ -56,6 +56,10 @@ class EvaluationConfig:
     # reference's ind_es_step), "before_step" scores the starting agent in the trainer's own
     # wave (one evaluator wave per iteration instead of two)
     self_score: Literal["after_step", "before_step"] = "after_step"
+    # With after_step: run the next iteration's trainer requests in this iteration's score
+    # wave (both evaluate the updated agents), so an iteration is one wave, not two. Changes
+    # no number: a result run ahead is used only by an identical request.
+    run_ahead: bool = True
 
 
 @dataclass

@@ -17,6 +17,7 @@ import numpy as np
 
 from envs import EnvFamily, EnvParams
 from poet.context import RunContext
+from poet.evaluation import EvalRequest
 from poet.pair import Pair
 from poet.policies import init_flat
 from poet.records import json_text
@@ -33,6 +34,7 @@ class Orchestrator:
         self.iteration = 0  # the next iteration to run
         self.on_iteration = on_iteration
         self.last_steps_per_second = float("nan")  # env steps per second of the last iteration
+        self.target: int | None = None  # the iteration count `run` goes to (None: open-ended)
 
     def start(self) -> Pair:
         """Create the first pair: the family's initial env with a fresh agent."""
@@ -61,13 +63,18 @@ class Orchestrator:
         ctx = self.ctx
         after = ctx.cfg.evaluation.self_score == "after_step"
         pairs = list(ctx.population.active)
-        tasks = [TrainTask(key=p.pair_id, theta=p.theta, env=p.env, state=p.state,
-                           seed=ctx.seeds.integer("train", iteration, p.index),
-                           eval_episodes=0 if after else ctx.cfg.evaluation.eval_episodes) for p in pairs]
+        tasks = [self._task(p, iteration, p.theta, p.state, 0 if after else ctx.cfg.evaluation.eval_episodes)
+                 for p in pairs]
         steps = ctx.trainer.step(tasks, ctx.evaluator)
+        drop = getattr(ctx.evaluator, "drop_ahead", None)
+        if callable(drop):
+            drop()  # what the last iteration ran ahead for this step and it did not ask for
         if after:
+            ahead = self._next_requests(pairs, steps, iteration)
             scores = ctx.scorer.score([(s.theta, p.env) for p, s in zip(pairs, steps)],
-                                      tags=[f"{p.pair_id} (score)" for p in pairs])
+                                      tags=[f"{p.pair_id} (score)" for p in pairs], along=ahead)
+            if ahead:
+                ctx.evaluator.release(list({r.policy for r in ahead}))
         else:
             scores = [float("nan") if s.score is None else s.score for s in steps]
         for pair, step, score in zip(pairs, steps, scores):
@@ -77,6 +84,22 @@ class Orchestrator:
             pair.scores.append(score)
             pair.theta, pair.state = step.theta, step.state
             ctx.mark_solved(pair.pair_id, pair.env.id, score, iteration, "training")
+
+    def _task(self, pair: Pair, iteration: int, theta: np.ndarray, state: dict, eval_episodes: int) -> TrainTask:
+        return TrainTask(key=pair.pair_id, theta=theta, env=pair.env, state=state,
+                         seed=self.ctx.seeds.integer("train", iteration, pair.index), eval_episodes=eval_episodes)
+
+    def _next_requests(self, pairs: list[Pair], steps: list, iteration: int) -> list[EvalRequest]:
+        """The trainer requests of the next iteration if every pair trains on from where this
+        step left it (`evaluation.run_ahead`): the score wave runs them too, and the next
+        iteration reuses every one it asks for unchanged (none of a pair transferred to or
+        retired in between)."""
+        ctx = self.ctx
+        plan = getattr(ctx.trainer, "requests", None)
+        if (not ctx.cfg.evaluation.run_ahead or not callable(plan) or not hasattr(ctx.evaluator, "evaluate_along")
+                or (self.target is not None and iteration + 1 >= self.target)):
+            return []
+        return plan([self._task(p, iteration + 1, s.theta, s.state, 0) for p, s in zip(pairs, steps)], ctx.evaluator)
 
     @contextmanager
     def _phase(self, name: str, totals: list[float]) -> Iterator[None]:
@@ -113,6 +136,7 @@ class Orchestrator:
 
     def run(self, iterations: int) -> None:
         """Run until `iterations` iterations are done."""
+        self.target = iterations
         if not self.ctx.population.active:
             self.start()
         while self.iteration < iterations:

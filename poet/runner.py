@@ -23,6 +23,7 @@ from poet.config import ConfigError, RunConfig, build_dataclass, load_config, sa
 from poet.context import RunContext
 from poet.errors import RunInterrupted, WaveInterrupted
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
+from poet.evaluation.ahead import AheadEvaluator
 from poet.orchestrator import Orchestrator
 from poet.policies import PolicySpec, spec_for_spaces
 from poet.population import Population
@@ -155,6 +156,8 @@ def build_context(parts: RunParts, run_dir: Path, log: Callable[[str], None]) ->
     noise = NoiseTable(seeds.sequence("es.noise_table"), size) if size else None
     errors = ErrorPolicy(cfg.evaluation.on_error, cfg.evaluation.failure_score)
     evaluator = make_evaluator(parts, noise)
+    if cfg.evaluation.run_ahead and cfg.evaluation.self_score == "after_step":
+        evaluator = AheadEvaluator(evaluator)
     try:  # from here on, a failure must not leave the pool (and a Ray it started) running
         tctx = TrainerContext(spec=parts.spec, max_steps=cfg.evaluation.max_steps, errors=errors, noise=noise)
         trainer = parts.trainer_cls(parts.trainer_options, tctx)
@@ -242,7 +245,7 @@ class StopRequest:
 # Settings that change where and how fast a run goes, never its numbers: a checkpoint
 # resumes under any of them (a laptop run continues on a cluster, with more workers, ...).
 NOT_RESULTS = {"iterations": None, "progress": None, "ray": None, "checkpoint": None,
-               "evaluation": ("backend", "batch_rows")}
+               "evaluation": ("backend", "batch_rows", "run_ahead")}
 
 
 def changes_results(key: str) -> bool:
@@ -299,7 +302,7 @@ def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | 
     """Continue a run from its newest usable checkpoint, to `iterations` (default: the config's).
 
     `overrides` may change only what does not change results (`ray.*`, `evaluation.backend`,
-    `evaluation.batch_rows`, `checkpoint.*`, `progress`): continue on another pool.
+    `evaluation.batch_rows`, `evaluation.run_ahead`, `checkpoint.*`, `progress`): continue on another pool.
     """
     run_dir = Path(run_dir)
     config_path = run_dir / "config.yaml"
@@ -309,7 +312,7 @@ def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | 
         key = text.split("=", 1)[0].strip()
         if changes_results(key):
             raise ConfigError(f"--set {key}: a resumed run keeps every setting that changes results; only "
-                              "ray.*, evaluation.backend, evaluation.batch_rows, checkpoint.* and progress may change")
+                              "ray.*, evaluation.backend, evaluation.batch_rows, evaluation.run_ahead, checkpoint.* and progress may change")
     extra = [f"iterations={iterations}"] if iterations is not None else []
     cfg = load_config(config_path, overrides=[*overrides, *extra])
     parts = check_parts(cfg)

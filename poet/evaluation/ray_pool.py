@@ -38,7 +38,7 @@ from envs import EnvFamily, EnvParams
 from poet.errors import WaveInterrupted
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
-from poet.evaluation.policy_store import PolicyStore
+from poet.evaluation.policy_store import PolicyStore, frozen_copy
 from poet.evaluation.protocol import EvalRequest, EvalResult, Perturbation, PolicyRef
 from poet.evaluation.rollout import error_result, run_requests, simulated_steps
 from poet.policies import PolicySpec
@@ -350,7 +350,11 @@ class RayEvaluator:
         self._owns_ray = ensure_ray(address, workers, log_to_driver)
         self.workers: list[_Worker] = []
         self._noise_ref = None
-        self.policies = PolicyStore(spec, ray.put)
+        # Weights are kept here and go into the object store only when a chunk needs them:
+        # weights whose requests are all answered without a wave (results run ahead, cached
+        # scores) never cost a put.
+        self.policies = PolicyStore(spec, frozen_copy)
+        self._objects: dict[str, Any] = {}  # weights key -> object store reference
         self.should_stop: Callable[[], bool] | None = None  # polled while a wave waits (stop requests)
         try:  # a failure from here on closes the workers started so far and a Ray this pool started
             cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -395,14 +399,22 @@ class RayEvaluator:
 
     def release(self, refs: Sequence[PolicyRef]) -> None:
         self.policies.release(refs)
+        for ref in refs:
+            self._objects.pop(ref.key, None)
 
     # ---------------------------------------------------------------- waves
 
     def _submit(self, wi: int, requests: Sequence[EvalRequest], chunk: list[int]):
         reqs = [requests[i] for i in chunk]
         keys = sorted({r.policy.key for r in reqs})
-        handles = [self.policies.get(k) for k in keys]
+        handles = [self._object(k) for k in keys]
         return self.workers[wi].actor.run.remote(pack_requests(reqs), keys, *handles)
+
+    def _object(self, key: str) -> Any:
+        ref = self._objects.get(key)
+        if ref is None:
+            ref = self._objects[key] = self._ray.put(self.policies.get(key))
+        return ref
 
     def _replace(self, wi: int) -> None:
         worker = self.workers[wi]
@@ -562,6 +574,7 @@ class RayEvaluator:
                 pass
         self.workers = []
         self.policies.clear()
+        self._objects.clear()
         self._noise_ref = None
         if self._owns_ray and self._ray.is_initialized():
             self._ray.shutdown()

@@ -106,9 +106,8 @@ class ESTrainer:
             reqs.append(EvalRequest(ref, task.env, task.eval_episodes, eval_seed, ctx.max_steps, tag=f"{task.key} (score)"))
         return reqs, offsets
 
-    def _gradients(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[tuple[np.ndarray, np.ndarray, float | None]]:
-        """(gradient, returns, score) per task; all tasks' rollouts in one evaluator call."""
-        o = self.options
+    def _plan(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> tuple[list, list[EvalRequest], list]:
+        """Every task's requests (weights put into `evaluator`): (per task (start, count, offsets), requests, refs)."""
         plans, requests, refs = [], [], []
         for task in tasks:
             ref = evaluator.put(task.theta)
@@ -116,6 +115,17 @@ class ESTrainer:
             reqs, offsets = self._requests(task, ref, task.theta.size)
             plans.append((len(requests), len(reqs), offsets))
             requests.extend(reqs)
+        return plans, requests, refs
+
+    def requests(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[EvalRequest]:
+        """The requests `step(tasks)` will submit (their weights put into `evaluator`; the caller
+        releases them), so that the run can evaluate them ahead, in an earlier wave."""
+        return self._plan(tasks, evaluator)[1]
+
+    def _gradients(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[tuple[np.ndarray, np.ndarray, float | None]]:
+        """(gradient, returns, score) per task; all tasks' rollouts in one evaluator call."""
+        o = self.options
+        plans, requests, refs = self._plan(tasks, evaluator)
         results = evaluator.evaluate(requests) if requests else []
         evaluator.release(refs)
         scores = self.context.errors.scores(results)
