@@ -87,7 +87,8 @@ class BipedalFamily:
         return params
 
     def make_env(self, params: EnvParams, render_mode: str | None = None) -> gym.Env:
-        return gym.make("BipedalWalker-v3", render_mode=render_mode)
+        # as the generic gymnasium family builds envs: no passive checker on every episode's env
+        return gym.make("BipedalWalker-v3", render_mode=render_mode, disable_env_checker=True)
 
     def features(self, params: EnvParams) -> np.ndarray:
         return np.zeros(0)

@@ -244,9 +244,16 @@ def _probe_construction(spec: GymSpec) -> None:
 
 
 def _make(spec: GymSpec, values: Mapping[str, Any], render_mode: str | None) -> gym.Env:
-    """gymnasium.make with the fixed kwargs, the evolved values and the episode limit."""
+    """gymnasium.make with the fixed kwargs, the evolved values and the episode limit.
+
+    Without gymnasium's passive env checker: rollouts build a new env for every episode
+    (reusing instances is not deterministic for every env), and the checker would redo its
+    checks on each (a third of BipedalWalker-v3's construction time). A run checks the
+    family's env once, in full, before any work (`poet.runner`).
+    """
     limit = {} if spec.max_episode_steps is None else {"max_episode_steps": spec.max_episode_steps}
-    return gym.make(spec.env_id, render_mode=render_mode, **limit, **dict(spec.kwargs), **dict(values))
+    return gym.make(spec.env_id, render_mode=render_mode, disable_env_checker=True, **limit, **dict(spec.kwargs),
+                    **dict(values))
 
 
 # ---------------------------------------------------------------- the family

@@ -31,6 +31,8 @@ from poet.context import RunContext
 from poet.pair import Pair
 from poet.population import Population
 from poet.records import TABLES, fsync_dir
+from poet.scoring import ScoreCache
+from poet.state import RunState
 
 FORMAT_VERSION = 1
 PREFIX = "ckpt-"
@@ -96,14 +98,15 @@ def _pair_from(d: dict[str, Any]) -> Pair:
 
 @dataclass
 class Snapshot:
-    """What a checkpoint holds, in memory."""
+    """What a checkpoint holds, in memory: the run's state and the record tables' row counts."""
 
-    iteration: int  # the next iteration to run
-    population: Population
-    solved: dict[str, int]
-    cache: dict[tuple[str, str], float]
+    state: RunState
     table_rows: dict[str, int]
-    annecs_reference: int = 0
+
+    @property
+    def iteration(self) -> int:
+        """The next iteration to run."""
+        return self.state.iteration
 
 
 # ---------------------------------------------------------------- write
@@ -119,10 +122,11 @@ class Captured:
     table_rows: dict[str, int]
 
 
-def capture(ctx: RunContext, iteration: int) -> Captured:
-    """Copy what a checkpoint of the state before `iteration` holds (cheap: no disk)."""
+def capture(ctx: RunContext) -> Captured:
+    """Copy what a checkpoint of the run's state holds (cheap: no disk)."""
     arrays: dict[str, np.ndarray] = {}
-    pop = ctx.population
+    run = ctx.state
+    pop, iteration = run.population, run.iteration
     state = {
         "iteration": iteration,
         "population": {
@@ -130,17 +134,17 @@ def capture(ctx: RunContext, iteration: int) -> Captured:
             "archive": [_split(_pair_data(p), f"archive/{p.pair_id}", arrays) for p in pop.archive],
             "next_index": pop.next_index,
         },
-        "solved": dict(ctx.solved),
-        "annecs_reference": ctx.annecs_reference,
-        "score_cache": dict(ctx.scorer.cache.scores),
+        "solved": dict(run.solved),
+        "annecs_reference": run.annecs_reference,
+        "score_cache": dict(run.scores.scores),
     }
     # copies: a trainer may update its arrays in place during the next iteration
     return Captured(iteration, state, {k: np.array(v) for k, v in arrays.items()}, ctx.records.row_counts())
 
 
-def save(ctx: RunContext, iteration: int, run_dir: Path, config_text: str, keep: int) -> Path:
-    """Write a checkpoint of the state before `iteration`; keep the newest `keep` ones."""
-    return write(ctx, capture(ctx, iteration), run_dir, config_text, keep)
+def save(ctx: RunContext, run_dir: Path, config_text: str, keep: int) -> Path:
+    """Write a checkpoint of the run's state; keep the newest `keep` ones."""
+    return write(ctx, capture(ctx), run_dir, config_text, keep)
 
 
 def write(ctx: RunContext, captured: Captured, run_dir: Path, config_text: str, keep: int) -> Path:
@@ -227,14 +231,14 @@ def load(path: Path, config_text: str | None = None) -> Snapshot:
         archive=[_pair_from(_join(d, arrays)) for d in pop_data["archive"]],
         next_index=int(pop_data["next_index"]),
     )
-    return Snapshot(
-        iteration=int(state["iteration"]),
+    run = RunState(
         population=population,
         solved={k: int(v) for k, v in state["solved"].items()},
         annecs_reference=int(state.get("annecs_reference", 0)),
-        cache={(a, e): float(s) for a, e, s in state["score_cache"]},
-        table_rows={t: int(manifest["table_rows"].get(t, 0)) for t in TABLES},
+        scores=ScoreCache({(a, e): float(s) for a, e, s in state["score_cache"]}),
+        iteration=int(state["iteration"]),
     )
+    return Snapshot(run, {t: int(manifest["table_rows"].get(t, 0)) for t in TABLES})
 
 
 def checkpoints(run_dir: Path) -> list[Path]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
@@ -137,9 +138,13 @@ class CheckpointConfig:
 
 @dataclass
 class RunConfig:
-    """A whole POET run."""
+    """A whole run."""
 
-    mode: Literal["poet", "enhanced"] = "poet"
+    # poet | enhanced_poet, or a curriculum of your own as package.module:Class (built with
+    # the keyword arguments in curriculum_options). `mode: poet | enhanced` is read as
+    # curriculum: poet | enhanced_poet (deprecated).
+    curriculum: str = "poet"
+    curriculum_options: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     iterations: int = 1000
     solved_threshold: float = 230.0
@@ -353,7 +358,28 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), d
     for text in overrides:
         parts, value = parse_override(text)
         apply_override(raw, parts, value)
-    return validate(build_dataclass(RunConfig, raw))
+    return validate(build_dataclass(RunConfig, _read_mode_alias(raw)))
+
+
+MODE_ALIASES = {"poet": "poet", "enhanced": "enhanced_poet"}
+
+
+def _read_mode_alias(raw: dict) -> dict:
+    """`mode: poet | enhanced` (before curricula) as `curriculum: poet | enhanced_poet`, with a note."""
+    if "mode" not in raw:
+        return raw
+    raw = dict(raw)
+    mode = raw.pop("mode")
+    if mode not in MODE_ALIASES:
+        raise ConfigError(f"mode: expected one of {', '.join(map(repr, MODE_ALIASES))} (deprecated: use "
+                          f"curriculum: poet | enhanced_poet), got {mode!r}")
+    curriculum = MODE_ALIASES[mode]
+    if raw.get("curriculum", curriculum) != curriculum:
+        raise ConfigError(f"mode: {mode!r} contradicts curriculum: {raw['curriculum']!r} (mode is deprecated; "
+                          "keep only curriculum)")
+    warnings.warn(f"config: `mode: {mode}` is deprecated; write `curriculum: {curriculum}`", FutureWarning, stacklevel=3)
+    raw["curriculum"] = curriculum
+    return raw
 
 
 def _deep_merge(base: dict, extra: dict) -> dict:

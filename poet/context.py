@@ -1,4 +1,5 @@
-"""RunContext: the parts of a run that the phases (train, reproduce, transfer) share."""
+"""RunContext: the services a run's phases share (config, family, trainer, evaluator, seeds,
+scorer, records) and the run's state (`poet.state.RunState`), kept apart."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,10 +9,10 @@ from envs import EnvFamily
 from poet.config import RunConfig
 from poet.evaluation import Evaluator
 from poet.policies import PolicySpec
-from poet.population import Population
 from poet.records import RecordWriter
 from poet.scoring import Scorer
 from poet.seeding import Seeds
+from poet.state import RunState
 from poet.trainers import Trainer
 
 
@@ -26,16 +27,23 @@ class RunContext:
     evaluator: Evaluator
     seeds: Seeds
     scorer: Scorer
-    population: Population
     records: RecordWriter
     log: Callable[[str], None] = print
-    solved: dict[str, int] = field(default_factory=dict)  # env id -> iteration first solved by its pair
-    # the reference code's ANNECS counter: admissions whose best archived agent passed the MC
-    annecs_reference: int = 0
+    state: RunState = field(default_factory=RunState)
+    stop_at: int | None = None  # the iteration count the run goes to (None: open-ended)
+
+    def __post_init__(self) -> None:
+        self.restore(self.state)
+
+    def restore(self, state: RunState) -> None:
+        """Continue from `state` (a checkpoint's): the scorer answers from its score cache."""
+        self.state = state
+        if hasattr(self.scorer, "cache"):
+            self.scorer.cache = state.scores
 
     def mark_solved(self, pair_id: str, env_id: str, score: float, iteration: int, how: str) -> None:
         """Record the first time an env's pair reaches the solved threshold."""
-        if score >= self.cfg.solved_threshold and env_id not in self.solved:
-            self.solved[env_id] = iteration
+        if score >= self.cfg.solved_threshold and env_id not in self.state.solved:
+            self.state.solved[env_id] = iteration
             self.records.write("events", {"iteration": iteration, "kind": "solved", "pair_id": pair_id,
                                           "env_id": env_id, "detail": f"{how} score {score:.1f}"})

@@ -54,7 +54,7 @@ def load_agents(run_dir: str | Path) -> tuple[RunParts, checkpoint.Snapshot]:
 
 def find_pair(snapshot: checkpoint.Snapshot, pair_id: str) -> Pair:
     """The active or archived pair with this id (ConfigError listing the known ids)."""
-    pairs = [*snapshot.population.active, *snapshot.population.archive]
+    pairs = [*snapshot.state.population.active, *snapshot.state.population.archive]
     for pair in pairs:
         if pair.pair_id == pair_id:
             return pair

@@ -225,7 +225,7 @@ def annecs_figure(run: Run) -> Figure:
     if len(annecs):
         ax.step(annecs.index, annecs.to_numpy(), where="post", color="tab:purple",
                 label="ANNECS (paper: passed the MC when created, later solved)")
-        if run.config.get("mode") == "enhanced":
+        if curriculum_of(run.config) == "enhanced_poet":
             ref = run.annecs_reference
             ax.step(ref.index, ref.to_numpy(), where="post", color="tab:gray", linestyle="--",
                     label="ANNECS (reference code: best archived agent passes the MC at admission)")
@@ -325,7 +325,7 @@ def summary(run: Run) -> dict[str, object]:
         for phase, row in run.throughput().iterrows()
     } if len(run.phases) else {}
     return {
-        "mode": run.config.get("mode", "?"),
+        "curriculum": curriculum_of(run.config),
         "family": run.config.get("env", {}).get("family", "?"),
         "seed": run.config.get("seed", "?"),
         "iterations": int(it["iteration"].nunique()) if len(it) else 0,
@@ -395,3 +395,10 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     except OSError as exc:
         raise ConfigError(f"--out {str(out)!r}: cannot write the report ({exc.strerror or exc})") from None
     return index
+
+
+def curriculum_of(config: dict) -> str:
+    """The run's curriculum, also for runs written before curricula (`mode: poet | enhanced`)."""
+    if "curriculum" in config:
+        return str(config["curriculum"])
+    return {"poet": "poet", "enhanced": "enhanced_poet"}.get(config.get("mode"), "?")

@@ -73,7 +73,7 @@ def course_seed_for(ctx: RunContext, rng: np.random.Generator) -> int | None:
     return int(rng.integers(0, 2**31 - 1)) if ctx.cfg.evaluation.course == "fixed" else None
 
 
-def propose_children(ctx: RunContext, parents: list[Pair], iteration: int) -> list[Child]:
+def propose_children(ctx: RunContext, parents: list[Pair], iteration: int, enhanced: bool = False) -> list[Child]:
     """Up to max_children mutations of random eligible parents, each with its own course seed.
 
     POET (the reference's `pass_dedup`) skips a child whose params equal an active env's;
@@ -81,14 +81,14 @@ def propose_children(ctx: RunContext, parents: list[Pair], iteration: int) -> li
     course seed) is already taken is always skipped.
     """
     rng = ctx.seeds.rng("reproduction.children", iteration)
-    active_params = {p.env.with_course_seed(None) for p in ctx.population.active}
-    taken = ctx.population.env_ids()
+    active_params = {p.env.with_course_seed(None) for p in ctx.state.population.active}
+    taken = ctx.state.population.env_ids()
     children: list[Child] = []
     for _ in range(ctx.cfg.reproduction.max_children):
         parent = parents[int(rng.integers(len(parents)))]
         env = ctx.family.mutate(parent.env, rng)
         env = env.with_course_seed(course_seed_for(ctx, rng))
-        if ctx.cfg.mode == "poet" and env.with_course_seed(None) in active_params:
+        if not enhanced and env.with_course_seed(None) in active_params:
             continue
         if env.id in taken:
             continue
@@ -115,7 +115,7 @@ def minimal_criterion(ctx: RunContext, children: list[Child]) -> list[Child]:
 
 def hand_designed_novelty(ctx: RunContext, children: list[Child]) -> None:
     """POET: kNN novelty of feature vectors against every env ever admitted."""
-    archive = np.stack([ctx.family.features(e) for e in ctx.population.admitted_envs])
+    archive = np.stack([ctx.family.features(e) for e in ctx.state.population.admitted_envs])
     for c in children:
         c.novelty = knn_novelty(ctx.family.features(c.env), archive, ctx.cfg.reproduction.novelty_k)
 
@@ -127,8 +127,8 @@ def pata_ec_novelty(ctx: RunContext, children: list[Child]) -> None:
     order (the reference's archived-then-active order: the archive holds the oldest).
     """
     rp = ctx.cfg.reproduction
-    agents = ctx.population.all_pairs
-    envs = ctx.population.admitted_envs + [c.env for c in children]
+    agents = ctx.state.population.all_pairs
+    envs = ctx.state.population.admitted_envs + [c.env for c in children]
     jobs = [(a.theta, env) for env in envs for a in agents]
     scores = ctx.scorer.score(jobs, tags=[f"PATA-EC of {a.pair_id}" for _ in envs for a in agents])
     scores = scores.reshape(len(envs), len(agents))
@@ -145,7 +145,7 @@ def best_transfer(ctx: RunContext, child: Child, iteration: int) -> tuple[float,
     fresh trainer state (`propose_with_adam=False`); the first best wins (direct before
     fine-tuned, in creation order).
     """
-    sources = list(ctx.population.active)
+    sources = list(ctx.state.population.active)
     direct = ctx.scorer.score([(s.theta, child.env) for s in sources],
                               tags=[f"{s.pair_id} on child {child.env.id}" for s in sources])
     tasks = [TrainTask(key=f"{s.pair_id} fine-tuned on child {child.env.id}", theta=s.theta, env=child.env,
@@ -166,7 +166,7 @@ def best_transfer(ctx: RunContext, child: Child, iteration: int) -> tuple[float,
 
 def best_archived_score(ctx: RunContext, child: Child) -> float:
     """The best direct score of an archived agent on the child (-inf with an empty archive)."""
-    archive = ctx.population.archive
+    archive = ctx.state.population.archive
     if not archive:
         return float("-inf")
     scores = ctx.scorer.score([(a.theta, child.env) for a in archive],
@@ -177,7 +177,7 @@ def best_archived_score(ctx: RunContext, child: Child) -> float:
 def admit(ctx: RunContext, child: Child, theta: np.ndarray, iteration: int, source: str,
           counts_for_annecs_reference: bool = False) -> Pair:
     """Create the pair for an admitted child and record it."""
-    pop = ctx.population
+    pop = ctx.state.population
     index = pop.new_index()
     pair = Pair(pair_id=f"p{index}", index=index, env=child.env, theta=theta.copy(),
                 state=ctx.trainer.init_state(theta), parent_env_id=child.parent.env.id, created_iteration=iteration)
@@ -204,10 +204,10 @@ def record_env(ctx: RunContext, pair: Pair) -> None:
     ctx.records.write("envs", row)
 
 
-def consider(ctx: RunContext, child: Child, iteration: int) -> Pair | None:
+def consider(ctx: RunContext, child: Child, iteration: int, enhanced: bool = False) -> Pair | None:
     """Admit `child` if its agent passes the MC (`reproduction.child_agent`); None when rejected."""
     rp = ctx.cfg.reproduction
-    if ctx.cfg.mode == "enhanced":
+    if enhanced:
         child.archive_score = best_archived_score(ctx, child)
     if rp.child_agent == "parent":
         child.transfer_score = child.mc_score
@@ -216,25 +216,25 @@ def consider(ctx: RunContext, child: Child, iteration: int) -> Pair | None:
         child.transfer_score, theta, source = best_transfer(ctx, child, iteration)
         if not passes_mc(child.transfer_score, rp.mc_lower, rp.mc_upper):
             return None
-    counted = ctx.cfg.mode == "enhanced" and passes_mc(child.archive_score, rp.mc_lower, rp.mc_upper)
+    counted = enhanced and passes_mc(child.archive_score, rp.mc_lower, rp.mc_upper)
     if counted:
-        ctx.annecs_reference += 1
+        ctx.state.annecs_reference += 1
     return admit(ctx, child, theta, iteration, source, counted)
 
 
-def reproduce(ctx: RunContext, iteration: int) -> ReproduceSummary:
-    """One reproduction phase (POET's `adjust_envs_niches`)."""
-    rp, pop = ctx.cfg.reproduction, ctx.population
+def reproduce(ctx: RunContext, iteration: int, enhanced: bool = False) -> ReproduceSummary:
+    """One reproduction phase (POET's `adjust_envs_niches`); `enhanced`: Enhanced POET's rules."""
+    rp, pop = ctx.cfg.reproduction, ctx.state.population
     summary = ReproduceSummary(iteration)
     active = list(pop.active)
     scores = ctx.scorer.score([(p.theta, p.env) for p in active], tags=[f"{p.pair_id} eligibility" for p in active])
     parents = eligible_parents(active, scores, rp.threshold)
     summary.eligible = [p.pair_id for p in parents]
     if parents:
-        summary.children = propose_children(ctx, parents, iteration)
+        summary.children = propose_children(ctx, parents, iteration, enhanced)
         passing = minimal_criterion(ctx, summary.children)
         if passing:
-            if ctx.cfg.mode == "enhanced":
+            if enhanced:
                 pata_ec_novelty(ctx, passing)
             else:
                 hand_designed_novelty(ctx, passing)
@@ -242,7 +242,7 @@ def reproduce(ctx: RunContext, iteration: int) -> ReproduceSummary:
             for child in sorted(passing, key=lambda c: -c.novelty):
                 if len(summary.admitted) >= rp.max_admitted:
                     break
-                pair = consider(ctx, child, iteration)
+                pair = consider(ctx, child, iteration, enhanced)
                 if pair is not None:
                     summary.admitted.append(pair.pair_id)
     for child in summary.children:

@@ -21,12 +21,12 @@ from envs import EnvFamily
 from poet import __version__, checkpoint
 from poet.config import ConfigError, RunConfig, build_dataclass, load_config, save_config
 from poet.context import RunContext
+from poet.curricula import resolve_curriculum
 from poet.errors import RunInterrupted, WaveInterrupted
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
 from poet.evaluation.ahead import AheadEvaluator
 from poet.orchestrator import Orchestrator
 from poet.policies import PolicySpec, spec_for_spaces
-from poet.population import Population
 from poet.records import RecordWriter, complete_rows, truncate_tables
 from poet.rundir_lock import RunDirLock
 from poet.scoring import ScoreCache, Scorer
@@ -43,6 +43,7 @@ class RunParts:
     spec: PolicySpec
     trainer_cls: type | None  # None when only reading a run (`read_parts`)
     trainer_options: Any
+    curriculum: Any = None  # the built curriculum; None when only reading a run
 
 
 def build_family(cfg: RunConfig) -> EnvFamily:
@@ -67,10 +68,24 @@ def _family_and_spec(cfg: RunConfig) -> tuple[EnvFamily, PolicySpec]:
     try:
         probe = family.make_env(family.initial())
         spec = spec_for_spaces(probe.observation_space, probe.action_space, tuple(cfg.policy.hidden), cfg.policy.activation)
+        _check_env(probe)
         probe.close()
-    except ValueError as exc:
+    except (ValueError, AssertionError) as exc:
         raise ConfigError(f"env.family {cfg.env.family!r}: {exc}") from None
     return family, spec
+
+
+def _check_env(env: Any) -> None:
+    """gymnasium's check_env, once per run: rollouts build their envs without the passive
+    checker (an env per episode would pay for it every time). Its soft notes stay quiet;
+    a broken env raises."""
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(getattr(env, "unwrapped", env), skip_render_check=True)
 
 
 def check_parts(cfg: RunConfig) -> RunParts:
@@ -88,7 +103,19 @@ def check_parts(cfg: RunConfig) -> RunParts:
     merged = {**getattr(cfg.trainer, cfg.trainer.name, {}), **cfg.trainer.options}
     where = lambda key: "trainer.options" if key in cfg.trainer.options else f"trainer.{cfg.trainer.name}"  # noqa: E731
     options = build_options(trainer_cls, merged, where, spec)
-    return RunParts(cfg, family, spec, trainer_cls, options)
+    return RunParts(cfg, family, spec, trainer_cls, options, build_curriculum(cfg))
+
+
+def build_curriculum(cfg: RunConfig) -> Any:
+    """The configured curriculum, built with `curriculum_options`; errors name the field."""
+    try:
+        cls = resolve_curriculum(cfg.curriculum)
+    except ValueError as exc:
+        raise ConfigError(f"curriculum: {exc}") from None
+    try:
+        return cls(**cfg.curriculum_options)
+    except TypeError as exc:
+        raise ConfigError(f"curriculum_options: {cfg.curriculum} does not take them ({exc})") from None
 
 
 def build_options(trainer_cls: type, data: dict[str, Any], where: Callable[[str], str], spec: PolicySpec) -> Any:
@@ -163,7 +190,7 @@ def build_context(parts: RunParts, run_dir: Path, log: Callable[[str], None]) ->
         trainer = parts.trainer_cls(parts.trainer_options, tctx)
         scorer = Scorer(evaluator, seeds, cfg.evaluation.eval_episodes, cfg.evaluation.max_steps, errors, ScoreCache())
         return RunContext(cfg=cfg, family=parts.family, spec=parts.spec, trainer=trainer, evaluator=evaluator,
-                          seeds=seeds, scorer=scorer, population=Population(), records=RecordWriter(run_dir), log=log)
+                          seeds=seeds, scorer=scorer, records=RecordWriter(run_dir), log=log)
     except BaseException:
         evaluator.close()
         raise
@@ -191,7 +218,7 @@ class Progress:
         """Advance the bar after an iteration."""
         if self.bar is None:
             return
-        pop = orch.ctx.population
+        pop = orch.ctx.state.population
         best = max((p.scores[-1] for p in pop.active if p.scores), default=float("nan"))
         self.bar.set_postfix(active=len(pop.active), best=f"{best:.0f}", annecs=orch.annecs(),
                              steps_per_s=f"{orch.last_steps_per_second:,.0f}", refresh=False)
@@ -291,7 +318,7 @@ def run(config: RunConfig | str | Path | Mapping | None = None, out: str | Path 
     with RunDirLock(run_dir):  # one writer per run directory
         save_config(cfg, run_dir / "config.yaml")
         (run_dir / "run.json").write_text(json.dumps({
-            "poet_version": __version__, "family": cfg.env.family, "mode": cfg.mode, "seed": cfg.seed,
+            "poet_version": __version__, "family": cfg.env.family, "curriculum": cfg.curriculum, "seed": cfg.seed,
             "policy": parts.spec.to_dict(), "numpy": np.__version__,
         }, indent=2))
         return _drive(parts, run_dir, None, progress)
@@ -327,14 +354,6 @@ def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | 
         return _drive(parts, run_dir, snapshot, progress)
 
 
-def _restore(ctx: RunContext, orch: Orchestrator, snap: checkpoint.Snapshot) -> None:
-    ctx.population = snap.population
-    ctx.solved = dict(snap.solved)
-    ctx.annecs_reference = snap.annecs_reference
-    ctx.scorer.cache.scores = dict(snap.cache)
-    orch.iteration = snap.iteration
-
-
 def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None, progress: bool | None) -> RunResult:
     """Run (or continue) the schedule with progress, periodic checkpoints and signal handling."""
     cfg = parts.cfg
@@ -344,7 +363,7 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
         where = "in this process" if cfg.evaluation.backend == "inprocess" else (
             f"on Ray at {cfg.ray.address}" if cfg.ray.address else "on a local Ray pool")
         verb = f"resuming at iteration {start} of" if snapshot is not None else "running"
-        print(f"poet: {verb} {cfg.iterations} iterations of {cfg.mode} on {cfg.env.family}, seed {cfg.seed}, "
+        print(f"poet: {verb} {cfg.iterations} iterations of {cfg.curriculum} on {cfg.env.family}, seed {cfg.seed}, "
               f"rollouts {where}; run directory {run_dir}", file=sys.stderr)
     bar = Progress(cfg.iterations, start, show)
     ctx = build_context(parts, run_dir, bar.log)
@@ -363,24 +382,24 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
     with StopRequest(bar.log) as stop:
         def after_iteration(orch: Orchestrator) -> None:
             bar.update(orch)
-            boundary[:] = [checkpoint.capture(ctx, orch.iteration)]
+            boundary[:] = [checkpoint.capture(ctx)]
             every = cfg.checkpoint.every
             if (every and orch.iteration % every == 0) or stop.requested:
                 save()
             if stop.requested and orch.iteration < cfg.iterations:
                 raise RunInterrupted(orch.iteration, run_dir)
 
-        orch = Orchestrator(ctx, on_iteration=after_iteration)
+        orch = Orchestrator(ctx, on_iteration=after_iteration, curriculum=parts.curriculum)
         dropped = False
         try:
             workers = getattr(ctx.evaluator, "num_workers", None)
             if workers is not None:
                 bar.log(f"ray pool ready: {workers} workers")
             if snapshot is not None:
-                _restore(ctx, orch, snapshot)
-            elif not ctx.population.active:
+                ctx.restore(snapshot.state)
+            elif not ctx.state.population.active:
                 orch.start()
-            boundary[:] = [checkpoint.capture(ctx, orch.iteration)]
+            boundary[:] = [checkpoint.capture(ctx)]
             ctx.evaluator.should_stop = lambda: stop.requested
             try:
                 orch.run(cfg.iterations)
@@ -394,11 +413,12 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
         if dropped:  # the tables end where the checkpoint does, as after a clean stop
             truncate_tables(run_dir, boundary[0].table_rows)
             raise RunInterrupted(boundary[0].iteration, run_dir)
-    result = RunResult(run_dir, orch.iteration, len(ctx.population.active), len(ctx.population.archive),
-                       orch.annecs(), time.perf_counter() - t0, ctx.annecs_reference)
+    pop = ctx.state.population
+    result = RunResult(run_dir, orch.iteration, len(pop.active), len(pop.archive), orch.annecs(),
+                       time.perf_counter() - t0, ctx.state.annecs_reference)
     if show:
         print(f"done: {result.iterations} iterations in {result.seconds:.0f}s, {result.active} active pairs, "
               f"{result.archived} archived, ANNECS {result.annecs}"
-              + (f" (reference code's counter {result.annecs_reference})" if cfg.mode == "enhanced" else "")
+              + (f" (reference code's counter {result.annecs_reference})" if getattr(parts.curriculum, "enhanced", False) else "")
               + f"; run directory {run_dir}", file=sys.stderr)
     return result

@@ -88,10 +88,9 @@ def _score(ctx: RunContext, candidates: list[Candidate], what: str) -> None:
         c.score = float(s)
 
 
-def transfer(ctx: RunContext, iteration: int) -> TransferSummary:
-    """One transfer phase over all active pairs."""
-    enhanced = ctx.cfg.mode == "enhanced"
-    targets = list(ctx.population.active)
+def transfer(ctx: RunContext, iteration: int, enhanced: bool = False) -> TransferSummary:
+    """One transfer phase over all active pairs; `enhanced`: Enhanced POET's rules."""
+    targets = list(ctx.state.population.active)
     summary = TransferSummary(iteration)
     incumbents = ctx.scorer.score([(t.theta, t.env) for t in targets], tags=[f"{t.pair_id} incumbent" for t in targets])
     incumbent_of = {t.pair_id: float(s) for t, s in zip(targets, incumbents)}

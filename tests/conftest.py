@@ -29,7 +29,7 @@ def mutation_chain(family, n: int, seed: int) -> list:
 def tiny_config(**sections) -> dict:
     """A POET config that runs a dozen iterations in a few seconds."""
     cfg = {
-        "mode": "poet",
+        "curriculum": "poet",
         "seed": 3,
         "iterations": 12,
         "progress": False,
@@ -51,7 +51,7 @@ def tiny_config(**sections) -> dict:
 
 @pytest.fixture
 def tiny():
-    """Factory for tiny configs: tiny(mode="enhanced", evaluation={...})."""
+    """Factory for tiny configs: tiny(curriculum="enhanced_poet", evaluation={...})."""
     return tiny_config
 
 

@@ -72,7 +72,7 @@ PPO_TINY = {"name": "ppo", "options": {"n_envs": 2, "n_steps": 32, "epochs": 2, 
 def test_hard_kill_then_resume_equals_straight_run(tiny, tmp_path, backend, trainer):
     """PPO's state (Adam moments, normaliser, return scaler, value net) resumes exactly too."""
     k = 8
-    cfg = tiny(mode="enhanced", iterations=2 * k, evaluation={"backend": backend}, ray={"workers": 2},
+    cfg = tiny(curriculum="enhanced_poet", iterations=2 * k, evaluation={"backend": backend}, ray={"workers": 2},
                checkpoint={"every": 2, "keep": 2}, **({"trainer": PPO_TINY} if trainer == "ppo" else {}))
     config = _write_config(tmp_path / "cfg.yaml", cfg)
     straight, killed = tmp_path / "straight", tmp_path / "killed"

@@ -86,9 +86,9 @@ def _out(d: Path) -> list:
 
 
 BAD = [
-    Bad("invalid_yaml", lambda d: ["run", _file(d, "broken.yaml", "mode: poet\nseed: 0\n  iterations: 3\n"), *_out(d)],
+    Bad("invalid_yaml", lambda d: ["run", _file(d, "broken.yaml", "curriculum: poet\nseed: 0\n  iterations: 3\n"), *_out(d)],
         ("broken.yaml", "not valid YAML", "line 3")),
-    Bad("unknown_key", lambda d: ["run", _file(d, "c.yaml", "mode: poet\niterationz: 3\n"), *_out(d)],
+    Bad("unknown_key", lambda d: ["run", _file(d, "c.yaml", "curriculum: poet\niterationz: 3\n"), *_out(d)],
         ("iterationz", "unknown key")),
     Bad("wrong_type", lambda d: ["run", _file(d, "c.yaml", "seed: abc\n"), *_out(d)],
         ("seed", "expected an integer", "abc")),
@@ -262,7 +262,7 @@ def test_tiny_run_saves_the_resolved_config(tiny_run):
 def test_tiny_run_json(tiny_run):
     meta = json.loads((tiny_run / "run.json").read_text())
     assert meta["family"] == "terrain"
-    assert meta["mode"] == "poet"
+    assert meta["curriculum"] == "poet"
     assert meta["seed"] == 0
     assert meta["policy"]["hidden"] == [40, 40]
 

@@ -24,7 +24,7 @@ def test_defaults_build_and_validate():
     cfg = load_config()
     assert cfg == RunConfig()
     assert validate(RunConfig()) == cfg
-    assert cfg.mode == "poet"
+    assert cfg.curriculum == "poet"
     assert cfg.env.family == "terrain" and cfg.env.options == {}
     assert cfg.policy.hidden == [40, 40] and cfg.policy.activation == "tanh"
     assert cfg.trainer.name == "es"
@@ -33,7 +33,7 @@ def test_defaults_build_and_validate():
 
 def test_quickstart_yaml_loads():
     cfg = load_config(QUICKSTART)
-    assert cfg.mode == "poet"
+    assert cfg.curriculum == "poet"
     assert cfg.seed == 0
     assert cfg.iterations == 120
     assert cfg.solved_threshold == 230.0 and isinstance(cfg.solved_threshold, float)
@@ -167,7 +167,7 @@ def test_save_and_reload_quickstart_is_equal(tmp_path):
 
 def test_save_and_reload_non_default_config_is_equal(tmp_path):
     cfg = load_config(QUICKSTART, overrides=[
-        "mode=enhanced", "seed=123", "iterations=3", "progress=false", "solved_threshold=199.5",
+        "curriculum=enhanced_poet", "seed=123", "iterations=3", "progress=false", "solved_threshold=199.5",
         "policy.hidden=[16, 8, 4]", "policy.activation=relu",
         "evaluation.on_error=score_as_failure", "evaluation.failure_score=-12.25",
         "trainer.options.population=8", "trainer.options.sigma=0.05",
@@ -422,3 +422,24 @@ def test_a_bad_spec_yaml_is_one_clear_error(tmp_path):
     cfg = load_config(overrides=["env.family=gym", f"env.options={{spec: {spec}}}"])
     with pytest.raises(ConfigError, match=r"env.options: GymFamily spec .*bad.yaml is not valid YAML \(line 3"):
         check_parts(cfg)
+
+
+def test_mode_is_read_as_curriculum_with_a_deprecation_note(tmp_path):
+    with pytest.warns(FutureWarning, match="mode: enhanced.*curriculum: enhanced_poet"):
+        cfg = load_config(data={"mode": "enhanced"})
+    assert cfg.curriculum == "enhanced_poet" and "mode" not in cfg.to_dict()
+    with pytest.warns(FutureWarning):
+        assert load_config(overrides=["mode=poet"]).curriculum == "poet"
+    with pytest.raises(ConfigError, match="mode: 'poet' contradicts curriculum: 'enhanced_poet'"):
+        load_config(data={"mode": "poet", "curriculum": "enhanced_poet"})
+
+
+def test_unknown_curriculum_and_bad_options_are_one_line_errors():
+    from poet.runner import check_parts
+
+    with pytest.raises(ConfigError, match="curriculum: unknown curriculum 'acel'.*enhanced_poet, poet"):
+        check_parts(load_config(data={"curriculum": "acel"}))
+    with pytest.raises(ConfigError, match="curriculum: cannot import 'no_such_pkg.mod'"):
+        check_parts(load_config(data={"curriculum": "no_such_pkg.mod:Thing"}))
+    with pytest.raises(ConfigError, match="curriculum_options: poet does not take them"):
+        check_parts(load_config(data={"curriculum_options": {"buffer_size": 4}}))

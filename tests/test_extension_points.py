@@ -81,7 +81,7 @@ def test_archived_agents_are_never_rescored(tiny, tmp_path, monkeypatch):
         return made[0]
 
     monkeypatch.setattr(poet.runner, "make_evaluator", counting)
-    cfg = tiny(mode="enhanced", iterations=17, reproduction={"capacity": 2, "every": 4})
+    cfg = tiny(curriculum="enhanced_poet", iterations=17, reproduction={"capacity": 2, "every": 4})
     poet.run(cfg, out=tmp_path / "r", progress=False)
     run = load_run(tmp_path / "r")
     assert run.envs["retired_iteration"].notna().sum() >= 1, "the test needs archived pairs"

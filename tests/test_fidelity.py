@@ -22,7 +22,8 @@ from poet.config import load_config
 from poet.context import RunContext
 from poet.evaluation import EvalResult, PolicyRef
 from poet.novelty import pata_ec
-from poet.orchestrator import Orchestrator
+from poet.curricula.poet import train_pairs
+from poet.state import RunState
 from poet.pair import Pair
 from poet.policies import PolicySpec, init_flat
 from poet.population import Population
@@ -254,12 +255,12 @@ class FakeFamily:
         return {}
 
 
-def make_ctx(tmp_path, mode: str, pairs: list[Pair], table, archive=(), family=None, **sections) -> RunContext:
-    cfg = load_config(data={"mode": mode, **sections})
-    return RunContext(cfg=cfg, family=family, spec=None, trainer=FakeTrainer(), evaluator=None, seeds=Seeds(0),
-                      scorer=FakeScorer(table), population=Population(active=list(pairs), archive=list(archive),
-                                                                     next_index=len(pairs) + len(archive)),
-                      records=RecordWriter(tmp_path), log=lambda line: None)
+def make_ctx(tmp_path, pairs: list[Pair], table, archive=(), family=None, **sections) -> RunContext:
+    """Fake services around a RunState holding `pairs` (active) and `archive`."""
+    population = Population(active=list(pairs), archive=list(archive), next_index=len(pairs) + len(archive))
+    return RunContext(cfg=load_config(data=sections), family=family, spec=None, trainer=FakeTrainer(), evaluator=None,
+                      seeds=Seeds(0), scorer=FakeScorer(table), records=RecordWriter(tmp_path),
+                      log=lambda line: None, state=RunState(population=population))
 
 
 def k(theta: float, e: EnvParams) -> tuple[tuple[float, ...], str]:
@@ -289,8 +290,8 @@ def _transfer_pairs(a_history=(100, 150, 120, 130, 140)):
 
 def test_enhanced_transfer_decision_by_hand(tmp_path) -> None:
     pairs = _transfer_pairs()
-    ctx = make_ctx(tmp_path, "enhanced", pairs, TRANSFER_TABLE)
-    summary = transfer(ctx, 25)
+    ctx = make_ctx(tmp_path, pairs, TRANSFER_TABLE)
+    summary = transfer(ctx, 25, enhanced=True)
     # bars: A max(last 5) = 150, B 200, C 250. Proposals only where direct > bar:
     # on A only from p1 (160 > 150; 149 is not), on B from p0 and p2, on C from p0 and p1.
     proposed = {(src[0], tgt) for src, tgt, _, _ in ctx.trainer.proposed}
@@ -310,8 +311,8 @@ def test_enhanced_transfer_decision_by_hand(tmp_path) -> None:
 
 def test_poet_transfer_decision_by_hand(tmp_path) -> None:
     pairs = _transfer_pairs(a_history=(100, 175, 120, 130, 140))  # POET ignores the 175
-    ctx = make_ctx(tmp_path, "poet", pairs, TRANSFER_TABLE)
-    summary = transfer(ctx, 25)
+    ctx = make_ctx(tmp_path, pairs, TRANSFER_TABLE)
+    summary = transfer(ctx, 25, enhanced=False)
     # original POET: every source direct and fine-tuned; best of all beats the incumbent's score.
     assert len(ctx.trainer.proposed) == 6
     # A (140): best is p2 fine-tuned 170. B (200): p2 direct 260. C (240): 300 twice -> p0 direct first.
@@ -333,15 +334,15 @@ def test_child_admission_order_and_second_mc_check(tmp_path) -> None:
         k(5.5, c1): 400.0,  # c1, the most novel: best 400 fails the second MC check (too easy)
         k(5.5, c2): 300.0,  # c2: best is the fine-tuned agent, 300: admitted with it
     }
-    ctx = make_ctx(tmp_path, "poet", [pair(0, 5, e0)], table, family=family,
+    ctx = make_ctx(tmp_path, [pair(0, 5, e0)], table, family=family,
                    reproduction={"every": 1, "max_children": 4, "max_admitted": 1, "threshold": 200})
-    summary = reproduce(ctx, 150)
+    summary = reproduce(ctx, 150, enhanced=False)
     assert [c.env.with_course_seed(None) for c in summary.children] == [c1, c2, c3, c4]
     seeds = [c.env.course_seed for c in summary.children]  # each child's own course, from the run's streams
     assert all(isinstance(x, int) for x in seeds) and len(set(seeds)) == 4
     assert [c.passed_mc for c in summary.children] == [True, True, True, False]
     assert summary.admitted == ["p1"]
-    new = ctx.population.get("p1")
+    new = ctx.state.population.get("p1")
     assert new.env == summary.children[1].env
     np.testing.assert_array_equal(new.theta, [5.5])  # the fine-tuned agent, not the parent's
     asked = ctx.scorer.asked
@@ -356,11 +357,11 @@ def test_child_agent_parent_option_skips_the_second_check(tmp_path) -> None:
     e0, c1 = env("root"), env("c1")
     family = FakeFamily([c1], {"root": [0.0], "c1": [3.0]})
     table = {k(5, e0): 250.0, k(5, c1): 100.0}
-    ctx = make_ctx(tmp_path, "poet", [pair(0, 5, e0)], table, family=family,
+    ctx = make_ctx(tmp_path, [pair(0, 5, e0)], table, family=family,
                    reproduction={"every": 1, "max_children": 1, "max_admitted": 1, "threshold": 200,
                                  "child_agent": "parent"})
-    assert reproduce(ctx, 150).admitted == ["p1"]
-    np.testing.assert_array_equal(ctx.population.get("p1").theta, [5.0])
+    assert reproduce(ctx, 150, enhanced=False).admitted == ["p1"]
+    np.testing.assert_array_equal(ctx.state.population.get("p1").theta, [5.0])
     assert ctx.trainer.proposed == []
 
 
@@ -373,19 +374,19 @@ def test_reference_annecs_counts_the_best_archived_agent(tmp_path, archived_scor
         archive = [pair(7, 9, eold)]
         archive[0].retired_iteration = 100
         table[k(9, c)] = archived_score
-    ctx = make_ctx(tmp_path, "enhanced", [pair(0, 5, e0)], table, archive=archive, family=FakeFamily([], {}))
-    child = Child(parent=ctx.population.active[0], env=c, mc_score=200.0, passed_mc=True)
-    admitted = consider(ctx, child, 150)
-    assert admitted is not None and ctx.annecs_reference == int(counted)
+    ctx = make_ctx(tmp_path, [pair(0, 5, e0)], table, archive=archive, family=FakeFamily([], {}))
+    child = Child(parent=ctx.state.population.active[0], env=c, mc_score=200.0, passed_mc=True)
+    admitted = consider(ctx, child, 150, enhanced=True)
+    assert admitted is not None and ctx.state.annecs_reference == int(counted)
 
 
 # =============================================================== score timing
 def test_pair_score_is_taken_after_the_step(tmp_path) -> None:
     e0 = env("root")
     table = {k(5, e0): 50.0, k(6, e0): 60.0}  # the trainer's step adds 1
-    ctx = make_ctx(tmp_path, "poet", [pair(0, 5, e0)], table)
-    Orchestrator(ctx).train(0)
-    assert ctx.population.active[0].scores == [60.0]
+    ctx = make_ctx(tmp_path, [pair(0, 5, e0)], table)
+    train_pairs(ctx, 0)
+    assert ctx.state.population.active[0].scores == [60.0]
     ctx.records.flush()
     rows = [json.loads(line) for line in (tmp_path / "records" / "iterations.jsonl").read_text().splitlines()]
     assert rows[0]["score"] == 60.0

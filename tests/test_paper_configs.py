@@ -9,7 +9,7 @@ from poet.config import load_config
 from tests.conftest import ROOT
 
 CONFIGS = {"poet_bipedal.yaml": ("poet", 200, 25, "bipedal"),
-           "enhanced_poet_bipedal.yaml": ("enhanced", 150, 40, "bipedal_cppn")}
+           "enhanced_poet_bipedal.yaml": ("enhanced_poet", 150, 40, "bipedal_cppn")}
 SMALL = ["iterations=2", "evaluation.backend=inprocess", "evaluation.max_steps=40", "evaluation.eval_episodes=1",
          "trainer.options.population=4", "trainer.options.noise_table_size=100000", "progress=false"]
 
@@ -19,7 +19,7 @@ def test_paper_settings(name):
     cfg = load_config(ROOT / "experiments" / name)
     mode, every, capacity, family = CONFIGS[name]
     assert cfg.env.family == family
-    assert (cfg.mode, cfg.reproduction.every, cfg.reproduction.capacity) == (mode, every, capacity)
+    assert (cfg.curriculum, cfg.reproduction.every, cfg.reproduction.capacity) == (mode, every, capacity)
     assert cfg.trainer.options["population"] == 512 and cfg.trainer.options["sigma"] == 0.1
     assert cfg.trainer.options["lr"] == 0.01 and cfg.evaluation.eval_episodes == 5
     assert (cfg.transfer.every, cfg.reproduction.threshold, cfg.reproduction.mc_lower, cfg.reproduction.mc_upper) == (
@@ -67,7 +67,7 @@ def test_enhanced_paper_config_rebuilds_every_env_from_its_record(tmp_path):
     for env_id, text, pair_id in zip(run.envs["env_id"], run.envs["params_json"], run.envs["pair_id"]):
         params = EnvParams.from_json(text)
         assert params.id == env_id and params.course_seed is not None
-        pair = snapshot.population.get(pair_id)
+        pair = snapshot.state.population.get(pair_id)
         assert pair.env == params
         policy = MLPPolicy(parts.spec)
         policy.load_flat(pair.theta)

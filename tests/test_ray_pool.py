@@ -236,11 +236,11 @@ def test_worker_memory_does_not_grow_with_policies(ray_local):
 
 
 def test_ray_backend_run_equals_inprocess(ray_local, tiny, tmp_path):
-    for mode in ("poet", "enhanced"):
-        a = tmp_path / f"{mode}-inprocess"
-        b = tmp_path / f"{mode}-ray"
-        poet.run(tiny(mode=mode), out=a, progress=False)
-        poet.run(tiny(mode=mode, evaluation={"backend": "ray"}, ray={"workers": 2}), out=b, progress=False)
+    for curriculum in ("poet", "enhanced_poet"):
+        a = tmp_path / f"{curriculum}-inprocess"
+        b = tmp_path / f"{curriculum}-ray"
+        poet.run(tiny(curriculum=curriculum), out=a, progress=False)
+        poet.run(tiny(curriculum=curriculum, evaluation={"backend": "ray"}, ray={"workers": 2}), out=b, progress=False)
         ra, rb = load_run(a), load_run(b)
         for table in ("iterations", "envs", "transfers", "events"):
             pd.testing.assert_frame_equal(getattr(ra, table), getattr(rb, table), check_exact=True, obj=table)

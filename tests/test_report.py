@@ -34,14 +34,14 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def run_dir(tmp_path_factory) -> Path:
     """A 12-iteration Enhanced POET run with checkpoints every 4 iterations."""
     out = tmp_path_factory.mktemp("report") / "run"
-    poet.run(tiny_config(mode="enhanced", iterations=12, checkpoint={"every": 4}), out=out, progress=False)
+    poet.run(tiny_config(curriculum="enhanced_poet", iterations=12, checkpoint={"every": 4}), out=out, progress=False)
     return out
 
 
 @pytest.fixture(scope="module")
 def pairs(run_dir) -> tuple[str, str]:
     """Two active pair ids of the run's newest checkpoint."""
-    active = checkpoint.latest(run_dir).population.active
+    active = checkpoint.latest(run_dir).state.population.active
     assert len(active) >= 2
     return active[0].pair_id, active[-1].pair_id
 
@@ -201,7 +201,7 @@ def test_cli_errors_are_one_line(cli, pairs, run_dir):
 
 
 def test_render_gif_api_prints_nothing(run_dir, pairs, tmp_path, capsys):
-    archived = checkpoint.latest(run_dir).population.archive
+    archived = checkpoint.latest(run_dir).state.population.archive
     pair_id = archived[0].pair_id if archived else pairs[0]
     out = render_gif(run_dir, pair_id, tmp_path / "a.gif", fps=10)
     assert out == tmp_path / "a.gif" and _frames(out) > 1
@@ -223,7 +223,7 @@ def test_family_without_rgb_frames_is_a_config_error(run_dir):
     from poet.render import load_agents
 
     parts, snapshot = load_agents(run_dir)
-    pair = snapshot.population.active[0]
+    pair = snapshot.state.population.active[0]
     with pytest.raises(poet.ConfigError, match="'blind' cannot render"):
         episode_frames(_NoFrames(), parts.spec, pair.theta, pair.env, 0, 10, "blind")
 

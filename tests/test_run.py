@@ -1,4 +1,4 @@
-"""Whole runs: determinism, both POET modes, record tables, and the quickstart's acceptance."""
+"""Whole runs: determinism, both POET curricula, record tables, and the quickstart's acceptance."""
 from __future__ import annotations
 
 import json
@@ -25,10 +25,10 @@ def _assert_same_tables(a, b) -> None:
         pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table), check_exact=True, obj=table)
 
 
-@pytest.mark.parametrize("mode", ["poet", "enhanced"])
-def test_same_seed_same_tables(tiny, tmp_path, mode):
-    a = _run(tiny(mode=mode), tmp_path / "a")
-    b = _run(tiny(mode=mode), tmp_path / "b")
+@pytest.mark.parametrize("curriculum", ["poet", "enhanced_poet"])
+def test_same_seed_same_tables(tiny, tmp_path, curriculum):
+    a = _run(tiny(curriculum=curriculum), tmp_path / "a")
+    b = _run(tiny(curriculum=curriculum), tmp_path / "b")
     _assert_same_tables(a, b)
     assert len(a.envs) >= 2, "the tiny run should admit at least one child"
     assert len(a.transfers) > 0
@@ -46,9 +46,9 @@ def test_other_seed_other_run(tiny, tmp_path):
     assert not np.array_equal(a.iterations["score"].to_numpy(), b.iterations["score"].to_numpy())
 
 
-@pytest.mark.parametrize("mode", ["poet", "enhanced"])
-def test_record_tables_are_tidy_and_consistent(tiny, tmp_path, mode):
-    run = _run(tiny(mode=mode), tmp_path / "r")
+@pytest.mark.parametrize("curriculum", ["poet", "enhanced_poet"])
+def test_record_tables_are_tidy_and_consistent(tiny, tmp_path, curriculum):
+    run = _run(tiny(curriculum=curriculum), tmp_path / "r")
     it, env_t, tr, ev = run.iterations, run.envs, run.transfers, run.events
     # one row per iteration x active pair; ES metrics alongside
     assert not it.duplicated(["iteration", "pair_id"]).any()
@@ -84,7 +84,7 @@ def test_record_tables_are_tidy_and_consistent(tiny, tmp_path, mode):
 
 
 def test_enhanced_transfer_rule_uses_recent_scores(tiny, tmp_path):
-    run = _run(tiny(mode="enhanced"), tmp_path / "r")
+    run = _run(tiny(curriculum="enhanced_poet"), tmp_path / "r")
     it, tr = run.iterations, run.transfers
     for (iteration, target), rows in tr.groupby(["iteration", "target_pair_id"]):
         hist = it[(it["pair_id"] == target) & (it["iteration"] <= iteration)]["score"].tail(5)
@@ -98,7 +98,7 @@ def test_enhanced_transfer_rule_uses_recent_scores(tiny, tmp_path):
 
 
 def test_enhanced_admits_best_active_agent(tiny, tmp_path):
-    run = _run(tiny(mode="enhanced"), tmp_path / "r")
+    run = _run(tiny(curriculum="enhanced_poet"), tmp_path / "r")
     admitted = run.events[run.events["kind"] == "admitted"]
     details = [json.loads(d) for d in admitted["detail"]]
     assert any("agent_from" in d for d in details)

@@ -1,0 +1,36 @@
+"""The Curriculum protocol: what a run does each iteration, and how its set of envs grows.
+
+A curriculum is a small object with a `name`, `start(ctx)` (the run's first state: its
+first envs and agents) and `run_iteration(ctx, iteration, phase)`. It reads and changes
+only `ctx.state` (a `poet.state.RunState`, which checkpoints save and load whole) and uses
+the services of `ctx` (trainer, evaluator, scorer, records, seeds). `phase(name)` is a
+context manager that times a phase and counts its env steps into the run's `phases`
+table; every evaluation a phase makes should go to the evaluator in as few waves as it can.
+
+A user's curriculum is named in config as `curriculum: package.module:Class`; the class
+is built with the keyword arguments of `curriculum_options`.
+"""
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from poet.context import RunContext
+
+PhaseTimer = Callable[[str], AbstractContextManager]
+
+
+@runtime_checkable
+class Curriculum(Protocol):
+    """Decides which agents train on which envs, and how the envs change."""
+
+    name: str
+
+    def start(self, ctx: "RunContext") -> None:
+        """Create the run's first envs and agents in `ctx.state`."""
+        ...
+
+    def run_iteration(self, ctx: "RunContext", iteration: int, phase: PhaseTimer) -> None:
+        """One iteration: its phases, each inside `with phase("name"):`."""
+        ...

@@ -1,0 +1,25 @@
+"""RunState: everything a run changes as it goes, apart from the services that act on it.
+
+Checkpoints save and load a RunState whole (`poet.checkpoint`), so every curriculum gets
+exact resume for the state it keeps here. Services (evaluator, trainer, records, seeds)
+live in `RunContext` and are rebuilt on resume; randomness needs no saving, since every
+draw comes from the root seed and the (phase, iteration, pair) it is for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from poet.population import Population
+from poet.scoring import ScoreCache
+
+
+@dataclass
+class RunState:
+    """The run's mutable state."""
+
+    population: Population = field(default_factory=Population)
+    solved: dict[str, int] = field(default_factory=dict)  # env id -> iteration first solved by its pair
+    # the reference code's ANNECS counter: admissions whose best archived agent passed the MC
+    annecs_reference: int = 0
+    scores: ScoreCache = field(default_factory=ScoreCache)  # (agent, env) -> score, of living agents
+    iteration: int = 0  # the next iteration to run
