@@ -186,6 +186,11 @@ class EnvFamily(Protocol):
         """A child of `params`; all randomness from `rng`."""
         ...
 
+    def sample(self, rng: np.random.Generator) -> EnvParams:
+        """Random params over the family's whole range (domain randomisation, new random
+        levels for ACCEL and robust PLR); all randomness from `rng`."""
+        ...
+
     def make_env(self, params: EnvParams, render_mode: str | None = None) -> gym.Env:
         """A gymnasium env for these params."""
         ...

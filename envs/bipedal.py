@@ -302,6 +302,10 @@ class BipedalFamily:
         child = _delegate("mutate", params, rng)
         return EnvParams.create(FAMILY, child.values)
 
+    def sample(self, rng: np.random.Generator) -> EnvParams:
+        """A random course over the whole range (terrain's `sample`)."""
+        return EnvParams.create(FAMILY, _TERRAIN.sample(rng).values)
+
     def validate(self, params: EnvParams) -> None:
         """Raise EnvParamError (family 'bipedal') naming the bad field."""
         _delegate("validate", params)

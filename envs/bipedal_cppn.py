@@ -169,6 +169,9 @@ class BipedalCPPNEnv(BipedalTerrainEnv):
 
 
 # ====================================================================== family
+SAMPLE_MUTATIONS = (0, 20)  # how many mutations `sample` applies to a random start genome
+
+
 class BipedalCPPNFamily:
     """Enhanced POET's CPPN-terrain BipedalWalker family.
 
@@ -224,6 +227,15 @@ class BipedalCPPNFamily:
 
         child = cppn.mutate(genome, rng, xs=CPPN_X, accept=differs, operators="extended")
         return EnvParams.create(FAMILY, {"genome": child})
+
+    def sample(self, rng: np.random.Generator) -> EnvParams:
+        """A random ground: the start genome drawn from `rng`, then SAMPLE_MUTATIONS[0] to
+        SAMPLE_MUTATIONS[1] mutations (uniform count). The CPPN has no parameter box to draw
+        from uniformly; neither reference defines a random level for it, so this is ours."""
+        params = self.initial(rng)
+        for _ in range(int(rng.integers(SAMPLE_MUTATIONS[0], SAMPLE_MUTATIONS[1] + 1))):
+            params = self.mutate(params, rng)
+        return params
 
     def ground(self, params: EnvParams) -> np.ndarray:
         """Ground y (metres) at each grid step under this family's amplitude option."""

@@ -316,6 +316,18 @@ class GymFamily:
         child = {p.name: self._mutate_one(p, values[p.name], rng) for p in self.spec.params}
         return EnvParams.create(self.name, child)
 
+    def sample(self, rng: np.random.Generator) -> EnvParams:
+        """Each parameter uniform over [low, high] (ints: each value equally likely); one draw
+        per param in spec order."""
+        child = {}
+        for p in self.spec.params:
+            if p.type == "int":
+                value = int(rng.integers(int(p.low), int(p.high) + 1))
+            else:
+                value = round(float(rng.uniform(p.low, p.high)), DECIMALS)
+            child[p.name] = p.cast(min(max(value, p.low), p.high))
+        return EnvParams.create(self.name, child)
+
     @staticmethod
     def _mutate_one(p: ParamSpec, value: float, rng: np.random.Generator) -> float | int:
         """One parameter's move; clipped again after rounding in case a bound has more decimals."""

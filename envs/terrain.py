@@ -546,6 +546,18 @@ class TerrainFamily:
         stump_height = _mutate_range(v["stump_height"], rng, STUMP_STEP, STUMP_DEFAULT, STUMP_MAX)
         return EnvParams.create(FAMILY, {"roughness": roughness, "pit_gap": pit_gap, "stump_height": stump_height})
 
+    def sample(self, rng: np.random.Generator) -> EnvParams:
+        """A random course, as dcd's BipedalWalker `reset_random` in its POET mode draws one:
+        roughness, both pit-gap ends and both stump-height ends uniform over their ranges
+        (ends sorted); a group whose upper end falls below its smallest enabled value (pits
+        0.8, stumps this family's 0.4; dcd's 0.2) is off."""
+        roughness = float(rng.uniform(0.0, ROUGH_MAX))
+        pit = sorted(float(x) for x in rng.uniform(0.0, PIT_MAX, size=2))
+        stump = sorted(float(x) for x in rng.uniform(0.0, STUMP_MAX, size=2))
+        return EnvParams.create(FAMILY, {"roughness": roughness,
+                                         "pit_gap": pit if pit[1] >= PIT_DEFAULT[1] else [],
+                                         "stump_height": stump if stump[1] >= STUMP_DEFAULT[1] else []})
+
     def validate(self, params: EnvParams) -> None:
         """Raise EnvParamError naming the bad field."""
         validate_params(params)

@@ -137,6 +137,7 @@ def capture(ctx: RunContext) -> Captured:
         "solved": dict(run.solved),
         "annecs_reference": run.annecs_reference,
         "score_cache": dict(run.scores.scores),
+        "curriculum_data": _split(run.curriculum_data, "curriculum", arrays),
     }
     # copies: a trainer may update its arrays in place during the next iteration
     return Captured(iteration, state, {k: np.array(v) for k, v in arrays.items()}, ctx.records.row_counts())
@@ -237,6 +238,7 @@ def load(path: Path, config_text: str | None = None) -> Snapshot:
         annecs_reference=int(state.get("annecs_reference", 0)),
         scores=ScoreCache({(a, e): float(s) for a, e, s in state["score_cache"]}),
         iteration=int(state["iteration"]),
+        curriculum_data=_join(state.get("curriculum_data", {}), arrays),
     )
     return Snapshot(run, {t: int(manifest["table_rows"].get(t, 0)) for t in TABLES})
 

@@ -26,6 +26,9 @@ class EnvConfig:
 
     family: str = "terrain"
     options: dict[str, Any] = field(default_factory=dict)  # passed to the family factory
+    # the params a run starts from (the family's values, e.g. {roughness: 2.0, pit_gap: [],
+    # stump_height: []}), checked by the family; unset: the family's initial params
+    start: dict[str, Any] | None = None
 
 
 @dataclass
@@ -140,7 +143,7 @@ class CheckpointConfig:
 class RunConfig:
     """A whole run."""
 
-    # poet | enhanced_poet, or a curriculum of your own as package.module:Class (built with
+    # poet | enhanced_poet | dr | direct, or a curriculum of your own as package.module:Class (built with
     # the keyword arguments in curriculum_options). `mode: poet | enhanced` is read as
     # curriculum: poet | enhanced_poet (deprecated).
     curriculum: str = "poet"

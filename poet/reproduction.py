@@ -195,12 +195,16 @@ def admit(ctx: RunContext, child: Child, theta: np.ndarray, iteration: int, sour
 
 
 def record_env(ctx: RunContext, pair: Pair) -> None:
-    """One row of the envs table."""
-    row = {"env_id": pair.env.id, "family": pair.env.family, "pair_id": pair.pair_id,
-           "parent_env_id": pair.parent_env_id, "created_iteration": pair.created_iteration,
-           "course_seed": pair.env.course_seed}
-    row.update(ctx.family.flat(pair.env))
-    row["params_json"] = pair.env.to_json()
+    """The envs-table row of a pair's env."""
+    record_level(ctx, pair.env, pair.pair_id, pair.parent_env_id, pair.created_iteration)
+
+
+def record_level(ctx: RunContext, env: EnvParams, pair_id: str, parent_env_id: str | None, iteration: int) -> None:
+    """One row of the envs table: an env (level), who trains on it, where it came from, when."""
+    row = {"env_id": env.id, "family": env.family, "pair_id": pair_id, "parent_env_id": parent_env_id,
+           "created_iteration": iteration, "course_seed": env.course_seed}
+    row.update(ctx.family.flat(env))
+    row["params_json"] = env.to_json()
     ctx.records.write("envs", row)
 
 

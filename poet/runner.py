@@ -22,6 +22,7 @@ from poet import __version__, checkpoint
 from poet.config import ConfigError, RunConfig, build_dataclass, load_config, save_config
 from poet.context import RunContext
 from poet.curricula import resolve_curriculum
+from poet.curricula.poet import start_params
 from poet.errors import RunInterrupted, WaveInterrupted
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
 from poet.evaluation.ahead import AheadEvaluator
@@ -103,7 +104,17 @@ def check_parts(cfg: RunConfig) -> RunParts:
     merged = {**getattr(cfg.trainer, cfg.trainer.name, {}), **cfg.trainer.options}
     where = lambda key: "trainer.options" if key in cfg.trainer.options else f"trainer.{cfg.trainer.name}"  # noqa: E731
     options = build_options(trainer_cls, merged, where, spec)
-    return RunParts(cfg, family, spec, trainer_cls, options, build_curriculum(cfg))
+    if cfg.env.start is not None:
+        try:
+            family.validate(start_params(family, cfg.env.start))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ConfigError(f"env.start: {exc}") from None
+    curriculum = build_curriculum(cfg)
+    check = getattr(curriculum, "check", None)
+    problem = check(family) if callable(check) else None
+    if problem:
+        raise ConfigError(f"curriculum: {problem}")
+    return RunParts(cfg, family, spec, trainer_cls, options, curriculum)
 
 
 def build_curriculum(cfg: RunConfig) -> Any:

@@ -8,6 +8,7 @@ draw comes from the root seed and the (phase, iteration, pair) it is for.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from poet.population import Population
 from poet.scoring import ScoreCache
@@ -23,3 +24,6 @@ class RunState:
     annecs_reference: int = 0
     scores: ScoreCache = field(default_factory=ScoreCache)  # (agent, env) -> score, of living agents
     iteration: int = 0  # the next iteration to run
+    # a curriculum's own state as plain data (numbers, strings, lists, dicts, numpy arrays),
+    # saved and loaded with the rest
+    curriculum_data: dict[str, Any] = field(default_factory=dict)

@@ -439,7 +439,7 @@ def test_unknown_curriculum_and_bad_options_are_one_line_errors():
 
     with pytest.raises(ConfigError, match="curriculum: unknown curriculum 'acel'.*enhanced_poet, poet"):
         check_parts(load_config(data={"curriculum": "acel"}))
-    with pytest.raises(ConfigError, match="curriculum: cannot import 'no_such_pkg.mod'"):
+    with pytest.raises(ConfigError, match="curriculum: cannot import curriculum module 'no_such_pkg.mod'"):
         check_parts(load_config(data={"curriculum": "no_such_pkg.mod:Thing"}))
     with pytest.raises(ConfigError, match="curriculum_options: poet does not take them"):
         check_parts(load_config(data={"curriculum_options": {"buffer_size": 4}}))

@@ -225,3 +225,13 @@ def test_lockstep_batch_matches_single_envs() -> None:
             np.testing.assert_array_equal(obs[i], s_obs)
             assert (rewards[i], terminated[i], truncated[i]) == (s_r, s_term, s_trunc)
     batch.close()
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_sample_draws_valid_params_reproducibly_over_the_range(name: str) -> None:
+    family = make_family(name, EXAMPLE_OPTIONS.get(name))
+    draws = [family.sample(np.random.default_rng([3, i])) for i in range(12)]
+    for params in draws:
+        family.validate(params)
+    assert family.sample(np.random.default_rng([3, 0])) == draws[0]  # a function of the generator only
+    assert len({p.id for p in draws}) >= 10  # random, not a fixed point

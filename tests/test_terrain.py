@@ -378,3 +378,16 @@ def test_direct_batch_construction() -> None:
     assert isinstance(FAM.make_env(FAM.initial()), TerrainEnv)
     with pytest.raises(ValueError):
         FAM.make_batch([FAM.initial()], [0, 1], 10)
+
+
+def test_sample_is_dcds_reset_random_over_this_familys_ranges() -> None:
+    from envs.terrain import PIT_MAX, ROUGH_MAX, STUMP_MAX
+
+    family = TerrainFamily()
+    for seed in range(20):
+        u = np.random.default_rng(seed)
+        rough, pits, stumps = u.uniform(0, ROUGH_MAX), sorted(u.uniform(0, PIT_MAX, 2)), sorted(u.uniform(0, STUMP_MAX, 2))
+        v = family.sample(np.random.default_rng(seed)).values
+        assert v["roughness"] == rough
+        assert v["pit_gap"] == (pits if pits[1] >= 0.8 else [])
+        assert v["stump_height"] == (stumps if stumps[1] >= 0.4 else [])

@@ -53,10 +53,19 @@ class EnhancedPoetCurriculum(PoetCurriculum):
     enhanced = True
 
 
-def start_pair(ctx: RunContext) -> Pair:
-    """The first pair: the family's initial env with a fresh agent."""
-    env = initial_params(ctx.family, ctx.seeds.rng("env.initial"))
-    env = env.with_course_seed(course_seed_for(ctx, ctx.seeds.rng("env.course", 0)))
+def start_params(family: EnvFamily, values: dict) -> EnvParams:
+    """The params `env.start` names (the family's values)."""
+    return EnvParams.create(family.name, dict(values))
+
+
+def start_pair(ctx: RunContext, env: EnvParams | None = None) -> Pair:
+    """The first pair, with a fresh agent: on `env`, else on `env.start`, else on the
+    family's initial env."""
+    if env is None:
+        start = ctx.cfg.env.start
+        env = (start_params(ctx.family, start) if start is not None
+               else initial_params(ctx.family, ctx.seeds.rng("env.initial")))
+        env = env.with_course_seed(course_seed_for(ctx, ctx.seeds.rng("env.course", 0)))
     ctx.family.validate(env)
     theta = init_flat(ctx.spec, ctx.seeds.rng("policy.init"), ctx.cfg.policy.init)
     pop = ctx.state.population
@@ -85,13 +94,14 @@ def _task(ctx: RunContext, pair: Pair, iteration: int, theta: np.ndarray, state:
                      seed=ctx.seeds.integer("train", iteration, pair.index), eval_episodes=eval_episodes)
 
 
-def train_pairs(ctx: RunContext, iteration: int) -> None:
+def train_pairs(ctx: RunContext, iteration: int, run_ahead: bool = True) -> None:
     """One trainer step for every active pair (one wave), and each pair's score.
 
     With `evaluation.self_score: after_step` (the reference's `ind_es_step`) the updated
     agents are scored in a second wave, which also runs the next iteration's trainer
-    requests (`evaluation.run_ahead`); with `before_step` the trainer scores the starting
-    agents in its own wave.
+    requests (`evaluation.run_ahead`; `run_ahead=False` for curricula whose next iteration
+    trains on other envs); with `before_step` the trainer scores the starting agents in its
+    own wave.
     """
     after = ctx.cfg.evaluation.self_score == "after_step"
     pairs = list(ctx.state.population.active)
@@ -102,7 +112,7 @@ def train_pairs(ctx: RunContext, iteration: int) -> None:
     if callable(drop):
         drop()  # what the last iteration ran ahead for this step and it did not ask for
     if after:
-        ahead = _next_requests(ctx, pairs, steps, iteration)
+        ahead = _next_requests(ctx, pairs, steps, iteration) if run_ahead else []
         scores = ctx.scorer.score([(s.theta, p.env) for p, s in zip(pairs, steps)],
                                   tags=[f"{p.pair_id} (score)" for p in pairs], along=ahead)
         if ahead:

@@ -1,11 +1,9 @@
 """Trainers: the protocol, the built-in ones (a plain dict registry), and `module:Class` loading."""
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from typing import Any
 
+from poet.plugins import import_named
 from poet.trainers.base import (
     ErrorPolicy, EvaluationFailed, Trainer, TrainerContext, TrainStep, TrainTask, propose,
 )
@@ -21,17 +19,7 @@ def resolve_trainer(name: str) -> type:
         return TRAINERS[name]
     if ":" not in name:
         raise ValueError(f"unknown trainer {name!r}; registered: {', '.join(sorted(TRAINERS))}, or give module:Class")
-    module_name, _, attr = name.partition(":")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        # as `python -m` does: the console script `poet` should find modules of the directory it runs in
-        sys.path.append(os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import trainer module {module_name!r}: {exc}") from None
-    cls: Any = getattr(module, attr, None)
-    if cls is None:
-        raise ValueError(f"module {module_name!r} has no trainer class {attr!r}")
+    cls: Any = import_named(name, "trainer")
     missing = [m for m in ("init_state", "reset_state", "step") if not callable(getattr(cls, m, None))]
     if missing:
         raise ValueError(f"trainer {name!r} does not implement the Trainer protocol (missing {', '.join(missing)})")

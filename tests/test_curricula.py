@@ -1,0 +1,88 @@
+"""Every registered curriculum: runs, resumes after a hard kill with identical tables, and
+gives the same tables on the Ray pool; a user's curriculum from one file via module:Class."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import poet
+from poet import checkpoint
+from poet.analysis import load_run
+from poet.curricula import CURRICULA
+from tests.conftest import ROOT
+from tests.test_checkpoint import _assert_same_run, _kill_after_checkpoint, _write_config
+
+TABLES = ("iterations", "envs", "transfers", "events")
+
+
+def _cfg(tiny, curriculum: str, **sections) -> dict:
+    return tiny(curriculum=curriculum, iterations=8, **sections)
+
+
+@pytest.mark.parametrize("name", sorted(CURRICULA))
+def test_every_curriculum_resumes_after_a_kill_with_identical_tables(name, tiny, tmp_path):
+    import sys
+
+    cfg = _cfg(tiny, name, checkpoint={"every": 3})
+    config = _write_config(tmp_path / "cfg.yaml", cfg)
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    poet.run(cfg, out=straight, progress=False)
+    run = load_run(straight)
+    assert sorted(run.iterations["iteration"].unique()) == list(range(8))
+    assert len(run.envs) >= 1 and set(run.iterations["env_id"]) <= set(run.envs["env_id"])
+    base = [sys.executable, "-m", "poet.cli"]
+    _kill_after_checkpoint(base + ["run", str(config), "--out", str(killed), "--quiet"], killed, 3)
+    poet.resume(killed, progress=False)
+    _assert_same_run(straight, killed)
+
+
+@pytest.mark.parametrize("name", sorted(CURRICULA))
+def test_every_curriculum_gives_the_same_tables_on_the_ray_pool(name, ray_local, tiny, tmp_path):
+    poet.run(_cfg(tiny, name), out=tmp_path / "local", progress=False)
+    poet.run(_cfg(tiny, name, evaluation={"backend": "ray"}, ray={"workers": 2}), out=tmp_path / "pool",
+             progress=False)
+    a, b = load_run(tmp_path / "local"), load_run(tmp_path / "pool")
+    for table in TABLES:
+        pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table), check_exact=True, obj=table)
+
+
+def test_dr_trains_on_a_new_random_level_every_iteration(tiny, tmp_path):
+    poet.run(_cfg(tiny, "dr"), out=tmp_path / "r", progress=False)
+    run = load_run(tmp_path / "r")
+    assert run.envs["env_id"].nunique() == 8 and run.envs["parent_env_id"].isna().all()
+    assert run.iterations["env_id"].tolist() == run.envs["env_id"].tolist()
+    assert run.envs["created_iteration"].tolist() == list(range(8))
+
+
+def test_direct_trains_on_env_start(tiny, tmp_path):
+    start = {"roughness": 1.5, "pit_gap": [], "stump_height": [0.0, 0.4]}
+    poet.run(tiny(curriculum="direct", iterations=3, env={"start": start}), out=tmp_path / "r", progress=False)
+    run = load_run(tmp_path / "r")
+    assert len(run.envs) == 1 and run.envs["roughness"].iloc[0] == 1.5 and run.envs["stump_height_hi"].iloc[0] == 0.4
+    assert run.iterations["env_id"].nunique() == 1
+
+
+def test_a_bad_env_start_is_a_config_error_naming_the_field(tiny, tmp_path):
+    with pytest.raises(poet.ConfigError, match=r"env.start: .*roughness"):
+        poet.run(tiny(env={"start": {"roughness": 99.0, "pit_gap": [], "stump_height": []}}), out=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+
+
+def test_user_curriculum_from_one_file_runs_and_resumes(tiny, tmp_path, monkeypatch):
+    """experiments/ladder_curriculum.py: one file, named as module:Class, with its own options and state."""
+    monkeypatch.chdir(ROOT)
+    name = "experiments.ladder_curriculum:LadderCurriculum"
+    cfg = tiny(curriculum=name, curriculum_options={"rungs": 3, "threshold": 20.0}, iterations=10,
+               checkpoint={"every": 4})
+    poet.run(cfg, out=tmp_path / "straight", progress=False)
+    run = load_run(tmp_path / "straight")
+    climbed = run.events[run.events["kind"] == "climbed"]
+    assert 1 <= len(climbed) <= 3 and len(run.envs) == len(climbed) + 1
+    assert run.envs["parent_env_id"].iloc[1:].tolist() == run.envs["env_id"].iloc[:-1].tolist()
+    # its state (the rung) is checkpointed: stop at 6, resume to 10, same tables
+    poet.run({**cfg, "iterations": 6}, out=tmp_path / "resumed", progress=False)
+    assert checkpoint.latest(tmp_path / "resumed").state.curriculum_data["rung"] >= 0
+    poet.resume(tmp_path / "resumed", iterations=10, progress=False)
+    _assert_same_run(tmp_path / "straight", tmp_path / "resumed")
+    with pytest.raises(poet.ConfigError, match="curriculum_options: .*rungs and edits must be >= 1"):
+        poet.run({**cfg, "curriculum_options": {"rungs": 0}}, out=tmp_path / "bad")
