@@ -143,7 +143,7 @@ class CheckpointConfig:
 class RunConfig:
     """A whole run."""
 
-    # poet | enhanced_poet | dr | direct, or a curriculum of your own as package.module:Class (built with
+    # poet | enhanced_poet | accel | robust_plr | dr | direct, or a curriculum of your own as package.module:Class (built with
     # the keyword arguments in curriculum_options). `mode: poet | enhanced` is read as
     # curriculum: poet | enhanced_poet (deprecated).
     curriculum: str = "poet"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from poet.curricula.base import Curriculum, PhaseTimer
 from poet.curricula.direct import DirectCurriculum
 from poet.curricula.dr import DomainRandomization
+from poet.curricula.plr import ACCEL, RobustPLR
 from poet.curricula.poet import EnhancedPoetCurriculum, PoetCurriculum
 from poet.plugins import import_named
 
@@ -15,6 +16,8 @@ CURRICULA: dict[str, type] = {
     "enhanced_poet": EnhancedPoetCurriculum,
     "dr": DomainRandomization,
     "direct": DirectCurriculum,
+    "robust_plr": RobustPLR,
+    "accel": ACCEL,
 }
 
 
@@ -32,5 +35,5 @@ def resolve_curriculum(name: str) -> type:
     return cls
 
 
-__all__ = ["CURRICULA", "Curriculum", "DirectCurriculum", "DomainRandomization", "EnhancedPoetCurriculum", "PhaseTimer",
+__all__ = ["ACCEL", "CURRICULA", "RobustPLR", "Curriculum", "DirectCurriculum", "DomainRandomization", "EnhancedPoetCurriculum", "PhaseTimer",
            "PoetCurriculum", "resolve_curriculum"]

@@ -19,7 +19,7 @@ from poet.pair import Pair
 from poet.policies import init_flat
 from poet.records import json_text
 from poet.reproduction import course_seed_for, record_env, reproduce
-from poet.trainers import TrainTask
+from poet.trainers import TrainStep, TrainTask
 from poet.transfer import transfer
 
 
@@ -94,7 +94,7 @@ def _task(ctx: RunContext, pair: Pair, iteration: int, theta: np.ndarray, state:
                      seed=ctx.seeds.integer("train", iteration, pair.index), eval_episodes=eval_episodes)
 
 
-def train_pairs(ctx: RunContext, iteration: int, run_ahead: bool = True) -> None:
+def train_pairs(ctx: RunContext, iteration: int, run_ahead: bool = True) -> list[TrainStep]:
     """One trainer step for every active pair (one wave), and each pair's score.
 
     With `evaluation.self_score: after_step` (the reference's `ind_es_step`) the updated
@@ -126,6 +126,7 @@ def train_pairs(ctx: RunContext, iteration: int, run_ahead: bool = True) -> None
         pair.scores.append(score)
         pair.theta, pair.state = step.theta, step.state
         ctx.mark_solved(pair.pair_id, pair.env.id, score, iteration, "training")
+    return steps
 
 
 def _next_requests(ctx: RunContext, pairs: list[Pair], steps: list, iteration: int) -> list[EvalRequest]:

@@ -1,0 +1,113 @@
+"""Prioritized level replay's level buffer, as facebookresearch/dcd's `LevelSampler` runs it
+for an unbounded level space (`sample_full_distribution`), in plain data.
+
+- Replay distribution: P = (1 - rho) P_S + rho P_C over the levels in the buffer, with
+  P_S from the scores by rank (the highest score has rank 1; weight 1 / rank^(1/T)) and
+  P_C from staleness (weight = staleness, the `power` transform at temperature 1), each
+  normalised (uniform over the buffer when all its weights are 0).
+- Staleness: every replay adds 1 to each level's staleness and sets the replayed one's to 0.
+- Replay decision ("proportionate" schedule, dcd's default): with f the buffer's fill
+  fraction, replay when f >= min_fill and u < min(f, replay_prob).
+- A new level enters an empty slot while there is one; then it replaces the level with the
+  least replay support (the smallest P) if its score is at least that level's. Its
+  staleness starts at the number of samples drawn since it was proposed.
+- Scores update with alpha = 1 (the new score replaces the old).
+
+Ties in the rank transform are broken by buffer position (a stable sort): dcd's
+`argsort` leaves their order to numpy's quicksort; a fixed order keeps runs reproducible.
+All randomness comes from the Generator passed in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class LevelBuffer:
+    """Levels (any JSON-able description) with scores and staleness; plain data throughout."""
+
+    capacity: int
+    temperature: float = 0.1
+    staleness_coef: float = 0.5
+    levels: list[Any] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    staleness: list[float] = field(default_factory=list)
+    samples: int = 0  # dcd's running_sample_count: levels drawn (new or replayed) so far
+
+    @property
+    def fill(self) -> float:
+        """The fraction of the buffer in use."""
+        return len(self.levels) / self.capacity
+
+    def weights(self) -> np.ndarray:
+        """The replay distribution over the buffer's levels."""
+        n = len(self.levels)
+        if n == 0:
+            return np.zeros(0)
+        scores = np.asarray(self.scores, dtype=np.float64)
+        order = np.argsort(-scores, kind="stable")  # highest first; ties by position
+        ranks = np.empty(n)
+        ranks[order] = np.arange(1, n + 1)
+        p_score = _normalised(1.0 / ranks ** (1.0 / self.temperature))
+        if self.staleness_coef <= 0:
+            return p_score
+        p_stale = _normalised(np.asarray(self.staleness, dtype=np.float64).clip(0))
+        return (1 - self.staleness_coef) * p_score + self.staleness_coef * p_stale
+
+    def replay_decision(self, rng: np.random.Generator, replay_prob: float, min_fill: float) -> bool:
+        """Whether the next level is a replay (else a new one); always draws one number."""
+        u = rng.random()
+        return self.fill >= min_fill and len(self.levels) > 0 and u < min(self.fill, replay_prob)
+
+    def sample_replay(self, rng: np.random.Generator) -> int:
+        """The index of a level drawn from `weights()`; updates staleness and the sample count."""
+        self.samples += 1
+        index = int(rng.choice(len(self.levels), p=self.weights()))
+        if self.staleness_coef > 0:
+            self.staleness = [s + 1.0 for s in self.staleness]
+            self.staleness[index] = 0.0
+        return index
+
+    def propose(self) -> int:
+        """Count a new level drawn; returns its timestamp (for the staleness it enters with)."""
+        self.samples += 1
+        return self.samples
+
+    def insert(self, level: Any, score: float, timestamp: int) -> int | None:
+        """Offer a scored new level; returns its index, or None when it does not get in."""
+        if len(self.levels) < self.capacity:
+            self.levels.append(level)
+            self.scores.append(float(score))
+            self.staleness.append(float(self.samples - timestamp))
+            return len(self.levels) - 1
+        index = int(np.argmin(self.weights()))
+        if self.scores[index] > score:
+            return None
+        self.levels[index], self.scores[index] = level, float(score)
+        self.staleness[index] = float(self.samples - timestamp)
+        return index
+
+    def update(self, index: int, score: float) -> None:
+        """A replayed level's new score."""
+        self.scores[index] = float(score)
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data for the run state (checkpoints)."""
+        return {"capacity": self.capacity, "temperature": self.temperature, "staleness_coef": self.staleness_coef,
+                "levels": list(self.levels), "scores": list(self.scores), "staleness": list(self.staleness),
+                "samples": self.samples}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> "LevelBuffer":
+        """Inverse of `to_data`."""
+        return cls(int(data["capacity"]), float(data["temperature"]), float(data["staleness_coef"]),
+                   list(data["levels"]), [float(s) for s in data["scores"]], [float(s) for s in data["staleness"]],
+                   int(data["samples"]))
+
+
+def _normalised(w: np.ndarray) -> np.ndarray:
+    z = w.sum()
+    return w / z if z > 0 else np.full(len(w), 1.0 / len(w))

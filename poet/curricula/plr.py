@@ -1,0 +1,149 @@
+"""Robust PLR (Jiang et al. 2021) and ACCEL (Parker-Holder et al. 2022): one agent, a buffer
+of levels scored by regret, replay by rank and staleness (`level_buffer.LevelBuffer`).
+
+Each iteration is one of dcd's cycles:
+- replay (decided as `LevelBuffer.replay_decision`): a level drawn from the buffer, one
+  trainer step on it, its score updated; ACCEL then edits it (`edits` family mutations)
+  and offers the child, scored by an evaluation, to the buffer;
+- otherwise, explore: `new_levels` new levels are evaluated (no training: the "robust" in
+  robust PLR) and offered to the buffer. Robust PLR draws them over the family's range
+  (`family.sample`); ACCEL starts from simple levels (the family's initial params on a new
+  course), as its BipedalWalker runs start from easy ones, and lets edits make them harder.
+
+Defaults are dcd's BipedalWalker configs (`bipedal_robust_plr.json`, `bipedal_accel.json`):
+buffer 1000, min fill 0.5, replay probability 0.5 (robust PLR) / 0.9 (ACCEL), rank
+prioritisation at temperature 0.1, staleness coefficient 0.5, 3 edits per child, and the
+"proportionate" replay schedule.
+
+Regret: dcd scores BipedalWalker levels by positive value loss, which needs a trainer with
+a value function. This scores them by MaxMC from returns: the highest return ever seen on
+the level (the agent's, and for ES its perturbations') minus the agent's current return.
+A level seen once scores 0.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from envs import EnvFamily, EnvParams
+from poet.context import RunContext
+from poet.curricula.base import PhaseTimer
+from poet.curricula.level_buffer import LevelBuffer
+from poet.curricula.poet import start_pair, train_pairs
+from poet.reproduction import course_seed_for, record_level
+
+KEY = "level_buffer"
+
+
+class RobustPLR:
+    """Robust prioritized level replay: train only on replayed levels."""
+
+    name = "robust_plr"
+    edits = 0  # robust PLR never edits
+
+    def __init__(self, buffer_size: int = 1000, replay_prob: float = 0.5, min_fill: float = 0.5,
+                 temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16):
+        problems = [(buffer_size >= 1, "buffer_size must be >= 1"), (0 <= replay_prob <= 1, "replay_prob in [0, 1]"),
+                    (0 <= min_fill <= 1, "min_fill in [0, 1]"), (temperature > 0, "temperature > 0"),
+                    (0 <= staleness_coef <= 1, "staleness_coef in [0, 1]"), (new_levels >= 1, "new_levels >= 1")]
+        bad = [msg for ok, msg in problems if not ok]
+        if bad:
+            raise TypeError(f"{self.name}: {'; '.join(bad)}")
+        self.buffer_size, self.replay_prob, self.min_fill = int(buffer_size), float(replay_prob), float(min_fill)
+        self.temperature, self.staleness_coef, self.new_levels = float(temperature), float(staleness_coef), int(new_levels)
+
+    def check(self, family: EnvFamily) -> str | None:
+        """Why this curriculum cannot run on `family` (None: it can)."""
+        if not callable(getattr(family, "sample", None)):
+            return f"{self.name} needs random levels: env family {family.name!r} has no sample(rng)"
+        return None
+
+    # -- levels
+    def new_level(self, ctx: RunContext, rng: Any) -> EnvParams:
+        """A new level for the buffer: over the family's whole range."""
+        return ctx.family.sample(rng)
+
+    def start(self, ctx: RunContext) -> None:
+        rng = ctx.seeds.rng("plr.start")
+        start_pair(ctx, self.new_level(ctx, rng).with_course_seed(course_seed_for(ctx, rng)))
+        ctx.state.curriculum_data[KEY] = LevelBuffer(self.buffer_size, self.temperature, self.staleness_coef).to_data()
+
+    def run_iteration(self, ctx: RunContext, iteration: int, phase: PhaseTimer) -> None:
+        buffer = LevelBuffer.from_data(ctx.state.curriculum_data[KEY])
+        rng = ctx.seeds.rng("plr.cycle", iteration)
+        if buffer.replay_decision(rng, self.replay_prob, self.min_fill):
+            index = buffer.sample_replay(rng)
+            with phase("train"):
+                self._replay(ctx, buffer, index, iteration)
+            if self.edits > 0:
+                with phase("edit"):
+                    self._edit(ctx, buffer, index, iteration, rng)
+        else:
+            with phase("explore"):
+                levels = []
+                for _ in range(self.new_levels):
+                    level = self.new_level(ctx, rng)
+                    levels.append(level.with_course_seed(course_seed_for(ctx, rng)))
+                self._offer(ctx, buffer, levels, [None] * len(levels), iteration, "explored")
+        ctx.state.curriculum_data[KEY] = buffer.to_data()
+
+    def _replay(self, ctx: RunContext, buffer: LevelBuffer, index: int, iteration: int) -> None:
+        agent = ctx.state.population.active[0]
+        entry = buffer.levels[index]
+        agent.env = EnvParams.from_json(entry["env"])
+        step = train_pairs(ctx, iteration, run_ahead=False)[0]  # the next iteration may train elsewhere
+        score = agent.scores[-1]
+        seen = [score, entry["max_return"]]
+        if "es_return_max" in step.metrics:  # the best ES perturbation's return on this level
+            seen.append(float(step.metrics["es_return_max"]))
+        entry["max_return"] = max(seen)
+        buffer.update(index, entry["max_return"] - score)
+        ctx.records.write("events", {"iteration": iteration, "kind": "replayed", "pair_id": agent.pair_id,
+                                     "env_id": agent.env.id, "detail": f"regret {entry['max_return'] - score:.2f}"})
+
+    def _edit(self, ctx: RunContext, buffer: LevelBuffer, index: int, iteration: int, rng: Any) -> None:
+        parent = EnvParams.from_json(buffer.levels[index]["env"])
+        child = parent.with_course_seed(None)
+        for _ in range(self.edits):
+            child = ctx.family.mutate(child, rng)
+        child = child.with_course_seed(course_seed_for(ctx, rng))
+        self._offer(ctx, buffer, [child], [parent.id], iteration, "edited")
+
+    def _offer(self, ctx: RunContext, buffer: LevelBuffer, levels: list[EnvParams], parents: list[str | None],
+               iteration: int, kind: str) -> None:
+        """Evaluate new levels in one wave and offer them to the buffer (MaxMC: a first visit scores 0)."""
+        agent = ctx.state.population.active[0]
+        stamps = [buffer.propose() for _ in levels]
+        returns = ctx.scorer.score([(agent.theta, level) for level in levels],
+                                   tags=[f"{agent.pair_id} {kind} level" for _ in levels])
+        for level, parent, stamp, ret in zip(levels, parents, stamps, returns):
+            record_level(ctx, level, agent.pair_id, parent, iteration)
+            slot = buffer.insert({"env": level.to_json(), "max_return": float(ret)}, 0.0, stamp)
+            ctx.records.write("events", {"iteration": iteration, "kind": kind, "pair_id": agent.pair_id,
+                                         "env_id": level.id,
+                                         "detail": f"return {float(ret):.2f}, "
+                                                   + ("not kept" if slot is None else f"buffer slot {slot}")})
+
+
+class ACCEL(RobustPLR):
+    """ACCEL: robust PLR whose replayed levels are edited into new ones."""
+
+    name = "accel"
+
+    def __init__(self, buffer_size: int = 1000, replay_prob: float = 0.9, min_fill: float = 0.5,
+                 temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16, edits: int = 3):
+        super().__init__(buffer_size, replay_prob, min_fill, temperature, staleness_coef, new_levels)
+        if edits < 1:
+            raise TypeError(f"accel: edits must be >= 1, got {edits}")
+        self.edits = int(edits)
+
+    def check(self, family: EnvFamily) -> str | None:
+        """ACCEL's new levels are the family's start: any family will do."""
+        return None
+
+    def new_level(self, ctx: RunContext, rng: Any) -> EnvParams:
+        """A simple level: the family's start (`env.start` or its initial params); edits do the rest."""
+        from poet.curricula.poet import initial_params, start_params
+
+        start = ctx.cfg.env.start
+        return start_params(ctx.family, start) if start is not None else initial_params(ctx.family, rng)
+

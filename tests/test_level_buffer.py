@@ -1,0 +1,76 @@
+"""The PLR level buffer, pinned by hand to dcd's LevelSampler formulas (rank transform,
+staleness mixing, proportionate replay schedule, replacement of the least-supported level)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from poet.curricula.level_buffer import LevelBuffer
+
+
+def _buffer(**kw) -> LevelBuffer:
+    b = LevelBuffer(capacity=4, temperature=0.5, staleness_coef=0.5, **kw)
+    b.levels, b.scores, b.staleness = ["a", "b", "c"], [3.0, 1.0, 2.0], [2.0, 0.0, 2.0]
+    return b
+
+
+def test_replay_distribution_mixes_rank_and_staleness() -> None:
+    # ranks (highest score first) 1, 3, 2; 1/rank^(1/0.5): 1, 1/9, 1/4 -> 36/49, 4/49, 9/49
+    # staleness 2, 0, 2 -> 1/2, 0, 1/2; mixed half and half
+    expected = [0.5 * 36 / 49 + 0.25, 0.5 * 4 / 49, 0.5 * 9 / 49 + 0.25]
+    np.testing.assert_allclose(_buffer().weights(), expected)
+    no_staleness = _buffer()
+    no_staleness.staleness_coef = 0.0
+    np.testing.assert_allclose(no_staleness.weights(), [36 / 49, 4 / 49, 9 / 49])
+
+
+def test_ties_rank_by_position_and_zero_staleness_is_uniform() -> None:
+    b = LevelBuffer(capacity=3, temperature=1.0, staleness_coef=0.5)
+    b.levels, b.scores, b.staleness = ["a", "b", "c"], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0]
+    # ranks 1, 2, 3 -> 1, 1/2, 1/3 over 11/6; staleness all 0 -> uniform 1/3
+    np.testing.assert_allclose(b.weights(), [0.5 * 6 / 11 + 1 / 6, 0.5 * 3 / 11 + 1 / 6, 0.5 * 2 / 11 + 1 / 6])
+
+
+class _Uniform:
+    """Gives the one number a replay decision draws."""
+
+    def __init__(self, u: float):
+        self.u = u
+
+    def random(self) -> float:
+        return self.u
+
+
+def test_proportionate_replay_schedule() -> None:
+    b = _buffer()  # 3 of 4 filled: replay when u < min(0.75, replay_prob)
+    assert b.replay_decision(_Uniform(0.74), replay_prob=0.9, min_fill=0.5) is True
+    assert b.replay_decision(_Uniform(0.76), replay_prob=0.9, min_fill=0.5) is False
+    assert b.replay_decision(_Uniform(0.6), replay_prob=0.5, min_fill=0.5) is False
+    assert b.replay_decision(_Uniform(0.0), replay_prob=0.9, min_fill=0.8) is False  # below the minimum fill
+
+
+def test_replay_updates_staleness_and_the_sample_count() -> None:
+    b = _buffer()
+    index = b.sample_replay(np.random.default_rng(1))
+    assert b.samples == 1 and b.staleness[index] == 0.0
+    assert [s for i, s in enumerate(b.staleness) if i != index] == [s + 1 for i, s in enumerate([2.0, 0.0, 2.0]) if i != index]
+    counts = np.bincount([_buffer().sample_replay(np.random.default_rng(s)) for s in range(4000)], minlength=3) / 4000
+    np.testing.assert_allclose(counts, _buffer().weights(), atol=0.03)
+
+
+def test_new_levels_fill_then_replace_the_least_supported_when_they_score_at_least_as_much() -> None:
+    b = _buffer()
+    stamp = b.propose()
+    b.sample_replay(np.random.default_rng(0))  # one more sample before the new level is scored
+    assert b.insert("d", 0.0, stamp) == 3 and b.staleness[3] == 1.0  # free slot; samples since proposed
+    least = int(np.argmin(b.weights()))
+    assert b.insert("e", b.scores[least] - 0.5, b.propose()) is None  # scores below the one it would replace
+    assert b.insert("f", b.scores[least], b.propose()) == least and b.levels[least] == "f"
+
+
+def test_plain_data_round_trip() -> None:
+    b = _buffer(samples=7)
+    again = LevelBuffer.from_data(b.to_data())
+    assert again == b
+    with pytest.raises(KeyError):
+        LevelBuffer.from_data({"capacity": 3})
