@@ -2,6 +2,7 @@
 gives the same tables on the Ray pool; a user's curriculum from one file via module:Class."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -106,3 +107,64 @@ def test_plr_curricula_replay_explore_and_keep_their_buffer_in_the_state(name, t
     assert len(edited) == kinds.get("edited", 0)  # ACCEL's children name the replayed level they came from
     buffer = checkpoint.latest(tmp_path / "r").state.curriculum_data["level_buffer"]
     assert len(buffer["levels"]) == 6 and buffer["samples"] >= 12
+
+
+@pytest.mark.parametrize("name", ["accel", "robust_plr", "dr", "direct"])
+def test_cli_run_with_ppo_writes_the_tables_and_report(name, tmp_path):
+    """`poet run --set curriculum=NAME --set trainer.name=ppo` on the terrain family, then `poet report`."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "r"
+    small = ["iterations=6", "evaluation.backend=inprocess", "evaluation.max_steps=100", "trainer.ppo.n_envs=2",
+             "trainer.ppo.n_steps=64", "trainer.ppo.minibatch_size=64", "trainer.ppo.epochs=2",
+             "env.options.course_length=20"]
+    if name in OPTIONS:
+        small.append("curriculum_options={buffer_size: 4, new_levels: 2}")
+    sets = [x for s in [f"curriculum={name}", "trainer.name=ppo", *small] for x in ("--set", s)]
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-m", "poet.cli", "run", str(ROOT / "experiments" / "quickstart.yaml"),
+                          *sets, "--out", str(out), "--quiet"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = subprocess.run([sys.executable, "-m", "poet.cli", "report", str(out)], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr[-2000:]
+    records = load_run(out)
+    assert len(records.iterations) >= 1 and "policy_loss" in records.iterations.columns
+    if name in OPTIONS:  # levels scored by the PPO value net's positive value loss
+        assert "positive_value_loss" in records.iterations.columns
+        assert records.events["detail"][records.events["kind"] == "explored"].str.startswith("regret").all()
+    from poet.report import FIGURES
+
+    for figure in FIGURES:
+        assert (out / "report" / f"{figure}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_regret_scores_pinned_by_hand():
+    from poet.curricula.plr import maxmc
+    from poet.trainers.ppo import _gae, positive_value_loss
+
+    # GAE with gamma 0.9, lambda 0.5 over one 3-step episode:
+    # d2 = 2 - 0.2 = 1.8; d1 = 0 + 0.9 * 0.2 - 1.0 = -0.82; d0 = 1 + 0.9 * 1.0 - 0.5 = 1.4
+    # A2 = 1.8; A1 = -0.82 + 0.45 * 1.8 = -0.01; A0 = 1.4 + 0.45 * -0.01 = 1.3955
+    adv = _gae(np.array([[1.0], [0.0], [2.0]]), np.array([[0.5], [1.0], [0.2]]), np.array([[1.0], [0.2], [0.0]]),
+               np.array([[1.0], [1.0], [0.0]]), 0.9, 0.5)
+    np.testing.assert_allclose(adv[:, 0], [1.3955, -0.01, 1.8])
+    assert positive_value_loss(adv) == pytest.approx((1.3955 + 0 + 1.8) / 3)
+    # MaxMC: the best return seen on the level (30) minus the agent's now (20)
+    assert maxmc(max([10.0, 30.0, 20.0]), 20.0) == 10.0 and maxmc(5.0, 5.0) == 0.0
+
+
+def test_accel_edits_the_level_it_replayed(tiny, tmp_path):
+    poet.run(_cfg(tiny, "accel", iterations=12), out=tmp_path / "r", progress=False)
+    run = load_run(tmp_path / "r")
+    replayed = run.events[run.events["kind"] == "replayed"].set_index("iteration")["env_id"]
+    edited = run.envs[run.envs["parent_env_id"].notna()].set_index("created_iteration")["parent_env_id"]
+    assert len(edited) >= 1 and (edited == replayed.loc[edited.index]).all()
+    from envs import EnvParams
+
+    family = __import__("envs").make_family("terrain", tiny()["env"]["options"])
+    for _, row in run.envs[run.envs["parent_env_id"].notna()].iterrows():
+        child = EnvParams.from_json(row["params_json"])
+        family.validate(child)

@@ -15,10 +15,12 @@ buffer 1000, min fill 0.5, replay probability 0.5 (robust PLR) / 0.9 (ACCEL), ra
 prioritisation at temperature 0.1, staleness coefficient 0.5, 3 edits per child, and the
 "proportionate" replay schedule.
 
-Regret: dcd scores BipedalWalker levels by positive value loss, which needs a trainer with
-a value function. This scores them by MaxMC from returns: the highest return ever seen on
-the level (the agent's, and for ES its perturbations') minus the agent's current return.
-A level seen once scores 0.
+Regret (`score`): dcd scores BipedalWalker levels by positive value loss (the mean GAE
+advantage clipped at 0), which needs a trainer with a value function: `auto` uses it when
+the trainer offers `regret(tasks, evaluator)` (PPO; a replayed level's score is then the
+loss of the rollouts it was trained on, reported in the step's metrics). Otherwise (ES)
+it is MaxMC from returns: the highest return ever seen on the level (the agent's, and for
+ES its perturbations') minus the agent's current return; a level seen once scores 0.
 """
 from __future__ import annotations
 
@@ -30,8 +32,15 @@ from poet.curricula.base import PhaseTimer
 from poet.curricula.level_buffer import LevelBuffer
 from poet.curricula.poet import start_pair, train_pairs
 from poet.reproduction import course_seed_for, record_level
+from poet.trainers import TrainTask
 
 KEY = "level_buffer"
+SCORES = ("auto", "positive_value_loss", "maxmc")
+
+
+def maxmc(max_return: float, current_return: float) -> float:
+    """MaxMC regret from returns: the best return seen on a level minus the agent's now."""
+    return float(max_return) - float(current_return)
 
 
 class RobustPLR:
@@ -41,8 +50,8 @@ class RobustPLR:
     edits = 0  # robust PLR never edits
 
     def __init__(self, buffer_size: int = 1000, replay_prob: float = 0.5, min_fill: float = 0.5,
-                 temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16):
-        problems = [(buffer_size >= 1, "buffer_size must be >= 1"), (0 <= replay_prob <= 1, "replay_prob in [0, 1]"),
+                 temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16, score: str = "auto"):
+        problems = [(score in SCORES, f"score one of {', '.join(SCORES)}"), (buffer_size >= 1, "buffer_size must be >= 1"), (0 <= replay_prob <= 1, "replay_prob in [0, 1]"),
                     (0 <= min_fill <= 1, "min_fill in [0, 1]"), (temperature > 0, "temperature > 0"),
                     (0 <= staleness_coef <= 1, "staleness_coef in [0, 1]"), (new_levels >= 1, "new_levels >= 1")]
         bad = [msg for ok, msg in problems if not ok]
@@ -50,6 +59,15 @@ class RobustPLR:
             raise TypeError(f"{self.name}: {'; '.join(bad)}")
         self.buffer_size, self.replay_prob, self.min_fill = int(buffer_size), float(replay_prob), float(min_fill)
         self.temperature, self.staleness_coef, self.new_levels = float(temperature), float(staleness_coef), int(new_levels)
+        self.score = score
+
+    def uses_value_loss(self, ctx: RunContext) -> bool:
+        """Whether levels are scored by positive value loss (else MaxMC)."""
+        has = callable(getattr(ctx.trainer, "regret", None))
+        if self.score == "positive_value_loss" and not has:
+            raise TypeError(f"{self.name}: score positive_value_loss needs a trainer with a value function "
+                            f"(regret(tasks, evaluator)); {ctx.trainer.name!r} has none")
+        return self.score == "positive_value_loss" or (self.score == "auto" and has)
 
     def check(self, family: EnvFamily) -> str | None:
         """Why this curriculum cannot run on `family` (None: it can)."""
@@ -91,14 +109,18 @@ class RobustPLR:
         entry = buffer.levels[index]
         agent.env = EnvParams.from_json(entry["env"])
         step = train_pairs(ctx, iteration, run_ahead=False)[0]  # the next iteration may train elsewhere
-        score = agent.scores[-1]
-        seen = [score, entry["max_return"]]
-        if "es_return_max" in step.metrics:  # the best ES perturbation's return on this level
-            seen.append(float(step.metrics["es_return_max"]))
-        entry["max_return"] = max(seen)
-        buffer.update(index, entry["max_return"] - score)
+        if self.uses_value_loss(ctx):
+            regret = float(step.metrics.get("positive_value_loss", 0.0))
+        else:
+            score = agent.scores[-1]
+            seen = [score] + ([entry["max_return"]] if entry["max_return"] is not None else [])
+            if "es_return_max" in step.metrics:  # the best ES perturbation's return on this level
+                seen.append(float(step.metrics["es_return_max"]))
+            entry["max_return"] = max(seen)
+            regret = maxmc(entry["max_return"], score)
+        buffer.update(index, regret)
         ctx.records.write("events", {"iteration": iteration, "kind": "replayed", "pair_id": agent.pair_id,
-                                     "env_id": agent.env.id, "detail": f"regret {entry['max_return'] - score:.2f}"})
+                                     "env_id": agent.env.id, "detail": f"regret {regret:.4f}"})
 
     def _edit(self, ctx: RunContext, buffer: LevelBuffer, index: int, iteration: int, rng: Any) -> None:
         parent = EnvParams.from_json(buffer.levels[index]["env"])
@@ -110,17 +132,23 @@ class RobustPLR:
 
     def _offer(self, ctx: RunContext, buffer: LevelBuffer, levels: list[EnvParams], parents: list[str | None],
                iteration: int, kind: str) -> None:
-        """Evaluate new levels in one wave and offer them to the buffer (MaxMC: a first visit scores 0)."""
+        """Score new levels in one wave and offer them to the buffer."""
         agent = ctx.state.population.active[0]
         stamps = [buffer.propose() for _ in levels]
-        returns = ctx.scorer.score([(agent.theta, level) for level in levels],
-                                   tags=[f"{agent.pair_id} {kind} level" for _ in levels])
-        for level, parent, stamp, ret in zip(levels, parents, stamps, returns):
+        if self.uses_value_loss(ctx):
+            tasks = [TrainTask(key=agent.pair_id, theta=agent.theta, env=level, state=agent.state,
+                               seed=ctx.seeds.integer(f"plr.{kind}", iteration, i)) for i, level in enumerate(levels)]
+            regrets, returns = ctx.trainer.regret(tasks, ctx.evaluator), [None] * len(levels)
+        else:  # MaxMC: the return is all that is known of a new level, so its regret is 0
+            returns = [float(r) for r in ctx.scorer.score([(agent.theta, level) for level in levels],
+                                                          tags=[f"{agent.pair_id} {kind} level" for _ in levels])]
+            regrets = [maxmc(r, r) for r in returns]
+        for level, parent, stamp, ret, regret in zip(levels, parents, stamps, returns, regrets):
             record_level(ctx, level, agent.pair_id, parent, iteration)
-            slot = buffer.insert({"env": level.to_json(), "max_return": float(ret)}, 0.0, stamp)
+            slot = buffer.insert({"env": level.to_json(), "max_return": ret}, regret, stamp)
             ctx.records.write("events", {"iteration": iteration, "kind": kind, "pair_id": agent.pair_id,
                                          "env_id": level.id,
-                                         "detail": f"return {float(ret):.2f}, "
+                                         "detail": f"regret {regret:.4f}, "
                                                    + ("not kept" if slot is None else f"buffer slot {slot}")})
 
 
@@ -130,8 +158,9 @@ class ACCEL(RobustPLR):
     name = "accel"
 
     def __init__(self, buffer_size: int = 1000, replay_prob: float = 0.9, min_fill: float = 0.5,
-                 temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16, edits: int = 3):
-        super().__init__(buffer_size, replay_prob, min_fill, temperature, staleness_coef, new_levels)
+                 temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16, edits: int = 3,
+                 score: str = "auto"):
+        super().__init__(buffer_size, replay_prob, min_fill, temperature, staleness_coef, new_levels, score)
         if edits < 1:
             raise TypeError(f"accel: edits must be >= 1, got {edits}")
         self.edits = int(edits)

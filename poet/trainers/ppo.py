@@ -43,6 +43,7 @@ from poet.trainers.adam import adam_step
 from poet.trainers.base import EvaluationFailed, TrainerContext, TrainStep, TrainTask, out_of_range
 
 JOB_FN = "poet.trainers.ppo:ppo_job"
+REGRET_FN = "poet.trainers.ppo:ppo_regret_job"
 STD_EPS = 1e-8
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -302,6 +303,12 @@ def _gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, conti
     return adv
 
 
+def positive_value_loss(advantages: np.ndarray) -> float:
+    """PLR's regret score (dcd `_average_positive_value_loss`): the mean of the GAE
+    advantages clipped at 0, i.e. how much better things went than the value net expected."""
+    return float(np.maximum(advantages, 0.0).mean()) if advantages.size else 0.0
+
+
 def _scale_rewards(batch: _Batch, state: dict[str, Any], o: PPOOptions, acc: np.ndarray) -> np.ndarray:
     """Rewards divided by the running std of the discounted return (updated with this batch).
 
@@ -326,6 +333,7 @@ def _update(learner: _Learner, batch: _Batch, z: np.ndarray, rewards: np.ndarray
             o: PPOOptions, rng: np.random.Generator) -> dict[str, float]:
     """Epochs of clipped-objective minibatch steps on one batch (Adam state updated in place)."""
     adv = _gae(rewards, batch.values, batch.next_values, batch.continues, o.gamma, o.gae_lambda)
+    pvl = positive_value_loss(adv)  # of the rollouts, under the value net that collected them
     returns = adv + batch.values
     n = adv.size
     zt = torch.as_tensor(z.reshape(n, -1))
@@ -367,7 +375,7 @@ def _update(learner: _Learner, batch: _Batch, z: np.ndarray, rewards: np.ndarray
                 sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
                 sums["clip_fraction"] += float(((ratio - 1).abs() > o.clip).float().mean())
             steps += 1
-    return {k: v / max(1, steps) for k, v in sums.items()}
+    return {**{k: v / max(1, steps) for k, v in sums.items()}, "positive_value_loss": pvl}
 
 
 # ---------------------------------------------------------------- the job
@@ -435,6 +443,36 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
             "env_steps_taken": o.n_steps * o.n_envs * o.updates_per_iteration}
 
 
+def ppo_regret_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
+    """An agent's positive value loss on an env without training: one batch of rollouts
+    (n_envs x n_steps) with its policy and value net, rewards scaled by its running return
+    statistics as they are (nothing is updated)."""
+    o = PPOOptions(**payload["options"])
+    spec: PolicySpec = worker.spec
+    state = payload["state"]
+    rng = np.random.Generator(np.random.PCG64(int(payload["seed"])))
+    learner = _Learner(spec, o.value_hidden)
+    value = np.asarray(state["value"])
+    if value.size == 0:  # an agent that never trained: the value net its first job would make
+        value = init_flat(learner.value_spec, rng, "normc")
+    norm = _Normaliser({k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in state.items()},
+                       o.normalize_obs, o.obs_std_floor)
+    learner.load(unfold(np.asarray(payload["theta"], dtype=np.float32), spec.obs_dim, spec.layer_sizes[1], norm.mean,
+                        norm.std),
+                 np.asarray(state["log_std"]), unfold(value, spec.obs_dim, learner.value_spec.layer_sizes[1], norm.mean,
+                                                      norm.std))
+    rollouts = _Rollouts(worker, payload["env"], o.n_envs, int(payload["max_steps"]), rng)
+    try:
+        batch = rollouts.collect(learner, norm, o.n_steps)
+    finally:
+        rollouts.close()
+    rewards = batch.rewards / math.sqrt(float(state["ret_var"]) + STD_EPS) if o.normalize_rewards else batch.rewards
+    adv = _gae(rewards, batch.values, batch.next_values, batch.continues, o.gamma, o.gae_lambda)
+    return {"positive_value_loss": positive_value_loss(adv),
+            "return_mean": float(np.mean(batch.episode_returns)) if batch.episode_returns else float("nan"),
+            "env_steps_taken": o.n_steps * o.n_envs}
+
+
 # ---------------------------------------------------------------- the trainer
 
 class PPOTrainer:
@@ -496,3 +534,24 @@ class PPOTrainer:
             else:  # the agent keeps its weights and state; the failure is in the metrics
                 steps.append(TrainStep(theta=task.theta, state=task.state, score=score, metrics={"ppo_failed": 1.0}))
         return steps
+
+    def regret(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[float]:
+        """Each task's agent's positive value loss on its env, without training (one wave of jobs):
+        what PLR and ACCEL score new levels by."""
+        o, ctx = self.options, self.context
+        options = asdict(o)
+        jobs = [Job(REGRET_FN, {"options": options, "theta": t.theta, "state": t.state, "env": t.env,
+                                "seed": int(np.random.Generator(np.random.PCG64(t.seed)).integers(0, 2**31 - 1)),
+                                "max_steps": ctx.max_steps},
+                    cost=float(o.n_envs * o.n_steps), tag=f"{t.key} (regret)")
+                for t in tasks]
+        out = []
+        for result in evaluator.run_jobs(jobs):
+            if result.ok:
+                out.append(float(result.value["positive_value_loss"]))
+            elif ctx.errors.on_error == "stop":
+                raise EvaluationFailed(f"scoring a level failed for {result.error} "
+                                       "(set evaluation.on_error=score_as_failure to go on)")
+            else:  # a level the agent cannot even be run on is not worth replaying
+                out.append(0.0)
+        return out
