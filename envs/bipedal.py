@@ -302,6 +302,10 @@ class BipedalFamily:
         child = _delegate("mutate", params, rng)
         return EnvParams.create(FAMILY, child.values)
 
+    def test_levels(self) -> dict[str, EnvParams]:
+        """The terrain family's held-out courses, on the walker."""
+        return {name: EnvParams.create(FAMILY, p.values) for name, p in _TERRAIN.test_levels().items()}
+
     def sample(self, rng: np.random.Generator) -> EnvParams:
         """A random course over the whole range (terrain's `sample`)."""
         return EnvParams.create(FAMILY, _TERRAIN.sample(rng).values)

@@ -514,6 +514,17 @@ def _draw_ground(img: np.ndarray, course: Course, col_x: np.ndarray, bottom: flo
 
 
 # ====================================================================== family
+# Held-out courses (values): one obstacle type each, then all of them together, each beyond
+# what the 120-iteration quickstart reaches (roughness 0.8, pits to 2.0, stumps to 1.0).
+TEST_LEVELS: dict[str, dict[str, Any]] = {
+    "flat": {"roughness": 0.0, "pit_gap": [], "stump_height": []},
+    "pits": {"roughness": 0.0, "pit_gap": [1.2, 2.4], "stump_height": []},
+    "stumps": {"roughness": 0.0, "pit_gap": [], "stump_height": [1.0, 1.6]},
+    "rough": {"roughness": 4.0, "pit_gap": [], "stump_height": []},
+    "combined": {"roughness": 2.0, "pit_gap": [0.8, 1.6], "stump_height": [0.6, 1.2]},
+}
+
+
 class TerrainFamily:
     """POET's BipedalWalker terrain parameters on a fast numpy runner."""
 
@@ -557,6 +568,11 @@ class TerrainFamily:
         return EnvParams.create(FAMILY, {"roughness": roughness,
                                          "pit_gap": pit if pit[1] >= PIT_DEFAULT[1] else [],
                                          "stump_height": stump if stump[1] >= STUMP_DEFAULT[1] else []})
+
+    def test_levels(self) -> dict[str, EnvParams]:
+        """Hand-made held-out courses, by name, each harder in one way, then in all: the fixed
+        set every curriculum is measured on (`evaluation.test_every`)."""
+        return {name: EnvParams.create(FAMILY, values) for name, values in TEST_LEVELS.items()}
 
     def validate(self, params: EnvParams) -> None:
         """Raise EnvParamError naming the bad field."""

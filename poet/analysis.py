@@ -1,6 +1,7 @@
 """Reading a run directory: `load_run(dir)` gives the record tables as pandas DataFrames."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ COLUMNS = {
     "transfers": ["iteration", "source_pair_id", "target_pair_id", "kind", "score", "incumbent_score", "accepted"],
     "events": ["iteration", "kind", "pair_id", "env_id", "detail"],
     "phases": ["iteration", "phase", "seconds", "env_steps"],
+    "heldout": ["iteration", "pair_id", "level", "env_id", "score"],
 }
 
 
@@ -31,6 +33,8 @@ class Run:
     transfers: pd.DataFrame
     events: pd.DataFrame
     phases: pd.DataFrame  # wall time and env steps of every phase (not part of the results: timings vary)
+    # the agents' scores on the family's held-out levels (`evaluation.test_every`)
+    heldout: pd.DataFrame = dataclasses.field(default_factory=lambda: pd.DataFrame(columns=COLUMNS["heldout"]))
 
     def _per_iteration(self, hits: pd.Series, name: str) -> pd.Series:
         last = int(self.iterations["iteration"].max()) if len(self.iterations) else -1
@@ -100,7 +104,7 @@ def load_run(run_dir: str | Path) -> Run:
     _fill_env_lifecycle(envs, events)
     if len(transfers):
         transfers["accepted"] = transfers["accepted"].astype(bool)
-    return Run(path, config, iterations, envs, transfers, events, phases)
+    return Run(path, config, iterations, envs, transfers, events, phases, _frame(path, "heldout"))
 
 
 def _fill_env_lifecycle(envs: pd.DataFrame, events: pd.DataFrame) -> None:

@@ -64,6 +64,9 @@ class EvaluationConfig:
     # wave (both evaluate the updated agents), so an iteration is one wave, not two. Changes
     # no number: a result run ahead is used only by an identical request.
     run_ahead: bool = True
+    # every this many iterations, score the active agents on the family's held-out levels
+    # (poet.heldout; the `heldout` table); 0: never
+    test_every: int = 0
 
 
 @dataclass
@@ -276,6 +279,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     _check(1 <= ev.max_steps <= MAX_STEPS, f"evaluation.max_steps: must be in [1, {MAX_STEPS:,}], got {ev.max_steps}")
     _check(ev.eval_episodes >= 1, f"evaluation.eval_episodes: must be >= 1, got {ev.eval_episodes}")
     _check(ev.batch_rows >= 1, f"evaluation.batch_rows: must be >= 1, got {ev.batch_rows}")
+    _check(ev.test_every >= 0, f"evaluation.test_every: must be >= 0 (0: never), got {ev.test_every}")
     rc = cfg.ray
     _check(rc.workers is None or 1 <= rc.workers <= MAX_WORKERS,
            f"ray.workers: must be in [1, {MAX_WORKERS:,}], got {rc.workers}")

@@ -11,6 +11,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from poet import heldout
 from poet.context import RunContext
 from poet.curricula import Curriculum, PoetCurriculum
 
@@ -51,6 +52,9 @@ class Orchestrator:
         ctx = self.ctx
         totals = [0.0, 0.0]
         self.curriculum.run_iteration(ctx, self.iteration, lambda name: self._phase(name, totals))
+        if heldout.due(ctx, self.iteration):
+            with self._phase("heldout", totals):
+                heldout.evaluate(ctx, self.iteration)
         self.last_steps_per_second = totals[1] / totals[0] if totals[0] > 0 else float("nan")
         self._forget_stale_scores()
         ctx.records.flush()

@@ -15,7 +15,7 @@ from typing import Any, IO
 
 import numpy as np
 
-TABLES = ("iterations", "envs", "transfers", "events", "phases")
+TABLES = ("iterations", "envs", "transfers", "events", "phases", "heldout")
 
 
 def _plain(value: Any) -> Any:

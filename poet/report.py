@@ -256,6 +256,24 @@ def population_figure(run: Run) -> Figure:
     return fig
 
 
+def heldout_figure(run: Run) -> Figure:
+    """The best active agent's score on each held-out level (evaluation.test_every), with the solved threshold."""
+    fig = Figure(figsize=(9, 3.5), layout="constrained")
+    ax = fig.add_subplot()
+    ho = run.heldout
+    if len(ho):
+        best = ho.groupby(["level", "iteration"], sort=False)["score"].max()
+        for level in dict.fromkeys(ho["level"]):
+            series = best.loc[level]
+            ax.plot(series.index, series.to_numpy(dtype=float), marker="o", ms=3, lw=1.2, label=str(level))
+        ax.axhline(_threshold(run), color="k", ls="--", lw=1, label=f"solved ({_threshold(run):g})")
+        ax.legend(fontsize="small", loc="best")
+    else:
+        _note(ax, "no held-out evaluation in this run (set evaluation.test_every)")
+    ax.set(xlabel="iteration", ylabel="best agent's score", title="Held-out levels")
+    return fig
+
+
 FIGURES: dict[str, Callable[[Run], Figure]] = {
     "scores": scores_figure,
     "env_params": env_params_figure,
@@ -263,6 +281,7 @@ FIGURES: dict[str, Callable[[Run], Figure]] = {
     "transfer_matrix": transfer_matrix_figure,
     "annecs": annecs_figure,
     "population": population_figure,
+    "heldout": heldout_figure,
 }
 
 

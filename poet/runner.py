@@ -18,7 +18,7 @@ import numpy as np
 
 import envs
 from envs import EnvFamily
-from poet import __version__, checkpoint
+from poet import __version__, checkpoint, heldout
 from poet.config import ConfigError, RunConfig, build_dataclass, load_config, save_config
 from poet.context import RunContext
 from poet.curricula import resolve_curriculum
@@ -109,6 +109,8 @@ def check_parts(cfg: RunConfig) -> RunParts:
             family.validate(start_params(family, cfg.env.start))
         except (ValueError, TypeError, KeyError) as exc:
             raise ConfigError(f"env.start: {exc}") from None
+    if cfg.evaluation.test_every > 0 and heldout.check(family):
+        raise ConfigError(f"evaluation.test_every: {heldout.check(family)}")
     curriculum = build_curriculum(cfg)
     check = getattr(curriculum, "check", None)
     problem = check(family) if callable(check) else None

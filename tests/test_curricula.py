@@ -168,3 +168,26 @@ def test_accel_edits_the_level_it_replayed(tiny, tmp_path):
     for _, row in run.envs[run.envs["parent_env_id"].notna()].iterrows():
         child = EnvParams.from_json(row["params_json"])
         family.validate(child)
+
+
+@pytest.mark.parametrize("name", sorted(CURRICULA))
+def test_held_out_levels_are_scored_for_every_curriculum(name, tiny, tmp_path):
+    from poet.report import heldout_figure
+
+    cfg = _cfg(tiny, name, evaluation={**tiny()["evaluation"], "test_every": 4})
+    poet.run(cfg, out=tmp_path / "r", progress=False)
+    run = load_run(tmp_path / "r")
+    ho = run.heldout
+    assert sorted(ho["iteration"].unique()) == [3, 7]
+    assert list(dict.fromkeys(ho["level"])) == ["flat", "pits", "stumps", "rough", "combined"]
+    # one row per active agent and level; the same level ids in every run (pinned courses)
+    assert ho.groupby("iteration").size().to_numpy().tolist() == [
+        5 * n for n in ho.groupby("iteration")["pair_id"].nunique()]
+    assert ho["score"].notna().all() and ho.groupby("level")["env_id"].nunique().eq(1).all()
+    assert heldout_figure(run).axes[0].get_legend() is not None
+
+
+def test_held_out_evaluation_needs_test_levels(tiny, tmp_path):
+    cfg = tiny(env={"family": "cartpole", "options": {}}, evaluation={**tiny()["evaluation"], "test_every": 2})
+    with pytest.raises(poet.ConfigError, match="evaluation.test_every: env family 'cartpole' has no test_levels"):
+        poet.run(cfg, out=tmp_path / "r")
