@@ -191,3 +191,21 @@ def test_held_out_evaluation_needs_test_levels(tiny, tmp_path):
     cfg = tiny(env={"family": "cartpole", "options": {}}, evaluation={**tiny()["evaluation"], "test_every": 2})
     with pytest.raises(poet.ConfigError, match="evaluation.test_every: env family 'cartpole' has no test_levels"):
         poet.run(cfg, out=tmp_path / "r")
+
+
+def test_compare_curricula_quick_writes_its_table_and_json(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "compare.json"
+    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "compare_curricula.py"), "--quick", "--json", str(out)],
+                         cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "| curriculum | flat | pits | stumps | rough | combined |" in run.stdout
+    data = json.loads(out.read_text())
+    assert [s["curriculum"] for s in data["summary"]] == ["accel", "robust_plr", "dr"]
+    for row in data["summary"]:
+        assert set(row["combined"]) == {"mean", "min", "max"} and row["env_steps_mean"] > 0
+    assert all(r["heldout_curve"] for r in data["runs"])

@@ -150,7 +150,7 @@ def test_course_images_limit_and_families_without_profiles(run_dir, tmp_path, mo
 
 def test_every_figure_function_returns_a_figure(run_dir):
     run = load_run(run_dir)
-    assert set(FIGURES) == {"scores", "env_params", "env_tree", "transfer_matrix", "annecs", "population"}
+    assert set(FIGURES) == {"scores", "env_params", "env_tree", "transfer_matrix", "annecs", "population", "heldout"}
     for name, make in FIGURES.items():
         assert isinstance(make(run), Figure), name
 

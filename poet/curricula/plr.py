@@ -24,13 +24,13 @@ ES its perturbations') minus the agent's current return; a level seen once score
 """
 from __future__ import annotations
 
-from typing import Any
+import numpy as np
 
 from envs import EnvFamily, EnvParams
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
 from poet.curricula.level_buffer import LevelBuffer
-from poet.curricula.poet import start_pair, train_pairs
+from poet.curricula.poet import initial_params, start_pair, start_params, train_pairs
 from poet.reproduction import course_seed_for, record_level
 from poet.trainers import TrainTask
 
@@ -51,9 +51,10 @@ class RobustPLR:
 
     def __init__(self, buffer_size: int = 1000, replay_prob: float = 0.5, min_fill: float = 0.5,
                  temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16, score: str = "auto"):
-        problems = [(score in SCORES, f"score one of {', '.join(SCORES)}"), (buffer_size >= 1, "buffer_size must be >= 1"), (0 <= replay_prob <= 1, "replay_prob in [0, 1]"),
-                    (0 <= min_fill <= 1, "min_fill in [0, 1]"), (temperature > 0, "temperature > 0"),
-                    (0 <= staleness_coef <= 1, "staleness_coef in [0, 1]"), (new_levels >= 1, "new_levels >= 1")]
+        problems = [(score in SCORES, f"score one of {', '.join(SCORES)}"), (buffer_size >= 1, "buffer_size >= 1"),
+                    (0 <= replay_prob <= 1, "replay_prob in [0, 1]"), (0 <= min_fill <= 1, "min_fill in [0, 1]"),
+                    (temperature > 0, "temperature > 0"), (0 <= staleness_coef <= 1, "staleness_coef in [0, 1]"),
+                    (new_levels >= 1, "new_levels >= 1")]
         bad = [msg for ok, msg in problems if not ok]
         if bad:
             raise TypeError(f"{self.name}: {'; '.join(bad)}")
@@ -76,7 +77,7 @@ class RobustPLR:
         return None
 
     # -- levels
-    def new_level(self, ctx: RunContext, rng: Any) -> EnvParams:
+    def new_level(self, ctx: RunContext, rng: np.random.Generator) -> EnvParams:
         """A new level for the buffer: over the family's whole range."""
         return ctx.family.sample(rng)
 
@@ -122,7 +123,7 @@ class RobustPLR:
         ctx.records.write("events", {"iteration": iteration, "kind": "replayed", "pair_id": agent.pair_id,
                                      "env_id": agent.env.id, "detail": f"regret {regret:.4f}"})
 
-    def _edit(self, ctx: RunContext, buffer: LevelBuffer, index: int, iteration: int, rng: Any) -> None:
+    def _edit(self, ctx: RunContext, buffer: LevelBuffer, index: int, iteration: int, rng: np.random.Generator) -> None:
         parent = EnvParams.from_json(buffer.levels[index]["env"])
         child = parent.with_course_seed(None)
         for _ in range(self.edits):
@@ -169,10 +170,8 @@ class ACCEL(RobustPLR):
         """ACCEL's new levels are the family's start: any family will do."""
         return None
 
-    def new_level(self, ctx: RunContext, rng: Any) -> EnvParams:
+    def new_level(self, ctx: RunContext, rng: np.random.Generator) -> EnvParams:
         """A simple level: the family's start (`env.start` or its initial params); edits do the rest."""
-        from poet.curricula.poet import initial_params, start_params
-
         start = ctx.cfg.env.start
         return start_params(ctx.family, start) if start is not None else initial_params(ctx.family, rng)
 
