@@ -44,6 +44,5 @@ class LadderCurriculum:
                 env = ctx.family.mutate(env, rng)
             parent, agent.env = agent.env.id, env.with_course_seed(course_seed_for(ctx, rng))
             record_level(ctx, agent.env, agent.pair_id, parent, iteration)
-            ctx.records.write("events", {"iteration": iteration, "kind": "climbed", "pair_id": agent.pair_id,
-                                         "env_id": agent.env.id, "detail": f"rung {rung} of {self.rungs}"})
+            ctx.records.event(iteration, "climbed", agent.pair_id, agent.env.id, f"rung {rung} of {self.rungs}")
             ctx.state.curriculum_data["rung"] = rung

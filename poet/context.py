@@ -45,5 +45,4 @@ class RunContext:
         """Record the first time an env's pair reaches the solved threshold."""
         if score >= self.cfg.solved_threshold and env_id not in self.state.solved:
             self.state.solved[env_id] = iteration
-            self.records.write("events", {"iteration": iteration, "kind": "solved", "pair_id": pair_id,
-                                          "env_id": env_id, "detail": f"{how} score {score:.1f}"})
+            self.records.event(iteration, "solved", pair_id, env_id, f"{how} score {score:.1f}")

@@ -11,11 +11,14 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, IO
+from typing import IO, Any, Mapping
 
 import numpy as np
 
 TABLES = ("iterations", "envs", "transfers", "events", "phases", "heldout")
+# what the built-in curricula record in `events` (detail: JSON for admitted and child, text otherwise)
+EVENT_KINDS = ("admitted", "child", "retired", "reproduce", "transfer", "transfer_accepted", "solved",
+               "replayed", "explored", "edited")
 
 
 def _plain(value: Any) -> Any:
@@ -56,6 +59,13 @@ class RecordWriter:
             f = self._files[table] = open(self.dir / f"{table}.jsonl", "a", encoding="utf-8")
         f.write(json_text(row) + "\n")
         self._rows[table] += 1
+
+    def event(self, iteration: int, kind: str, pair_id: str | None = None, env_id: str | None = None,
+              detail: str | Mapping[str, Any] = "") -> None:
+        """One row of the events table. `kind` is one of EVENT_KINDS or a user curriculum's own;
+        a mapping `detail` is stored as compact JSON (`json.loads` reads it back)."""
+        self.write("events", {"iteration": iteration, "kind": kind, "pair_id": pair_id, "env_id": env_id,
+                              "detail": detail if isinstance(detail, str) else json_text(detail)})
 
     def row_counts(self) -> dict[str, int]:
         """Rows written so far per table (a checkpoint stores them to cut the tables back on resume)."""

@@ -27,7 +27,6 @@ from envs import EnvParams
 from poet.context import RunContext
 from poet.novelty import knn_novelty, pata_ec
 from poet.pair import Pair
-from poet.records import json_text
 from poet.trainers import TrainTask, propose
 
 
@@ -184,13 +183,10 @@ def admit(ctx: RunContext, child: Child, theta: np.ndarray, iteration: int, sour
     pop.add(pair)
     child.admitted_as = pair.pair_id
     record_env(ctx, pair)
-    ctx.records.write("events", {"iteration": iteration, "kind": "admitted", "pair_id": pair.pair_id,
-                                 "env_id": pair.env.id,
-                                 "detail": json_text({"parent_pair_id": child.parent.pair_id, "agent_from": source,
-                                                       "mc_score": child.mc_score, "novelty": child.novelty,
-                                                       "transfer_score": child.transfer_score,
-                                                       "archive_score": child.archive_score,
-                                                       "annecs_reference": counts_for_annecs_reference})})
+    ctx.records.event(iteration, "admitted", pair.pair_id, pair.env.id,
+                      {"parent_pair_id": child.parent.pair_id, "agent_from": source, "mc_score": child.mc_score,
+                       "novelty": child.novelty, "transfer_score": child.transfer_score,
+                       "archive_score": child.archive_score, "annecs_reference": counts_for_annecs_reference})
     return pair
 
 
@@ -250,18 +246,12 @@ def reproduce(ctx: RunContext, iteration: int, enhanced: bool = False) -> Reprod
                 if pair is not None:
                     summary.admitted.append(pair.pair_id)
     for child in summary.children:
-        ctx.records.write("events", {"iteration": iteration, "kind": "child", "pair_id": child.parent.pair_id,
-                                     "env_id": child.env.id,
-                                     "detail": json_text({"mc_score": child.mc_score, "passed_mc": child.passed_mc,
-                                                           "novelty": child.novelty,
-                                                           "transfer_score": child.transfer_score,
-                                                           "archive_score": child.archive_score,
-                                                           "admitted_as": child.admitted_as,
-                                                           "params": child.env.values})})
+        ctx.records.event(iteration, "child", child.parent.pair_id, child.env.id,
+                          {"mc_score": child.mc_score, "passed_mc": child.passed_mc, "novelty": child.novelty,
+                           "transfer_score": child.transfer_score, "archive_score": child.archive_score,
+                           "admitted_as": child.admitted_as, "params": child.env.values})
     for pair in pop.retire_over_capacity(rp.capacity, iteration):
         summary.retired.append(pair.pair_id)
-        ctx.records.write("events", {"iteration": iteration, "kind": "retired", "pair_id": pair.pair_id,
-                                     "env_id": pair.env.id, "detail": ""})
-    ctx.records.write("events", {"iteration": iteration, "kind": "reproduce", "pair_id": None, "env_id": None,
-                                 "detail": summary.line(len(pop.active), len(pop.archive))})
+        ctx.records.event(iteration, "retired", pair.pair_id, pair.env.id)
+    ctx.records.event(iteration, "reproduce", detail=summary.line(len(pop.active), len(pop.archive)))
     return summary

@@ -117,8 +117,7 @@ def transfer(ctx: RunContext, iteration: int, enhanced: bool = False) -> Transfe
         if best is not None:
             apply_transfer(ctx, best, iteration)
             summary.accepted.append(best)
-    ctx.records.write("events", {"iteration": iteration, "kind": "transfer", "pair_id": None, "env_id": None,
-                                 "detail": summary.line()})
+    ctx.records.event(iteration, "transfer", detail=summary.line())
     return summary
 
 
@@ -127,7 +126,6 @@ def apply_transfer(ctx: RunContext, c: Candidate, iteration: int) -> None:
     target = c.target
     target.theta = c.theta.copy()
     target.state = ctx.trainer.reset_state(target.state, target.theta)
-    ctx.records.write("events", {"iteration": iteration, "kind": "transfer_accepted", "pair_id": target.pair_id,
-                                 "env_id": target.env.id,
-                                 "detail": f"{c.kind} from {c.source.pair_id}, score {c.score:.2f}"})
+    ctx.records.event(iteration, "transfer_accepted", target.pair_id, target.env.id,
+                      f"{c.kind} from {c.source.pair_id}, score {c.score:.2f}")
     ctx.mark_solved(target.pair_id, target.env.id, c.score, iteration, f"transfer ({c.kind} from {c.source.pair_id})")

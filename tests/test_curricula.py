@@ -45,11 +45,13 @@ def test_every_curriculum_resumes_after_a_kill_with_identical_tables(name, tiny,
 
 @pytest.mark.parametrize("name", sorted(CURRICULA))
 def test_every_curriculum_gives_the_same_tables_on_the_ray_pool(name, ray_local, tiny, tmp_path):
-    poet.run(_cfg(tiny, name), out=tmp_path / "local", progress=False)
-    poet.run(_cfg(tiny, name, evaluation={"backend": "ray"}, ray={"workers": 2}), out=tmp_path / "pool",
+    evaluation = {**tiny()["evaluation"], "test_every": 4}
+    poet.run(_cfg(tiny, name, evaluation=evaluation), out=tmp_path / "local", progress=False)
+    poet.run(_cfg(tiny, name, evaluation={**evaluation, "backend": "ray"}, ray={"workers": 2}), out=tmp_path / "pool",
              progress=False)
     a, b = load_run(tmp_path / "local"), load_run(tmp_path / "pool")
-    for table in TABLES:
+    assert len(a.heldout) > 0
+    for table in (*TABLES, "heldout"):
         pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table), check_exact=True, obj=table)
 
 
@@ -209,3 +211,121 @@ def test_compare_curricula_quick_writes_its_table_and_json(tmp_path):
     for row in data["summary"]:
         assert set(row["combined"]) == {"mean", "min", "max"} and row["env_steps_mean"] > 0
     assert all(r["heldout_curve"] for r in data["runs"])
+
+
+# ------------------------------------------------------------ PLR phases with fake services
+class _ReturnsScorer:
+    """Every (agent, level) scores `value`; records what was asked."""
+
+    def __init__(self, value: float):
+        self.value, self.asked, self.cache = value, [], None
+
+    def score(self, jobs, tags=None, along=()):
+        self.asked.extend(env for _, env in jobs)
+        return np.full(len(jobs), self.value)
+
+
+class _StepTrainer:
+    """One 'ES step' adds 1 to theta and reports the best perturbation's return."""
+
+    name = "fake"
+
+    def __init__(self, best: float):
+        self.best = best
+
+    def init_state(self, theta):
+        return {}
+
+    def reset_state(self, state, theta):
+        return {}
+
+    def step(self, tasks, evaluator):
+        from poet.trainers import TrainStep
+
+        return [TrainStep(theta=t.theta + 1, state={}, score=None, metrics={"es_return_max": self.best}) for t in tasks]
+
+
+def _plr_ctx(tmp_path, curriculum, levels=(), **options):
+    import envs
+    from poet.config import load_config
+    from poet.context import RunContext
+    from poet.curricula.level_buffer import LevelBuffer
+    from poet.pair import Pair
+    from poet.population import Population
+    from poet.records import RecordWriter
+    from poet.seeding import Seeds
+    from poet.state import RunState
+
+    family = envs.make_family("terrain", {})
+    cur = CURRICULA[curriculum](**options)
+    agent = Pair(pair_id="p0", index=0, env=family.initial(), theta=np.zeros(3, np.float32), state={},
+                 parent_env_id=None, created_iteration=0)
+    buffer = LevelBuffer(cur.buffer_size, cur.temperature, cur.staleness_coef)
+    for i, level in enumerate(levels):
+        buffer.insert({"env": level.to_json(), "max_return": 20.0 + i}, 1.0 + i, buffer.propose())
+    state = RunState(population=Population(active=[agent], next_index=1), curriculum_data={"level_buffer": buffer.to_data()})
+    ctx = RunContext(cfg=load_config(data={"curriculum": curriculum}), family=family, spec=None,
+                     trainer=_StepTrainer(best=50.0), evaluator=None, seeds=Seeds(0), scorer=_ReturnsScorer(10.0),
+                     records=RecordWriter(tmp_path), log=lambda line: None, state=state)
+    return ctx, cur, family
+
+
+def _phase(name):
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def test_robust_plr_explores_new_levels_without_training(tmp_path):
+    from poet.curricula.level_buffer import LevelBuffer
+
+    ctx, cur, _ = _plr_ctx(tmp_path, "robust_plr", buffer_size=10, new_levels=3)
+    cur.run_iteration(ctx, 0, _phase)  # an empty buffer: explore
+    buffer = LevelBuffer.from_data(ctx.state.curriculum_data["level_buffer"])
+    assert len(buffer.levels) == 3 and buffer.scores == [0.0, 0.0, 0.0]  # MaxMC: a first visit scores 0
+    assert [e["max_return"] for e in buffer.levels] == [10.0, 10.0, 10.0]
+    assert ctx.state.population.active[0].scores == []  # no training
+    assert len(ctx.scorer.asked) == 3 and buffer.samples == 3
+
+
+def test_replay_trains_on_the_drawn_level_and_scores_it_by_maxmc(tmp_path):
+    from envs import EnvParams
+    from poet.curricula.level_buffer import LevelBuffer
+
+    import envs
+
+    family = envs.make_family("terrain", {})
+    levels = [family.sample(np.random.default_rng(i)).with_course_seed(i) for i in range(2)]
+    # a full buffer (fill 1) and replay probability 1: this iteration replays
+    ctx, cur, _ = _plr_ctx(tmp_path, "robust_plr", levels, buffer_size=2, replay_prob=1.0, min_fill=0.0)
+    cur.run_iteration(ctx, 5, _phase)
+    buffer = LevelBuffer.from_data(ctx.state.curriculum_data["level_buffer"])
+    agent = ctx.state.population.active[0]
+    index = [i for i, e in enumerate(buffer.levels) if EnvParams.from_json(e["env"]) == agent.env]
+    assert len(index) == 1
+    i = index[0]
+    # trained once (theta + 1), scored 10 after the step; best seen = max(10, 20 + i, ES best 50) = 50
+    assert agent.scores == [10.0] and agent.theta.tolist() == [1.0, 1.0, 1.0]
+    assert buffer.levels[i]["max_return"] == 50.0 and buffer.scores[i] == 40.0
+    assert buffer.staleness[i] == 0.0 and buffer.staleness[1 - i] == 1.0  # (the other was proposed 1 sample before)
+
+
+def test_accel_edits_the_replayed_level_into_a_scored_child(tmp_path):
+    from poet.curricula.level_buffer import LevelBuffer
+
+    import envs
+
+    family = envs.make_family("terrain", {})
+    levels = [family.sample(np.random.default_rng(i)).with_course_seed(i) for i in range(2)]
+    ctx, cur, _ = _plr_ctx(tmp_path, "accel", levels, buffer_size=2, replay_prob=1.0, min_fill=0.0, edits=3)
+    cur.run_iteration(ctx, 5, _phase)
+    replayed = ctx.state.population.active[0].env
+    child = ctx.scorer.asked[-1]  # the scorer saw: the score after the step, then the child
+    assert child != replayed and child.with_course_seed(None) != replayed.with_course_seed(None)
+    family.validate(child)
+    ctx.records.flush()
+    rows = [__import__("json").loads(x) for x in (tmp_path / "records" / "envs.jsonl").read_text().splitlines()]
+    assert rows[-1]["env_id"] == child.id and rows[-1]["parent_env_id"] == replayed.id
+    buffer = LevelBuffer.from_data(ctx.state.curriculum_data["level_buffer"])
+    # the child scores 0 (MaxMC first visit); the least-supported level scores 1 or 40: it stays out
+    assert child.to_json() not in [e["env"] for e in buffer.levels]

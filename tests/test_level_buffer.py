@@ -68,6 +68,15 @@ def test_new_levels_fill_then_replace_the_least_supported_when_they_score_at_lea
     assert b.insert("f", b.scores[least], b.propose()) == least and b.levels[least] == "f"
 
 
+def test_with_score_priority_the_lowest_scored_level_is_the_one_replaced() -> None:
+    b = _buffer()
+    b.priority = "score"
+    b.insert("d", 0.0, b.propose())  # fills the last slot: scores 3, 1, 2, 0
+    assert b.insert("e", -1.0, b.propose()) is None  # below the lowest score (0)
+    assert b.insert("f", 0.5, b.propose()) == 3 and b.levels == ["a", "b", "c", "f"]  # the lowest (0) goes
+    assert b.insert("g", 0.7, b.propose()) == 3  # now 0.5 is the lowest
+
+
 def test_plain_data_round_trip() -> None:
     b = _buffer(samples=7)
     again = LevelBuffer.from_data(b.to_data())

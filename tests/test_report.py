@@ -270,3 +270,20 @@ def test_notebook_runs_against_the_run(run_dir, monkeypatch):
     assert sum("image/png" in o.get("data", {}) for o in outputs) == len(FIGURES)
     text = "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for o in outputs)
     assert str(run_dir) in text and "on env of" in text and "no cross-scores" not in text
+
+
+def test_notebook_runs_against_an_accel_run(tmp_path, monkeypatch):
+    """The notebook reads any curriculum's run directory (here ACCEL: one agent, a level buffer)."""
+    from nbclient import NotebookClient
+
+    out = tmp_path / "accel"
+    poet.run(tiny_config(curriculum="accel", curriculum_options={"buffer_size": 4, "new_levels": 2}, iterations=8,
+                         evaluation={**tiny_config()["evaluation"], "test_every": 4}), out=out, progress=False)
+    monkeypatch.setenv("POET_RUN_DIR", str(out))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    client = NotebookClient(nb, km=_this_python_kernel(), kernel_name="python3", timeout=120,
+                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    client.execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == len(FIGURES)

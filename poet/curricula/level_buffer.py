@@ -9,7 +9,8 @@ for an unbounded level space (`sample_full_distribution`), in plain data.
 - Replay decision ("proportionate" schedule, dcd's default): with f the buffer's fill
   fraction, replay when f >= min_fill and u < min(f, replay_prob).
 - A new level enters an empty slot while there is one; then it replaces the level with the
-  least replay support (the smallest P) if its score is at least that level's. Its
+  least replay support (the smallest P; dcd's default `replay_support`) or, with
+  `priority="score"`, the lowest-scored level, if its score is at least that level's. Its
   staleness starts at the number of samples drawn since it was proposed.
 - Scores update with alpha = 1 (the new score replaces the old).
 
@@ -32,6 +33,7 @@ class LevelBuffer:
     capacity: int
     temperature: float = 0.1
     staleness_coef: float = 0.5
+    priority: str = "replay_support"  # which level a new one may replace: "replay_support" | "score"
     levels: list[Any] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     staleness: list[float] = field(default_factory=list)
@@ -83,7 +85,7 @@ class LevelBuffer:
             self.scores.append(float(score))
             self.staleness.append(float(self.samples - timestamp))
             return len(self.levels) - 1
-        index = int(np.argmin(self.weights()))
+        index = int(np.argmin(self.weights() if self.priority == "replay_support" else np.asarray(self.scores)))
         if self.scores[index] > score:
             return None
         self.levels[index], self.scores[index] = level, float(score)
@@ -97,14 +99,14 @@ class LevelBuffer:
     def to_data(self) -> dict[str, Any]:
         """Plain data for the run state (checkpoints)."""
         return {"capacity": self.capacity, "temperature": self.temperature, "staleness_coef": self.staleness_coef,
-                "levels": list(self.levels), "scores": list(self.scores), "staleness": list(self.staleness),
+                "priority": self.priority, "levels": list(self.levels), "scores": list(self.scores), "staleness": list(self.staleness),
                 "samples": self.samples}
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> "LevelBuffer":
         """Inverse of `to_data`."""
         return cls(int(data["capacity"]), float(data["temperature"]), float(data["staleness_coef"]),
-                   list(data["levels"]), [float(s) for s in data["scores"]], [float(s) for s in data["staleness"]],
+                   str(data.get("priority", "replay_support")), list(data["levels"]), [float(s) for s in data["scores"]], [float(s) for s in data["staleness"]],
                    int(data["samples"]))
 
 

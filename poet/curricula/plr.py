@@ -36,6 +36,7 @@ from poet.trainers import TrainTask
 
 KEY = "level_buffer"
 SCORES = ("auto", "positive_value_loss", "maxmc")
+PRIORITIES = ("replay_support", "score")  # dcd's level_replay_seed_buffer_priority
 
 
 def maxmc(max_return: float, current_return: float) -> float:
@@ -50,8 +51,10 @@ class RobustPLR:
     edits = 0  # robust PLR never edits
 
     def __init__(self, buffer_size: int = 1000, replay_prob: float = 0.5, min_fill: float = 0.5,
-                 temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16, score: str = "auto"):
+                 temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16, score: str = "auto",
+                 buffer_priority: str = "replay_support"):
         problems = [(score in SCORES, f"score one of {', '.join(SCORES)}"), (buffer_size >= 1, "buffer_size >= 1"),
+                    (buffer_priority in PRIORITIES, f"buffer_priority one of {', '.join(PRIORITIES)}"),
                     (0 <= replay_prob <= 1, "replay_prob in [0, 1]"), (0 <= min_fill <= 1, "min_fill in [0, 1]"),
                     (temperature > 0, "temperature > 0"), (0 <= staleness_coef <= 1, "staleness_coef in [0, 1]"),
                     (new_levels >= 1, "new_levels >= 1")]
@@ -60,7 +63,7 @@ class RobustPLR:
             raise TypeError(f"{self.name}: {'; '.join(bad)}")
         self.buffer_size, self.replay_prob, self.min_fill = int(buffer_size), float(replay_prob), float(min_fill)
         self.temperature, self.staleness_coef, self.new_levels = float(temperature), float(staleness_coef), int(new_levels)
-        self.score = score
+        self.score, self.buffer_priority = score, buffer_priority
 
     def uses_value_loss(self, ctx: RunContext) -> bool:
         """Whether levels are scored by positive value loss (else MaxMC)."""
@@ -84,7 +87,8 @@ class RobustPLR:
     def start(self, ctx: RunContext) -> None:
         rng = ctx.seeds.rng("plr.start")
         start_pair(ctx, self.new_level(ctx, rng).with_course_seed(course_seed_for(ctx, rng)))
-        ctx.state.curriculum_data[KEY] = LevelBuffer(self.buffer_size, self.temperature, self.staleness_coef).to_data()
+        buffer = LevelBuffer(self.buffer_size, self.temperature, self.staleness_coef, self.buffer_priority)
+        ctx.state.curriculum_data[KEY] = buffer.to_data()
 
     def run_iteration(self, ctx: RunContext, iteration: int, phase: PhaseTimer) -> None:
         buffer = LevelBuffer.from_data(ctx.state.curriculum_data[KEY])
@@ -120,8 +124,7 @@ class RobustPLR:
             entry["max_return"] = max(seen)
             regret = maxmc(entry["max_return"], score)
         buffer.update(index, regret)
-        ctx.records.write("events", {"iteration": iteration, "kind": "replayed", "pair_id": agent.pair_id,
-                                     "env_id": agent.env.id, "detail": f"regret {regret:.4f}"})
+        ctx.records.event(iteration, "replayed", agent.pair_id, agent.env.id, f"regret {regret:.4f}")
 
     def _edit(self, ctx: RunContext, buffer: LevelBuffer, index: int, iteration: int, rng: np.random.Generator) -> None:
         parent = EnvParams.from_json(buffer.levels[index]["env"])
@@ -147,10 +150,8 @@ class RobustPLR:
         for level, parent, stamp, ret, regret in zip(levels, parents, stamps, returns, regrets):
             record_level(ctx, level, agent.pair_id, parent, iteration)
             slot = buffer.insert({"env": level.to_json(), "max_return": ret}, regret, stamp)
-            ctx.records.write("events", {"iteration": iteration, "kind": kind, "pair_id": agent.pair_id,
-                                         "env_id": level.id,
-                                         "detail": f"regret {regret:.4f}, "
-                                                   + ("not kept" if slot is None else f"buffer slot {slot}")})
+            kept = "not kept" if slot is None else f"buffer slot {slot}"
+            ctx.records.event(iteration, kind, agent.pair_id, level.id, f"regret {regret:.4f}, {kept}")
 
 
 class ACCEL(RobustPLR):
@@ -160,8 +161,9 @@ class ACCEL(RobustPLR):
 
     def __init__(self, buffer_size: int = 1000, replay_prob: float = 0.9, min_fill: float = 0.5,
                  temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16, edits: int = 3,
-                 score: str = "auto"):
-        super().__init__(buffer_size, replay_prob, min_fill, temperature, staleness_coef, new_levels, score)
+                 score: str = "auto", buffer_priority: str = "replay_support"):
+        super().__init__(buffer_size, replay_prob, min_fill, temperature, staleness_coef, new_levels, score,
+                         buffer_priority)
         if edits < 1:
             raise TypeError(f"accel: edits must be >= 1, got {edits}")
         self.edits = int(edits)

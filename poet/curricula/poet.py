@@ -17,7 +17,6 @@ from poet.curricula.base import PhaseTimer
 from poet.evaluation import EvalRequest
 from poet.pair import Pair
 from poet.policies import init_flat
-from poet.records import json_text
 from poet.reproduction import course_seed_for, record_env, reproduce
 from poet.trainers import TrainStep, TrainTask
 from poet.transfer import transfer
@@ -74,8 +73,7 @@ def start_pair(ctx: RunContext, env: EnvParams | None = None) -> Pair:
                 parent_env_id=None, created_iteration=0)
     pop.add(pair)
     record_env(ctx, pair)
-    ctx.records.write("events", {"iteration": 0, "kind": "admitted", "pair_id": pair.pair_id, "env_id": env.id,
-                                 "detail": json_text({"initial": True})})
+    ctx.records.event(0, "admitted", pair.pair_id, env.id, {"initial": True})
     ctx.records.flush()
     return pair
 
