@@ -302,6 +302,10 @@ class BipedalFamily:
         child = _delegate("mutate", params, rng)
         return EnvParams.create(FAMILY, child.values)
 
+    def sample_easy(self, rng: np.random.Generator) -> EnvParams:
+        """A random easy course (terrain's `sample_easy`): where ACCEL starts."""
+        return EnvParams.create(FAMILY, _TERRAIN.sample_easy(rng).values)
+
     def test_levels(self) -> dict[str, EnvParams]:
         """The terrain family's held-out courses, on the walker."""
         return {name: EnvParams.create(FAMILY, p.values) for name, p in _TERRAIN.test_levels().items()}

@@ -514,6 +514,8 @@ def _draw_ground(img: np.ndarray, course: Course, col_x: np.ndarray, bottom: flo
 
 
 # ====================================================================== family
+EASY_ROUGHNESS = 0.6  # dcd PARAM_RANGES_EASY: ground roughness in [0, 0.6]
+
 # Held-out courses (values): one obstacle type each, then all of them together, each beyond
 # what the 120-iteration quickstart reaches (roughness 0.8, pits to 2.0, stumps to 1.0).
 TEST_LEVELS: dict[str, dict[str, Any]] = {
@@ -568,6 +570,13 @@ class TerrainFamily:
         return EnvParams.create(FAMILY, {"roughness": roughness,
                                          "pit_gap": pit if pit[1] >= PIT_DEFAULT[1] else [],
                                          "stump_height": stump if stump[1] >= STUMP_DEFAULT[1] else []})
+
+    def sample_easy(self, rng: np.random.Generator) -> EnvParams:
+        """A random easy course, as dcd's BipedalWalker "Easy" levels (where ACCEL starts):
+        roughness uniform in [0, 0.6], pits [0, 0.8], stumps [0, 0.4] (dcd's easy stump range
+        is [0, 0.4] too; its easy ranges fix the pit and stump ends)."""
+        return EnvParams.create(FAMILY, {"roughness": float(rng.uniform(0.0, EASY_ROUGHNESS)),
+                                         "pit_gap": list(PIT_DEFAULT), "stump_height": list(STUMP_DEFAULT)})
 
     def test_levels(self) -> dict[str, EnvParams]:
         """Hand-made held-out courses, by name, each harder in one way, then in all: the fixed

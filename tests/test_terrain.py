@@ -391,3 +391,12 @@ def test_sample_is_dcds_reset_random_over_this_familys_ranges() -> None:
         assert v["roughness"] == rough
         assert v["pit_gap"] == (pits if pits[1] >= 0.8 else [])
         assert v["stump_height"] == (stumps if stumps[1] >= 0.4 else [])
+
+
+def test_sample_easy_is_dcds_easy_level() -> None:
+    family = TerrainFamily()
+    for seed in range(10):
+        v = family.sample_easy(np.random.default_rng(seed)).values
+        assert v["roughness"] == np.random.default_rng(seed).uniform(0, 0.6)
+        assert v["pit_gap"] == [0.0, 0.8] and v["stump_height"] == [0.0, 0.4]
+        family.validate(family.sample_easy(np.random.default_rng(seed)))

@@ -7,8 +7,9 @@ Each iteration is one of dcd's cycles:
   and offers the child, scored by an evaluation, to the buffer;
 - otherwise, explore: `new_levels` new levels are evaluated (no training: the "robust" in
   robust PLR) and offered to the buffer. Robust PLR draws them over the family's range
-  (`family.sample`); ACCEL starts from simple levels (the family's initial params on a new
-  course), as its BipedalWalker runs start from easy ones, and lets edits make them harder.
+  (`family.sample`); ACCEL draws easy ones (`family.sample_easy`: dcd's "Easy" BipedalWalker
+  ranges on the terrain families; the family's start where there is none) and lets edits
+  make them harder.
 
 Defaults are dcd's BipedalWalker configs (`bipedal_robust_plr.json`, `bipedal_accel.json`):
 buffer 1000, min fill 0.5, replay probability 0.5 (robust PLR) / 0.9 (ACCEL), rank
@@ -169,11 +170,15 @@ class ACCEL(RobustPLR):
         self.edits = int(edits)
 
     def check(self, family: EnvFamily) -> str | None:
-        """ACCEL's new levels are the family's start: any family will do."""
+        """ACCEL's new levels are easy random ones or the family's start: any family will do."""
         return None
 
     def new_level(self, ctx: RunContext, rng: np.random.Generator) -> EnvParams:
-        """A simple level: the family's start (`env.start` or its initial params); edits do the rest."""
+        """A random easy level (`family.sample_easy`, dcd's "Easy" BipedalWalker levels), else the
+        family's start (`env.start` or its initial params); edits make them harder."""
+        easy = getattr(ctx.family, "sample_easy", None)
+        if callable(easy):
+            return easy(rng)
         start = ctx.cfg.env.start
         return start_params(ctx.family, start) if start is not None else initial_params(ctx.family, rng)
 
