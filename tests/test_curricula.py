@@ -329,3 +329,25 @@ def test_accel_edits_the_replayed_level_into_a_scored_child(tmp_path):
     buffer = LevelBuffer.from_data(ctx.state.curriculum_data["level_buffer"])
     # the child scores 0 (MaxMC first visit); the least-supported level scores 1 or 40: it stays out
     assert child.to_json() not in [e["env"] for e in buffer.levels]
+
+
+def test_dr_draws_the_iterations_level_and_trains_on_it_with_fake_services(tmp_path):
+    ctx, _, family = _plr_ctx(tmp_path, "robust_plr")  # the fake services; the curriculum under test is DR
+    dr = CURRICULA["dr"]()
+    for iteration in (1, 2):
+        dr.run_iteration(ctx, iteration, _phase)
+        agent = ctx.state.population.active[0]
+        assert agent.env == dr.level(ctx, iteration)  # a function of the iteration only
+        assert agent.env.with_course_seed(None) == family.sample(ctx.seeds.rng("dr.level", iteration))
+    assert agent.scores == [10.0, 10.0] and agent.theta.tolist() == [2.0, 2.0, 2.0]
+    assert ctx.state.population.active[0].env != dr.level(ctx, 1)
+
+
+def test_direct_trains_on_its_one_env_with_fake_services(tmp_path):
+    ctx, _, _ = _plr_ctx(tmp_path, "robust_plr")
+    direct = CURRICULA["direct"]()
+    env = ctx.state.population.active[0].env
+    for iteration in range(3):
+        direct.run_iteration(ctx, iteration, _phase)
+    agent = ctx.state.population.active[0]
+    assert agent.env == env and agent.scores == [10.0] * 3 and agent.theta.tolist() == [3.0, 3.0, 3.0]
