@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import signal
 import sys
 import threading
@@ -22,6 +23,7 @@ from poet import __version__, checkpoint, heldout
 from poet.config import ConfigError, RunConfig, build_dataclass, load_config, save_config
 from poet.context import RunContext
 from poet.curricula import resolve_curriculum
+from poet.plugins import import_named
 from poet.curricula.poet import start_params
 from poet.errors import RunInterrupted, WaveInterrupted
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
@@ -47,25 +49,51 @@ class RunParts:
     curriculum: Any = None  # the built curriculum; None when only reading a run
 
 
-def build_family(cfg: RunConfig) -> EnvFamily:
-    """The configured env family, with errors naming env.family / env.options."""
-    if cfg.env.family not in envs.FAMILIES:
-        raise ConfigError(f"env.family: unknown family {cfg.env.family!r}; registered: {', '.join(sorted(envs.FAMILIES))}")
+FAMILY_METHODS = ("initial", "mutate", "make_env", "features", "validate", "flat")
+TRUST_CODE_VAR = "POET_TRUST_CODE"  # set to 1 to let reading a run import its `env.family: module:Factory`
+
+
+def build_family(cfg: RunConfig, import_code: bool = True) -> EnvFamily:
+    """The configured env family, with errors naming env.family / env.options.
+
+    `env.family` is a registered name or `package.module:Factory` (a callable taking the
+    `env.options` as keyword arguments and returning an EnvFamily). Reading someone's run
+    (`import_code=False`) never imports the module it names, unless POET_TRUST_CODE=1.
+    """
+    name = cfg.env.family
+    if ":" in name:
+        if not import_code and os.environ.get(TRUST_CODE_VAR) != "1":
+            raise ConfigError(f"env.family: {name!r} is code named by the run's config; reading a run imports only "
+                              f"registered families (set {TRUST_CODE_VAR}=1 if you trust this run's author)")
+        try:
+            factory = import_named(name, "env family factory")
+        except ValueError as exc:
+            raise ConfigError(f"env.family: {exc}") from None
+    elif name not in envs.FAMILIES:
+        raise ConfigError(f"env.family: unknown family {name!r}; registered: {', '.join(sorted(envs.FAMILIES))}, "
+                          "or name your own as 'package.module:Factory'")
+    else:
+        factory = envs.FAMILIES[name]
     try:
-        return envs.make_family(cfg.env.family, cfg.env.options)
+        family = factory(**dict(cfg.env.options))
     except (TypeError, ValueError, KeyError, FileNotFoundError) as exc:
         raise ConfigError(f"env.options: {exc}") from None
+    missing = [m for m in FAMILY_METHODS if not callable(getattr(family, m, None))]
+    if missing or not isinstance(getattr(family, "name", None), str):
+        raise ConfigError(f"env.family: {name!r} did not give an env family (missing "
+                          f"{', '.join(missing) or 'a name'}; see envs.base.EnvFamily)")
+    return family
 
 
 def read_parts(cfg: RunConfig) -> RunParts:
     """Family and policy spec only, for reading a run (report, render, profile): the trainer,
     which may name a module of the run's author (`module:Class`), is never imported."""
-    family, spec = _family_and_spec(cfg)
+    family, spec = _family_and_spec(cfg, import_code=False)
     return RunParts(cfg, family, spec, None, None)
 
 
-def _family_and_spec(cfg: RunConfig) -> tuple[EnvFamily, PolicySpec]:
-    family = build_family(cfg)
+def _family_and_spec(cfg: RunConfig, import_code: bool = True) -> tuple[EnvFamily, PolicySpec]:
+    family = build_family(cfg, import_code)
     try:
         probe = family.make_env(family.initial())
         spec = spec_for_spaces(probe.observation_space, probe.action_space, tuple(cfg.policy.hidden), cfg.policy.activation)
