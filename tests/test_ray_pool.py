@@ -449,3 +449,30 @@ def test_sigterm_during_a_long_wave_exits_within_seconds_and_resume_equals_strai
     assert stop.value.iteration == saved.iteration == done.max() + 1 >= 3
     poet.resume(stopped, progress=False)
     _assert_same_run(straight, stopped)
+
+
+def test_a_local_pool_refuses_processes_without_its_token(tmp_path):
+    """A local run's Ray listens on every interface (Ray's choice); its token keeps others out."""
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import os, subprocess, sys\n"
+        "from poet.evaluation.ray_pool import ensure_ray\n"
+        "import ray\n"
+        "assert ensure_ray(None, 1)\n"
+        "assert os.environ.get('RAY_AUTH_MODE') == 'token'\n"
+        "gcs = ray.get_runtime_context().gcs_address\n"
+        "code = f'import ray; ray.init(address={gcs!r}, logging_level=40)'\n"
+        "stranger = {k: v for k, v in os.environ.items() if not k.startswith('RAY_AUTH')}\n"
+        "stranger['HOME'] = sys.argv[1]  # no ~/.ray/auth_token there\n"
+        "r = subprocess.run([sys.executable, '-c', code], env=stranger, capture_output=True, text=True, timeout=120)\n"
+        "print('stranger', r.returncode)\n"
+        "r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)\n"
+        "print('owner', r.returncode)\n"
+        "ray.shutdown()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    home = tmp_path / "home"
+    home.mkdir()
+    out = subprocess.run([sys.executable, str(script), str(home)], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "stranger 1" in out.stdout and "owner 0" in out.stdout

@@ -257,9 +257,12 @@ def _reason(exc: BaseException) -> str:
 def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: bool = False) -> bool:
     """Start or join Ray quietly; returns True if this call started it.
 
-    No address: a new local instance bound to loopback, whatever RAY_ADDRESS or a running
+    No address: a new local instance on 127.0.0.1, whatever RAY_ADDRESS or a running
     `ray start` say (joining someone's cluster must be asked for: `--address auto` or an
-    address).
+    address). Ray's servers listen on every interface and Ray has no switch to keep them on
+    loopback; Ray (>= 2.52, the oldest this project accepts) starts a new local instance
+    with token authentication unless RAY_AUTH_MODE says otherwise, so nothing without the
+    token (~/.ray/auth_token) joins or submits work.
     """
     import ray
 
