@@ -254,7 +254,8 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {detail[:300]}" if detail else type(exc).__name__
 
 
-def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: bool = False) -> bool:
+def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: bool = False,
+               runtime_env: dict | None = None) -> bool:
     """Start or join Ray quietly; returns True if this call started it.
 
     No address: a new local instance on 127.0.0.1, whatever RAY_ADDRESS or a running
@@ -270,7 +271,8 @@ def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: 
         return False
     local = {"address": "local", "num_cpus": num_cpus, "_node_ip_address": "127.0.0.1"}
     ray.init(**(local if address is None else {"address": address}), include_dashboard=False,
-             logging_level=logging.ERROR, log_to_driver=log_to_driver, configure_logging=True)
+             logging_level=logging.ERROR, log_to_driver=log_to_driver, configure_logging=True,
+             **({"runtime_env": runtime_env} if runtime_env else {}))
     return True
 
 
@@ -346,11 +348,11 @@ class RayEvaluator:
     def __init__(self, family: EnvFamily, spec: PolicySpec, noise: NoiseTable | None = None, *,
                  workers: int | None = None, address: str | None = None, batch_rows: int = 4096,
                  chunks_per_worker: int | None = None, inflight_per_worker: int = 2, max_chunk_retries: int = 3,
-                 log_to_driver: bool = False, deadlines: Deadlines | None = None):
+                 log_to_driver: bool = False, deadlines: Deadlines | None = None, runtime_env: dict | None = None):
         import ray
 
         self._ray = ray
-        self._owns_ray = ensure_ray(address, workers, log_to_driver)
+        self._owns_ray = ensure_ray(address, workers, log_to_driver, runtime_env)
         self.workers: list[_Worker] = []
         self._noise_ref = None
         # Weights are kept here and go into the object store only when a chunk needs them:
