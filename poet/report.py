@@ -28,9 +28,8 @@ from poet.images import write_png
 
 # Columns of `run.envs` that are not env parameters.
 NON_PARAM_COLUMNS = {"env_id", "family", "pair_id", "parent_env_id", "created_iteration", "retired_iteration",
-                     "solved_iteration", "params_json"}
+                     "solved_iteration", "params_json", "course_seed"}
 SOLVED_COLOR, UNSOLVED_COLOR = "tab:green", "tab:gray"
-LEGEND_PAIRS = 24  # more pairs than this: the scores figure has no legend
 MAX_COURSES = 48  # the report draws the courses of the newest envs up to this many
 
 
@@ -60,21 +59,45 @@ def _threshold(run: Run) -> float:
 # ---------------------------------------------------------------- figures
 
 def scores_figure(run: Run) -> Figure:
-    """Score of every pair's agent on its own env at each iteration, with the solved threshold."""
-    fig = Figure(figsize=(9, 4.5), layout="constrained")
-    ax = fig.add_subplot()
+    """Every pair's score on its own env over the iterations (a heat map, smoothed), and the best and median pair, with the solved threshold.
+
+    One row per pair in creation order; white where the pair was not active. The window of
+    the moving average (in iterations) is in the title; the colour bar marks the threshold.
+    """
+    fig = Figure(figsize=(9, 6), layout="constrained")
+    heat, lines = fig.subplots(2, 1, sharex=True, height_ratios=[2.2, 1])
     it = run.iterations
-    pairs = _pair_order(run) if len(it) else []
-    for pid in pairs:
-        rows = it[it["pair_id"] == pid].sort_values("iteration")
-        if len(rows):
-            ax.plot(rows["iteration"], rows["score"].astype(float), lw=1.2, label=str(pid))
-    ax.axhline(_threshold(run), color="k", ls="--", lw=1, label=f"solved ({_threshold(run):g})")
+    threshold = _threshold(run)
     if not len(it):
-        _note(ax, "no iterations recorded")
-    ax.set(xlabel="iteration", ylabel="score", title="Scores of every pair")
-    if len(pairs) <= LEGEND_PAIRS:
-        ax.legend(fontsize="small", ncol=max(1, (len(pairs) + 1) // 12), loc="best")
+        _note(heat, "no iterations recorded")
+        heat.set(title="Scores of every pair")
+        return fig
+    pairs = [p for p in _pair_order(run) if p in set(it["pair_id"])]
+    table = it.pivot_table(index="pair_id", columns="iteration", values="score", aggfunc="last")
+    table = table.reindex(index=pairs, columns=range(int(it["iteration"].min()), int(it["iteration"].max()) + 1))
+    window = max(1, table.shape[1] // 60)  # about 60 distinct steps across the run, whatever its length
+    smooth = table.T.rolling(window, min_periods=1).mean().T.where(table.notna())
+    values = smooth.to_numpy(dtype=float)
+    finite = values[np.isfinite(values)]
+    low, high = (np.percentile(finite, [1, 99]) if finite.size else (0.0, 1.0))
+    low, high = min(low, threshold - 1), max(high, threshold + 1)
+    image = heat.imshow(np.ma.masked_invalid(values), aspect="auto", interpolation="nearest", cmap="viridis",
+                        vmin=low, vmax=high, extent=(table.columns[0] - 0.5, table.columns[-1] + 0.5, len(pairs) - 0.5,
+                                                     -0.5))
+    bar = fig.colorbar(image, ax=heat, label="score", pad=0.01)
+    bar.ax.axhline(threshold, color="w", lw=2)
+    bar.ax.axhline(threshold, color="k", lw=1, ls="--")
+    step = max(1, -(-len(pairs) // 20))  # at most 20 labels
+    heat.set_yticks(range(0, len(pairs), step), [str(p) for p in pairs[::step]], fontsize="small")
+    heat.set(ylabel="pair", title=f"Scores of every pair (moving average over {window} iterations; "
+                                  f"dashed on the colour bar: solved, {threshold:g})")
+    best = smooth.max(axis=0)
+    median = smooth.median(axis=0)
+    lines.plot(best.index, best.to_numpy(dtype=float), lw=1.4, label="best pair")
+    lines.plot(median.index, median.to_numpy(dtype=float), lw=1.2, label="median pair")
+    lines.axhline(threshold, color="k", ls="--", lw=1, label=f"solved ({threshold:g})")
+    lines.set(xlabel="iteration", ylabel="score")
+    lines.legend(fontsize="small", loc="lower right", ncol=3)
     return fig
 
 
@@ -263,11 +286,13 @@ def heldout_figure(run: Run) -> Figure:
     ho = run.heldout
     if len(ho):
         best = ho.groupby(["level", "iteration"], sort=False)["score"].max()
-        for level in dict.fromkeys(ho["level"]):
+        styles = ["-", "--", "-.", ":"]  # levels that score alike stay apart
+        for i, level in enumerate(dict.fromkeys(ho["level"])):
             series = best.loc[level]
-            ax.plot(series.index, series.to_numpy(dtype=float), marker="o", ms=3, lw=1.2, label=str(level))
+            ax.plot(series.index, series.to_numpy(dtype=float), marker="osD^v"[i % 5], ms=4, lw=1.4,
+                    ls=styles[i % len(styles)], label=str(level))
         ax.axhline(_threshold(run), color="k", ls="--", lw=1, label=f"solved ({_threshold(run):g})")
-        ax.legend(fontsize="small", loc="best")
+        ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
     else:
         _note(ax, "no held-out evaluation in this run (set evaluation.test_every)")
     ax.set(xlabel="iteration", ylabel="best agent's score", title="Held-out levels")

@@ -287,3 +287,16 @@ def test_notebook_runs_against_an_accel_run(tmp_path, monkeypatch):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) == len(FIGURES)
+
+
+def test_scores_figure_is_a_heat_map_of_pairs_by_iterations_with_at_most_20_labels(run_dir):
+    from poet.report import scores_figure
+
+    run = load_run(run_dir)
+    fig = scores_figure(run)
+    heat = fig.axes[0]
+    image = heat.get_images()[0].get_array()
+    pairs, iterations = run.iterations["pair_id"].nunique(), run.iterations["iteration"].nunique()
+    assert image.shape == (pairs, iterations)
+    assert len(heat.get_yticklabels()) <= 20 and "moving average" in heat.get_title()
+    assert {line.get_label() for line in fig.axes[1].get_lines()} >= {"best pair", "median pair"}
