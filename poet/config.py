@@ -146,6 +146,16 @@ class CheckpointConfig:
 
 
 @dataclass
+class LoggingConfig:
+    """Live curves in TensorBoard and MLflow (poet.sinks; `pip install -e .[logging]`)."""
+
+    tensorboard: bool = False  # event files under RUN_DIR/tensorboard
+    mlflow: bool = False  # a local file store under RUN_DIR/mlruns, unless mlflow_uri
+    mlflow_uri: str | None = None
+    mlflow_experiment: str = "poet"
+
+
+@dataclass
 class RunConfig:
     """A whole run."""
 
@@ -166,6 +176,7 @@ class RunConfig:
     reproduction: ReproductionConfig = field(default_factory=ReproductionConfig)
     transfer: TransferConfig = field(default_factory=TransferConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (what is saved in the run directory)."""

@@ -11,7 +11,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import IO, Any, Callable, Mapping
 
 import numpy as np
 
@@ -49,6 +49,7 @@ class RecordWriter:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._files: dict[str, IO[str]] = {}
         self._rows = {t: _count_rows(self.dir / f"{t}.jsonl") for t in TABLES}
+        self.listeners: list[Callable[[str, dict[str, Any]], None]] = []  # told of every row (logger sinks)
 
     def write(self, table: str, row: dict[str, Any]) -> None:
         """Append a row to a table."""
@@ -59,6 +60,8 @@ class RecordWriter:
             f = self._files[table] = open(self.dir / f"{table}.jsonl", "a", encoding="utf-8")
         f.write(json_text(row) + "\n")
         self._rows[table] += 1
+        for listener in self.listeners:
+            listener(table, row)
 
     def event(self, iteration: int, kind: str, pair_id: str | None = None, env_id: str | None = None,
               detail: str | Mapping[str, Any] = "") -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import signal
 import sys
@@ -33,6 +34,7 @@ from poet.policies import PolicySpec, spec_for_spaces
 from poet.records import RecordWriter, complete_rows, truncate_tables
 from poet.rundir_lock import RunDirLock
 from poet.scoring import ScoreCache, Scorer
+from poet.sinks import Sink, row_scalars
 from poet.seeding import Seeds
 from poet.trainers import TRAINERS, ErrorPolicy, TrainerContext, resolve_trainer
 
@@ -237,6 +239,26 @@ def build_context(parts: RunParts, run_dir: Path, log: Callable[[str], None]) ->
         raise
 
 
+def make_sinks(cfg: RunConfig, run_dir: Path, start: int) -> list[Sink]:
+    """The logger sinks `logging` asks for, their curves cut back to `start` (a resume)."""
+    sinks: list[Sink] = []
+    try:
+        if cfg.logging.tensorboard:
+            from poet.sinks import TensorBoardSink
+
+            sinks.append(TensorBoardSink(run_dir, start))
+        if cfg.logging.mlflow:
+            from poet.sinks import MLflowSink
+
+            sinks.append(MLflowSink(run_dir, start, cfg.logging.mlflow_uri, cfg.logging.mlflow_experiment,
+                                    Path(run_dir).name))
+    except ImportError as exc:
+        for sink in sinks:
+            sink.close()
+        raise ConfigError(f"logging: {exc.name or exc} is not installed (pip install -e .[logging])") from None
+    return sinks
+
+
 class Progress:
     """A progress bar with ETA on stderr; phase summaries print above it."""
 
@@ -312,7 +334,7 @@ class StopRequest:
 
 # Settings that change where and how fast a run goes, never its numbers: a checkpoint
 # resumes under any of them (a laptop run continues on a cluster, with more workers, ...).
-NOT_RESULTS = {"iterations": None, "progress": None, "ray": None, "checkpoint": None,
+NOT_RESULTS = {"iterations": None, "progress": None, "ray": None, "checkpoint": None, "logging": None,
                "evaluation": ("backend", "batch_rows", "run_ahead")}
 
 
@@ -408,6 +430,21 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
               f"rollouts {where}; run directory {run_dir}", file=sys.stderr)
     bar = Progress(cfg.iterations, start, show)
     ctx = build_context(parts, run_dir, bar.log)
+    try:
+        sinks = make_sinks(cfg, run_dir, start)
+    except BaseException:
+        ctx.records.close()
+        ctx.evaluator.close()
+        raise
+
+    def to_sinks(table: str, row: dict) -> None:
+        values = row_scalars(table, row)
+        if values:
+            for sink in sinks:
+                sink.scalars(int(row["iteration"]), values)
+
+    if sinks:
+        ctx.records.listeners.append(to_sinks)
     identity = identity_text(cfg, parts.family)
     last_saved = {"iteration": start if snapshot is not None else -1}
     # The state at the last iteration boundary, copied: what checkpoints write, and what a
@@ -416,6 +453,8 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
 
     def save() -> None:
         if last_saved["iteration"] != boundary[0].iteration:
+            for sink in sinks:  # a checkpoint's steps must be in the curves when it is
+                sink.flush()
             checkpoint.write(ctx, boundary[0], run_dir, identity, cfg.checkpoint.keep)
             last_saved["iteration"] = boundary[0].iteration
 
@@ -423,6 +462,12 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
     with StopRequest(bar.log) as stop:
         def after_iteration(orch: Orchestrator) -> None:
             bar.update(orch)
+            if sinks:
+                pop = ctx.state.population
+                summary = {"run/annecs": orch.annecs(), "run/active": len(pop.active), "run/archived": len(pop.archive),
+                           "run/env_steps_per_s": orch.last_steps_per_second}
+                for sink in sinks:
+                    sink.scalars(orch.iteration - 1, {k: float(v) for k, v in summary.items() if math.isfinite(v)})
             boundary[:] = [checkpoint.capture(ctx)]
             every = cfg.checkpoint.every
             if (every and orch.iteration % every == 0) or stop.requested:
@@ -451,6 +496,8 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
             bar.close()
             ctx.records.close()
             ctx.evaluator.close()
+            for sink in sinks:
+                sink.close()
         if dropped:  # the tables end where the checkpoint does, as after a clean stop
             truncate_tables(run_dir, boundary[0].table_rows)
             raise RunInterrupted(boundary[0].iteration, run_dir)
