@@ -11,6 +11,7 @@ import pytest
 import poet
 from poet.analysis import load_run
 from poet.sinks import read_mlflow, read_tensorboard
+from tests.conftest import ROOT
 from tests.test_checkpoint import _kill_after_checkpoint, _write_config
 
 pytest.importorskip("tensorboardX")
@@ -42,9 +43,11 @@ def _check_against_tables(run_dir) -> None:
     assert {step for _, step in phases} == set(run.phases.loc[run.phases["phase"] == "train", "iteration"])
 
 
-def test_both_sinks_write_the_tables_curves(tiny, tmp_path):
-    poet.run(tiny(iterations=8, logging={"tensorboard": True, "mlflow": True}), out=tmp_path / "r", progress=False)
+def test_a_quickstart_run_with_both_sinks_writes_the_tables_curves(ray_local, tmp_path):
+    poet.run(ROOT / "experiments" / "quickstart.yaml", out=tmp_path / "r", progress=False,
+             overrides=["iterations=25", "logging.tensorboard=true", "logging.mlflow=true"])
     _check_against_tables(tmp_path / "r")
+    assert load_run(tmp_path / "r").iterations["pair_id"].nunique() >= 2  # past the first reproduction
 
 
 def test_a_killed_and_resumed_run_has_every_step_once(tiny, tmp_path):
