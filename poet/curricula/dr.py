@@ -15,6 +15,13 @@ from poet.curricula.poet import start_pair, train_pairs
 from poet.reproduction import course_seed_for, record_level
 
 
+def needs_random_levels(curriculum: str, family: EnvFamily) -> str | None:
+    """Why `curriculum`, which draws random levels, cannot run on `family` (None: it can)."""
+    if not callable(getattr(family, "sample", None)):
+        return f"{curriculum} needs random levels: env family {family.name!r} has no sample(rng)"
+    return None
+
+
 class DomainRandomization:
     """Train one agent on levels drawn uniformly over the family's range."""
 
@@ -22,9 +29,7 @@ class DomainRandomization:
 
     def check(self, family: EnvFamily) -> str | None:
         """Why this curriculum cannot run on `family` (None: it can)."""
-        if not callable(getattr(family, "sample", None)):
-            return f"dr needs random levels: env family {family.name!r} has no sample(rng)"
-        return None
+        return needs_random_levels(self.name, family)
 
     def start(self, ctx: RunContext) -> None:
         start_pair(ctx, self.level(ctx, 0))

@@ -30,6 +30,7 @@ import numpy as np
 from envs import EnvFamily, EnvParams
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
+from poet.curricula.dr import needs_random_levels
 from poet.curricula.level_buffer import LevelBuffer
 from poet.curricula.poet import initial_params, start_pair, start_params, train_pairs
 from poet.reproduction import course_seed_for, record_level
@@ -76,9 +77,7 @@ class RobustPLR:
 
     def check(self, family: EnvFamily) -> str | None:
         """Why this curriculum cannot run on `family` (None: it can)."""
-        if not callable(getattr(family, "sample", None)):
-            return f"{self.name} needs random levels: env family {family.name!r} has no sample(rng)"
-        return None
+        return needs_random_levels(self.name, family)
 
     # -- levels
     def new_level(self, ctx: RunContext, rng: np.random.Generator) -> EnvParams:
