@@ -302,6 +302,11 @@ class BipedalFamily:
         child = _delegate("mutate", params, rng)
         return EnvParams.create(FAMILY, child.values)
 
+    def interpolate(self, start: EnvParams, target: EnvParams, t: float) -> EnvParams:
+        """The course a fraction `t` of the way from `start` to `target` (terrain's `interpolate`)."""
+        a, b = (EnvParams.create(_TERRAIN.name, p.values) for p in (start, target))
+        return EnvParams.create(FAMILY, _TERRAIN.interpolate(a, b, t).values)
+
     def sample_easy(self, rng: np.random.Generator) -> EnvParams:
         """A random easy course (terrain's `sample_easy`): where ACCEL starts."""
         return EnvParams.create(FAMILY, _TERRAIN.sample_easy(rng).values)

@@ -328,6 +328,17 @@ class GymFamily:
             child[p.name] = p.cast(min(max(value, p.low), p.high))
         return EnvParams.create(self.name, child)
 
+    def interpolate(self, start: EnvParams, target: EnvParams, t: float) -> EnvParams:
+        """Each parameter a fraction `t` of the way from `start` to `target` (ints rounded)."""
+        self.validate(start)
+        self.validate(target)
+        t = min(max(float(t), 0.0), 1.0)
+        values = {}
+        for p in self.spec.params:
+            value = (1.0 - t) * float(start[p.name]) + t * float(target[p.name])
+            values[p.name] = p.cast(round(value) if p.type == "int" else round(value, DECIMALS))
+        return EnvParams.create(self.name, values)
+
     @staticmethod
     def _mutate_one(p: ParamSpec, value: float, rng: np.random.Generator) -> float | int:
         """One parameter's move; clipped again after rounding in case a bound has more decimals."""

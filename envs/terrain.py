@@ -578,6 +578,26 @@ class TerrainFamily:
         return EnvParams.create(FAMILY, {"roughness": float(rng.uniform(0.0, EASY_ROUGHNESS)),
                                          "pit_gap": list(PIT_DEFAULT), "stump_height": list(STUMP_DEFAULT)})
 
+    def interpolate(self, start: EnvParams, target: EnvParams, t: float) -> EnvParams:
+        """The course a fraction `t` of the way from `start` to `target` (a direct path): every
+        number moves linearly (an obstacle group that is off counts as [0, 0]), rounded to
+        0.01; a group whose upper end is still below its smallest enabled value is off.
+        t = 0 gives `start`, t = 1 gives `target`."""
+        self.validate(start)
+        self.validate(target)
+        if t <= 0.0 or t >= 1.0:
+            return EnvParams.create(FAMILY, (start if t <= 0.0 else target).values)
+        a, b = start.values, target.values
+
+        def lerp(x: float, y: float) -> float:
+            return round((1.0 - t) * float(x) + t * float(y), 2) + 0.0
+
+        groups = {}
+        for name, min_hi in (("pit_gap", PIT_DEFAULT[1]), ("stump_height", STUMP_DEFAULT[1])):
+            lo, hi = (lerp(x, y) for x, y in zip(a[name] or [0.0, 0.0], b[name] or [0.0, 0.0]))
+            groups[name] = [lo, hi] if hi >= min_hi else []
+        return EnvParams.create(FAMILY, {"roughness": lerp(a["roughness"], b["roughness"]), **groups})
+
     def test_levels(self) -> dict[str, EnvParams]:
         """Hand-made held-out courses, by name, each harder in one way, then in all: the fixed
         set every curriculum is measured on (`evaluation.test_every`)."""

@@ -159,7 +159,7 @@ class LoggingConfig:
 class RunConfig:
     """A whole run."""
 
-    # poet | enhanced_poet | accel | robust_plr | dr | direct, or a curriculum of your own as package.module:Class (built with
+    # poet | enhanced_poet | accel | robust_plr | dr | direct | path, or a curriculum of your own as package.module:Class (built with
     # the keyword arguments in curriculum_options). `mode: poet | enhanced` is read as
     # curriculum: poet | enhanced_poet (deprecated).
     curriculum: str = "poet"

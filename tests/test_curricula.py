@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import poet
+from envs import EnvParams
 from poet import checkpoint
 from poet.analysis import load_run
 from poet.curricula import CURRICULA
@@ -17,7 +18,8 @@ TABLES = ("iterations", "envs", "transfers", "events")
 
 
 # small level buffers, so that replay starts within a few iterations
-OPTIONS = {"robust_plr": {"buffer_size": 6, "new_levels": 3}, "accel": {"buffer_size": 6, "new_levels": 3}}
+OPTIONS = {"robust_plr": {"buffer_size": 6, "new_levels": 3}, "accel": {"buffer_size": 6, "new_levels": 3},
+           "path": {"target": {"roughness": 2.0, "pit_gap": [0.4, 1.2], "stump_height": [0.2, 0.8]}, "stages": 4}}
 
 
 def _cfg(tiny, curriculum: str, **sections) -> dict:
@@ -351,3 +353,17 @@ def test_direct_trains_on_its_one_env_with_fake_services(tmp_path):
         direct.run_iteration(ctx, iteration, _phase)
     agent = ctx.state.population.active[0]
     assert agent.env == env and agent.scores == [10.0] * 3 and agent.theta.tolist() == [3.0, 3.0, 3.0]
+
+
+def test_path_trains_on_equal_stages_from_the_start_to_the_target(tiny, tmp_path):
+    target = OPTIONS["path"]["target"]
+    poet.run(_cfg(tiny, "path"), out=tmp_path / "r", progress=False)  # 8 iterations, 4 stages: 2 each
+    run = load_run(tmp_path / "r")
+    assert len(run.envs) == 4 and run.envs["created_iteration"].tolist() == [0, 2, 4, 6]
+    assert run.envs["parent_env_id"].iloc[1:].tolist() == run.envs["env_id"].iloc[:-1].tolist()
+    last = EnvParams.from_json(run.envs["params_json"].iloc[-1])
+    assert last.values == target and run.envs["roughness"].tolist() == [0.0, 0.67, 1.33, 2.0]
+    # the CPPN family has no interpolation: a one-line error before any work
+    with pytest.raises(poet.ConfigError, match="curriculum: path needs env family 'bipedal_cppn' to interpolate"):
+        poet.run(tiny(curriculum="path", curriculum_options=OPTIONS["path"],
+                      env={"family": "bipedal_cppn", "options": {}}), out=tmp_path / "bad")

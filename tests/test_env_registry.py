@@ -235,3 +235,14 @@ def test_sample_draws_valid_params_reproducibly_over_the_range(name: str) -> Non
         family.validate(params)
     assert family.sample(np.random.default_rng([3, 0])) == draws[0]  # a function of the generator only
     assert len({p.id for p in draws}) >= 10  # random, not a fixed point
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_interpolate_ends_on_start_and_target_and_stays_valid(name: str) -> None:
+    family = make_family(name, EXAMPLE_OPTIONS.get(name))
+    if not callable(getattr(family, "interpolate", None)):
+        pytest.skip(f"{name} has no interpolation (the path curriculum refuses it)")
+    start, target = family.initial(), family.sample(np.random.default_rng(11))
+    assert family.interpolate(start, target, 0.0) == start and family.interpolate(start, target, 1.0) == target
+    for t in (0.1, 0.5, 0.9):
+        family.validate(family.interpolate(start, target, t))

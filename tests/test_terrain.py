@@ -400,3 +400,16 @@ def test_sample_easy_is_dcds_easy_level() -> None:
         assert v["roughness"] == np.random.default_rng(seed).uniform(0, 0.6)
         assert v["pit_gap"] == [0.0, 0.8] and v["stump_height"] == [0.0, 0.4]
         family.validate(family.sample_easy(np.random.default_rng(seed)))
+
+
+def test_interpolate_moves_every_number_linearly_and_ends_on_the_target() -> None:
+    family = TerrainFamily()
+    start = family.initial()
+    target = EnvParams.create("terrain", {"roughness": 4.0, "pit_gap": [1.2, 2.4], "stump_height": [0.5, 1.5]})
+    assert family.interpolate(start, target, 0.0) == start and family.interpolate(start, target, 1.0) == target
+    # t = 0.25: roughness 1.0; pits [0.3, 0.6] (hi below 0.8: off); stumps [0.125, 0.375] -> 0.13, 0.38 (below 0.4: off)
+    quarter = family.interpolate(start, target, 0.25).values
+    assert quarter == {"roughness": 1.0, "pit_gap": [], "stump_height": []}
+    # t = 0.5: roughness 2.0; pits [0.6, 1.2]; stumps [0.25, 0.75]
+    half = family.interpolate(start, target, 0.5).values
+    assert half == {"roughness": 2.0, "pit_gap": [0.6, 1.2], "stump_height": [0.25, 0.75]}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from poet.curricula.base import Curriculum, PhaseTimer
 from poet.curricula.direct import DirectCurriculum
 from poet.curricula.dr import DomainRandomization
+from poet.curricula.path import DirectPath
 from poet.curricula.plr import ACCEL, RobustPLR
 from poet.curricula.poet import EnhancedPoetCurriculum, PoetCurriculum
 from poet.plugins import import_named
@@ -18,6 +19,7 @@ CURRICULA: dict[str, type] = {
     "direct": DirectCurriculum,
     "robust_plr": RobustPLR,
     "accel": ACCEL,
+    "path": DirectPath,
 }
 
 
@@ -35,5 +37,5 @@ def resolve_curriculum(name: str) -> type:
     return cls
 
 
-__all__ = ["ACCEL", "CURRICULA", "RobustPLR", "Curriculum", "DirectCurriculum", "DomainRandomization", "EnhancedPoetCurriculum", "PhaseTimer",
+__all__ = ["ACCEL", "CURRICULA", "DirectPath", "RobustPLR", "Curriculum", "DirectCurriculum", "DomainRandomization", "EnhancedPoetCurriculum", "PhaseTimer",
            "PoetCurriculum", "resolve_curriculum"]

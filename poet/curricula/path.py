@@ -1,0 +1,70 @@
+"""A direct-path curriculum: one agent, env params moved from the start to a target in equal
+stages (the baseline POET's paper compares with: can a hand-made path reach what POET
+reaches?).
+
+`curriculum_options: {target: {...the family's values...}, stages: 10}`: the run starts on
+`env.start` (or the family's initial params) and trains stage k of `stages` during the
+k-th equal share of the run's iterations, on `family.interpolate(start, target, k / (stages - 1))`;
+the last stage is the target itself. Each stage is a row of the `envs` table whose parent is
+the stage before.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from envs import EnvFamily, EnvParams
+from poet.context import RunContext
+from poet.curricula.base import PhaseTimer
+from poet.curricula.poet import initial_params, start_pair, start_params, train_pairs
+from poet.reproduction import course_seed_for, record_level
+
+
+class DirectPath:
+    """Train one agent along equal stages from the start env to a target env."""
+
+    name = "path"
+
+    def __init__(self, target: dict[str, Any] | None = None, stages: int = 10):
+        if not isinstance(target, dict) or not target:
+            raise TypeError("path: give the target env's values, e.g. target: {roughness: 4.0, pit_gap: [], "
+                            "stump_height: []}")
+        if int(stages) < 2:
+            raise TypeError(f"path: stages must be >= 2, got {stages}")
+        self.target, self.stages = dict(target), int(stages)
+
+    def check(self, family: EnvFamily) -> str | None:
+        """Why this curriculum cannot run on `family` (None: it can)."""
+        if not callable(getattr(family, "interpolate", None)):
+            return f"path needs env family {family.name!r} to interpolate(start, target, t)"
+        try:
+            family.validate(start_params(family, self.target))
+        except (ValueError, TypeError, KeyError) as exc:
+            return f"path: target: {exc}"
+        return None
+
+    def _start(self, ctx: RunContext) -> EnvParams:
+        start = ctx.cfg.env.start
+        return start_params(ctx.family, start) if start is not None else initial_params(
+            ctx.family, ctx.seeds.rng("env.initial"))
+
+    def stage_of(self, ctx: RunContext, iteration: int) -> int:
+        """The stage `iteration` trains on: equal shares of the run's iterations."""
+        total = ctx.stop_at if ctx.stop_at else ctx.cfg.iterations
+        return min(self.stages - 1, iteration * self.stages // max(1, total))
+
+    def level(self, ctx: RunContext, stage: int) -> EnvParams:
+        """The env of `stage` (0: the start, stages - 1: the target), on its own course."""
+        env = ctx.family.interpolate(self._start(ctx), start_params(ctx.family, self.target), stage / (self.stages - 1))
+        return env.with_course_seed(course_seed_for(ctx, ctx.seeds.rng("path.course", stage)))
+
+    def start(self, ctx: RunContext) -> None:
+        start_pair(ctx, self.level(ctx, 0))
+
+    def run_iteration(self, ctx: RunContext, iteration: int, phase: PhaseTimer) -> None:
+        agent = ctx.state.population.active[0]
+        env = self.level(ctx, self.stage_of(ctx, iteration))
+        if env != agent.env:
+            parent, agent.env = agent.env.id, env
+            record_level(ctx, env, agent.pair_id, parent, iteration)
+        with phase("train"):
+            train_pairs(ctx, iteration, run_ahead=self.stage_of(ctx, iteration + 1) == self.stage_of(ctx, iteration))
