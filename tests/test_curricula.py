@@ -367,3 +367,10 @@ def test_path_trains_on_equal_stages_from_the_start_to_the_target(tiny, tmp_path
     with pytest.raises(poet.ConfigError, match="curriculum: path needs env family 'bipedal_cppn' to interpolate"):
         poet.run(tiny(curriculum="path", curriculum_options=OPTIONS["path"],
                       env={"family": "bipedal_cppn", "options": {}}), out=tmp_path / "bad")
+
+
+def test_env_start_given_with_its_course_keeps_the_course(tiny, tmp_path):
+    start = EnvParams.create("terrain", {"roughness": 1.0, "pit_gap": [], "stump_height": []}, course_seed=4242)
+    poet.run(tiny(curriculum="direct", iterations=2, env={"start": start.to_dict()}), out=tmp_path / "r", progress=False)
+    first = load_run(tmp_path / "r").envs.iloc[0]
+    assert EnvParams.from_json(first["params_json"]) == start and first["course_seed"] == 4242

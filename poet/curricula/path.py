@@ -2,7 +2,8 @@
 stages (the baseline POET's paper compares with: can a hand-made path reach what POET
 reaches?).
 
-`curriculum_options: {target: {...the family's values...}, stages: 10}`: the run starts on
+`curriculum_options: {target: {...the family's values...}, stages: 10}` (or a whole
+EnvParams dict as target, to end on its course): the run starts on
 `env.start` (or the family's initial params) and trains stage k of `stages` during the
 k-th equal share of the run's iterations, on `family.interpolate(start, target, k / (stages - 1))`;
 the last stage is the target itself. Each stage is a row of the `envs` table whose parent is
@@ -54,8 +55,12 @@ class DirectPath:
 
     def level(self, ctx: RunContext, stage: int) -> EnvParams:
         """The env of `stage` (0: the start, stages - 1: the target), on its own course."""
-        env = ctx.family.interpolate(self._start(ctx), start_params(ctx.family, self.target), stage / (self.stages - 1))
-        return env.with_course_seed(course_seed_for(ctx, ctx.seeds.rng("path.course", stage)))
+        target = start_params(ctx.family, self.target)
+        env = ctx.family.interpolate(self._start(ctx), target, stage / (self.stages - 1))
+        seed = course_seed_for(ctx, ctx.seeds.rng("path.course", stage))
+        if stage == self.stages - 1 and target.course_seed is not None and seed is not None:
+            seed = target.course_seed  # a target given with its course ends on that course
+        return env.with_course_seed(seed)
 
     def start(self, ctx: RunContext) -> None:
         start_pair(ctx, self.level(ctx, 0))

@@ -53,7 +53,10 @@ class EnhancedPoetCurriculum(PoetCurriculum):
 
 
 def start_params(family: EnvFamily, values: dict) -> EnvParams:
-    """The params `env.start` names (the family's values)."""
+    """The params `env.start` names: the family's values, or a whole EnvParams dict
+    ({family, values, course_seed}, as the records' params_json) to start on a given course."""
+    if "values" in values and "family" in values:
+        return EnvParams.from_dict(dict(values))
     return EnvParams.create(family.name, dict(values))
 
 
@@ -64,7 +67,9 @@ def start_pair(ctx: RunContext, env: EnvParams | None = None) -> Pair:
         start = ctx.cfg.env.start
         env = (start_params(ctx.family, start) if start is not None
                else initial_params(ctx.family, ctx.seeds.rng("env.initial")))
-        env = env.with_course_seed(course_seed_for(ctx, ctx.seeds.rng("env.course", 0)))
+        seed = course_seed_for(ctx, ctx.seeds.rng("env.course", 0))
+        # a start given with its course keeps it (unless every episode is to get a new course)
+        env = env.with_course_seed(seed if env.course_seed is None or seed is None else env.course_seed)
     ctx.family.validate(env)
     theta = init_flat(ctx.spec, ctx.seeds.rng("policy.init"), ctx.cfg.policy.init)
     pop = ctx.state.population
