@@ -169,7 +169,7 @@ def figures(result: dict, threshold: float, out: Path) -> None:
     ax.set_xticks(range(n), [t["env_id"][:8] for t in result["targets"]])
     ax.set(xlabel="target env (hardest POET solved first)", ylabel="best score on the target",
            title="Baselines with the POET lineage's budget")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.savefig(out / "targets.png", dpi=100)
     fig = Figure(figsize=(9, 3.5), layout="constrained")
     ax = fig.add_subplot()
