@@ -143,11 +143,6 @@ def capture(ctx: RunContext) -> Captured:
     return Captured(iteration, state, {k: np.array(v) for k, v in arrays.items()}, ctx.records.row_counts())
 
 
-def save(ctx: RunContext, run_dir: Path, config_text: str, keep: int) -> Path:
-    """Write a checkpoint of the run's state; keep the newest `keep` ones."""
-    return write(ctx, capture(ctx), run_dir, config_text, keep)
-
-
 def write(ctx: RunContext, captured: Captured, run_dir: Path, config_text: str, keep: int) -> Path:
     """Write a captured state as a checkpoint; keep the newest `keep` ones.
 

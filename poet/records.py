@@ -16,9 +16,6 @@ from typing import IO, Any, Callable, Mapping
 import numpy as np
 
 TABLES = ("iterations", "envs", "transfers", "events", "phases", "heldout")
-# what the built-in curricula record in `events` (detail: JSON for admitted and child, text otherwise)
-EVENT_KINDS = ("admitted", "child", "retired", "reproduce", "transfer", "transfer_accepted", "solved",
-               "replayed", "explored", "edited")
 
 
 def _plain(value: Any) -> Any:
@@ -65,8 +62,9 @@ class RecordWriter:
 
     def event(self, iteration: int, kind: str, pair_id: str | None = None, env_id: str | None = None,
               detail: str | Mapping[str, Any] = "") -> None:
-        """One row of the events table. `kind` is one of EVENT_KINDS or a user curriculum's own;
-        a mapping `detail` is stored as compact JSON (`json.loads` reads it back)."""
+        """One row of the events table. `kind`: admitted, child, retired, reproduce, transfer,
+        transfer_accepted, solved (POET), replayed, explored, edited (PLR, ACCEL), or a user
+        curriculum's own; a mapping `detail` is stored as compact JSON (`json.loads` reads it)."""
         self.write("events", {"iteration": iteration, "kind": kind, "pair_id": pair_id, "env_id": env_id,
                               "detail": detail if isinstance(detail, str) else json_text(detail)})
 

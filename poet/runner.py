@@ -139,8 +139,8 @@ def check_parts(cfg: RunConfig) -> RunParts:
             family.validate(start_params(family, cfg.env.start))
         except (ValueError, TypeError, KeyError) as exc:
             raise ConfigError(f"env.start: {exc}") from None
-    if cfg.evaluation.test_every > 0 and heldout.check(family):
-        raise ConfigError(f"evaluation.test_every: {heldout.check(family)}")
+    if cfg.evaluation.test_every > 0 and (problem := heldout.check(family)):
+        raise ConfigError(f"evaluation.test_every: {problem}")
     curriculum = build_curriculum(cfg)
     check = getattr(curriculum, "check", None)
     problem = check(family) if callable(check) else None

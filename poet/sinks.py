@@ -19,7 +19,9 @@ resume). Install with `pip install -e .[logging]`.
 from __future__ import annotations
 
 import math
+import os
 import struct
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -113,9 +115,12 @@ def trim_tensorboard(log_dir: Path, start: int) -> None:
     from tensorboardX.proto.event_pb2 import Event
     from tensorboardX.record_writer import RecordWriter
 
+    def keep(record: bytes) -> bool:
+        event = Event.FromString(record)
+        return not (event.HasField("summary") and event.step >= start)
+
     for path in sorted(Path(log_dir).glob("events.out.tfevents.*")):
-        kept = [r for r in _records(path) if not (Event.FromString(r).HasField("summary")
-                                                    and Event.FromString(r).step >= start)]
+        kept = [r for r in _records(path) if keep(r)]
         tmp = path.with_name(path.name + ".trim")
         writer = RecordWriter(str(tmp))
         for record in kept:
@@ -130,8 +135,6 @@ class MLflowSink:
     """One MLflow run per POET run (its id kept in RUN_DIR/mlflow_run_id, so a resume continues it)."""
 
     def __init__(self, run_dir: Path, start: int, uri: str | None, experiment: str, run_name: str):
-        import os
-
         from mlflow.tracking import MlflowClient
 
         self.local = uri is None
@@ -152,8 +155,6 @@ class MLflowSink:
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
         from mlflow.entities import Metric
-
-        import time
 
         now = int(time.time() * 1000)
         metrics = [Metric(_mlflow_key(k), v, now, step) for k, v in values.items()]
@@ -180,8 +181,7 @@ def read_mlflow(store: str | Path, run_id: str) -> list[tuple[str, int, float]]:
     """(key, step, value) of every metric point of a run in a local MLflow file store."""
     out = []
     for path in _metric_files(Path(store), run_id):
-        key = str(path.relative_to(next(path.parents[i] for i in range(len(path.parents))
-                                        if path.parents[i].name == "metrics")))
+        key = "/".join(path.relative_to(store).parts[3:])  # experiment/run/metrics/<key>; "/" nests folders
         for line in path.read_text().splitlines():
             parts = line.split()
             if len(parts) >= 3:
@@ -192,5 +192,5 @@ def read_mlflow(store: str | Path, run_id: str) -> list[tuple[str, int, float]]:
 def trim_mlflow(store: Path, run_id: str, start: int) -> None:
     """Drop every metric point at step >= `start` of a run in a local file store."""
     for path in _metric_files(store, run_id):
-        lines = [ln for ln in path.read_text().splitlines() if len(ln.split()) >= 3 and int(ln.split()[2]) < start]
+        lines = [ln for ln in path.read_text().splitlines() if len(f := ln.split()) >= 3 and int(f[2]) < start]
         path.write_text("".join(f"{ln}\n" for ln in lines))

@@ -29,7 +29,7 @@ import os
 import resource
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -290,10 +290,8 @@ class Deadlines:
     seconds: float | None = None
     floor: float = 60.0
     factor: float = 10.0
+    job_step_seconds: float | None = field(default=None, init=False)  # the slowest seen
     PRIOR_STEP_SECONDS = 2e-3  # slower than any family here; only until the first unit is timed
-
-    def __post_init__(self) -> None:
-        self.job_step_seconds: float | None = None
 
     def budget(self, predicted: float | None, work: float) -> float:
         """The deadline of a unit predicted to take `predicted` seconds (None: unknown) for `work` env steps."""
@@ -317,12 +315,8 @@ class Deadlines:
 @dataclass
 class _Worker:
     actor: Any
-    queue: deque = None  # type: ignore[assignment]  # its submitted, unfinished units' refs, in order
+    queue: deque = field(default_factory=deque)  # its submitted, unfinished units' refs, in order
     started: float = 0.0  # when the unit at the head of `queue` began running
-
-    def __post_init__(self) -> None:
-        if self.queue is None:
-            self.queue = deque()
 
     @property
     def inflight(self) -> int:

@@ -380,18 +380,32 @@ def _update(learner: _Learner, batch: _Batch, z: np.ndarray, rewards: np.ndarray
 
 # ---------------------------------------------------------------- the job
 
-def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
-    """One pair's PPO training for one POET iteration; runs on a pool worker (or in-process)."""
+def _job_setup(worker: WorkerView, payload: dict[str, Any]) -> tuple[PPOOptions, dict[str, Any], np.ndarray,
+                                                                     np.random.Generator, _Learner]:
+    """A job's options, its own copy of the agent's state (a fresh value net for an agent that
+    never trained, drawn first from the job's generator), theta, the generator and a learner."""
     o = PPOOptions(**payload["options"])
-    spec: PolicySpec = worker.spec
     state = {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in payload["state"].items()}
-    theta = np.asarray(payload["theta"], dtype=np.float32)
     rng = np.random.Generator(np.random.PCG64(int(payload["seed"])))
-    learner = _Learner(spec, o.value_hidden)
-    h_actor = spec.layer_sizes[1]
-    h_value = learner.value_spec.layer_sizes[1]
+    learner = _Learner(worker.spec, o.value_hidden)
     if state["value"].size == 0:  # first job of this agent: a fresh value net
         state["value"] = init_flat(learner.value_spec, rng, "normc")
+    return o, state, np.asarray(payload["theta"], dtype=np.float32), rng, learner
+
+
+def _load_networks(learner: _Learner, spec: PolicySpec, theta: np.ndarray, state: dict[str, Any],
+                   norm: "_Normaliser") -> None:
+    """The stored (raw-observation) networks, expressed in the normaliser's current coordinates."""
+    learner.load(unfold(theta, spec.obs_dim, spec.layer_sizes[1], norm.mean, norm.std), state["log_std"],
+                 unfold(state["value"], spec.obs_dim, learner.value_spec.layer_sizes[1], norm.mean, norm.std))
+
+
+def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
+    """One pair's PPO training for one POET iteration; runs on a pool worker (or in-process)."""
+    o, state, theta, rng, learner = _job_setup(worker, payload)
+    spec: PolicySpec = worker.spec
+    h_actor = spec.layer_sizes[1]
+    h_value = learner.value_spec.layer_sizes[1]
     if state["adam_m"].size == 0:
         dim = learner.get().size
         state["adam_m"], state["adam_v"] = np.zeros(dim, np.float32), np.zeros(dim, np.float32)
@@ -403,20 +417,15 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
     returns: list[float] = []
     lengths: list[int] = []
 
-    def load_networks() -> None:
-        """The stored (raw-observation) networks, expressed in the normaliser's current coordinates."""
-        learner.load(unfold(theta, spec.obs_dim, h_actor, norm.mean, norm.std), state["log_std"],
-                     unfold(state["value"], spec.obs_dim, h_value, norm.mean, norm.std))
-
     try:
         for _ in range(o.updates_per_iteration):
-            load_networks()
+            _load_networks(learner, spec, theta, state, norm)
             batch = rollouts.collect(learner, norm, o.n_steps)
             returns += batch.episode_returns
             lengths += batch.episode_lengths
             # New statistics, same functions: re-express the networks in the new coordinates.
             norm.update(batch.obs.reshape(-1, batch.obs.shape[-1]))
-            load_networks()
+            _load_networks(learner, spec, theta, state, norm)
             rewards = _scale_rewards(batch, state, o, ret_acc)
             z = norm.apply(batch.obs.reshape(-1, batch.obs.shape[-1])).reshape(*batch.obs.shape[:2], -1)
             for k, v in _update(learner, batch, z, rewards, adam, o, rng).items():
@@ -447,20 +456,9 @@ def ppo_regret_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any
     """An agent's positive value loss on an env without training: one batch of rollouts
     (n_envs x n_steps) with its policy and value net, rewards scaled by its running return
     statistics as they are (nothing is updated)."""
-    o = PPOOptions(**payload["options"])
-    spec: PolicySpec = worker.spec
-    state = payload["state"]
-    rng = np.random.Generator(np.random.PCG64(int(payload["seed"])))
-    learner = _Learner(spec, o.value_hidden)
-    value = np.asarray(state["value"])
-    if value.size == 0:  # an agent that never trained: the value net its first job would make
-        value = init_flat(learner.value_spec, rng, "normc")
-    norm = _Normaliser({k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in state.items()},
-                       o.normalize_obs, o.obs_std_floor)
-    learner.load(unfold(np.asarray(payload["theta"], dtype=np.float32), spec.obs_dim, spec.layer_sizes[1], norm.mean,
-                        norm.std),
-                 np.asarray(state["log_std"]), unfold(value, spec.obs_dim, learner.value_spec.layer_sizes[1], norm.mean,
-                                                      norm.std))
+    o, state, theta, rng, learner = _job_setup(worker, payload)
+    norm = _Normaliser(state, o.normalize_obs, o.obs_std_floor)
+    _load_networks(learner, worker.spec, theta, state, norm)
     rollouts = _Rollouts(worker, payload["env"], o.n_envs, int(payload["max_steps"]), rng)
     try:
         batch = rollouts.collect(learner, norm, o.n_steps)
