@@ -59,6 +59,7 @@ import torch
 
 from envs import EnvFamily, EnvParams, make_family
 from envs.base import EnvParamError
+from envs.generic import renew_gym_env
 from envs.terrain import TerrainFamily
 from poet.evaluation.protocol import EvalRequest, PolicyRef
 from poet.evaluation.ray_pool import RayEvaluator
@@ -76,7 +77,8 @@ EVOTORCH_NETWORK = "Linear(obs_length, 40) >> Tanh() >> Linear(40, 40) >> Tanh()
 # =============================================================================== the envs
 class BipedalFamily:
     """gymnasium's BipedalWalker-v3 as a one-env family: no params, no `make_batch`, so the
-    pool steps it through `LockstepBatch` (one gymnasium env per episode)."""
+    pool steps it through `LockstepBatch`, reusing each worker's envs as the generic
+    gymnasium family does (`renew`: a new Box2D world before each reset)."""
 
     name = "bipedal_walker_v3"
 
@@ -89,6 +91,9 @@ class BipedalFamily:
     def make_env(self, params: EnvParams, render_mode: str | None = None) -> gym.Env:
         # as the generic gymnasium family builds envs: no passive checker on every episode's env
         return gym.make("BipedalWalker-v3", render_mode=render_mode, disable_env_checker=True)
+
+    def renew(self, env: gym.Env) -> bool:
+        return renew_gym_env(env)
 
     def features(self, params: EnvParams) -> np.ndarray:
         return np.zeros(0)

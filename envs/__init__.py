@@ -5,13 +5,14 @@ registered with gymnasium under the `poet/` namespace, e.g. `gymnasium.make("poe
 """
 from __future__ import annotations
 
-from envs.base import BatchEnv, EnvFamily, EnvParamError, EnvParams, make_batch_env
+from envs.base import BatchEnv, EnvCache, EnvFamily, EnvParamError, EnvParams, make_batch_env
 from envs.registry import FAMILIES, make_family, register_gymnasium_envs
 
 register_gymnasium_envs()
 
 __all__ = [
     "BatchEnv",
+    "EnvCache",
     "EnvFamily",
     "EnvParamError",
     "EnvParams",

@@ -331,6 +331,10 @@ class BipedalFamily:
         """One scalar per column, as the terrain family's."""
         return _delegate("flat", params)
 
+    def renew(self, env: BipedalTerrainEnv) -> bool:
+        """A used env is as good as new: its reset builds a new Box2D world and the course from the seed."""
+        return env.render_mode is None
+
     def make_env(self, params: EnvParams, render_mode: str | None = None) -> BipedalTerrainEnv:
         """A gymnasium env on these params (truncates at max_episode_steps)."""
         return BipedalTerrainEnv(params, render_mode=render_mode, max_episode_steps=self.max_episode_steps)

@@ -264,6 +264,10 @@ class BipedalCPPNFamily:
             "max_slope": float(np.max(slopes)),
         }
 
+    def renew(self, env: BipedalCPPNEnv) -> bool:
+        """A used env is as good as new: its reset builds a new Box2D world and the course from the seed."""
+        return env.render_mode is None
+
     def make_env(self, params: EnvParams, render_mode: str | None = None) -> BipedalCPPNEnv:
         """A gymnasium env on these params (truncates at max_episode_steps)."""
         return BipedalCPPNEnv(

@@ -246,14 +246,59 @@ def _probe_construction(spec: GymSpec) -> None:
 def _make(spec: GymSpec, values: Mapping[str, Any], render_mode: str | None) -> gym.Env:
     """gymnasium.make with the fixed kwargs, the evolved values and the episode limit.
 
-    Without gymnasium's passive env checker: rollouts build a new env for every episode
-    (reusing instances is not deterministic for every env), and the checker would redo its
-    checks on each (a third of BipedalWalker-v3's construction time). A run checks the
-    family's env once, in full, before any work (`poet.runner`).
+    Without gymnasium's passive env checker: rollouts build new envs where an env cannot be
+    reused (`renew_gym_env`), and the checker would redo its checks on each (a third of
+    BipedalWalker-v3's construction time). A run checks the family's env once, in full,
+    before any work (`poet.runner`).
     """
     limit = {} if spec.max_episode_steps is None else {"max_episode_steps": spec.max_episode_steps}
     return gym.make(spec.env_id, render_mode=render_mode, disable_env_checker=True, **limit, **dict(spec.kwargs),
                     **dict(values))
+
+
+# ---------------------------------------------------------------- reusing envs
+
+# Wrappers gym.make adds whose state `reset` clears.
+_RESET_CLEAN_WRAPPERS = ("TimeLimit", "OrderEnforcing", "PassiveEnvChecker")
+# Envs whose `reset(seed=s)` sets every piece of state their episodes read.
+_EXACT_RESET = ("gymnasium.envs.classic_control.cartpole:CartPoleEnv",
+                "gymnasium.envs.classic_control.pendulum:PendulumEnv",
+                "gymnasium.envs.classic_control.mountain_car:MountainCarEnv",
+                "gymnasium.envs.classic_control.continuous_mountain_car:Continuous_MountainCarEnv",
+                "gymnasium.envs.classic_control.acrobot:AcrobotEnv",
+                "envs.cartpole_physics:CartPolePhysicsEnv")
+# Box2D envs whose `reset` rebuilds every body but keeps the world: a kept world carries
+# broad-phase and contact state over, and the same seed gives another episode (BipedalWalker-v3
+# reused as it is: 15 of 30 episodes differ), so the world is replaced before the next reset.
+_BOX2D_WORLD_RESET = ("gymnasium.envs.box2d.bipedal_walker:BipedalWalker",
+                      "gymnasium.envs.box2d.lunar_lander:LunarLander")
+
+
+def renew_gym_env(env: gym.Env) -> bool:
+    """Ready a used env so that `reset(seed=s)` gives exactly the episode a new env would.
+
+    True only for the envs known to allow it (classic control, and BipedalWalker and
+    LunarLander with a new Box2D world) behind the wrappers gym.make adds, without
+    rendering; False for every other env, which must then not be reused.
+    """
+    layer = env
+    while isinstance(layer, gym.Wrapper):
+        if type(layer).__name__ not in _RESET_CLEAN_WRAPPERS or type(layer).__module__.split(".")[0] != "gymnasium":
+            return False
+        layer = layer.env
+    cls = type(layer)
+    name = f"{cls.__module__}:{cls.__qualname__}"
+    if getattr(layer, "render_mode", None) is not None:
+        return False
+    if name in _EXACT_RESET:
+        return True
+    if name in _BOX2D_WORLD_RESET:
+        import Box2D
+
+        layer._destroy()
+        layer.world = Box2D.b2World(gravity=layer.world.gravity)
+        return True
+    return False
 
 
 # ---------------------------------------------------------------- the family
@@ -374,6 +419,10 @@ class GymFamily:
         self.validate(params)
         values = {p.name: p.cast(params[p.name]) for p in self.spec.params}
         return _make(self.spec, values, render_mode)
+
+    def renew(self, env: gym.Env) -> bool:
+        """Ready a used env for reuse, where its reset is known to be exact (`renew_gym_env`)."""
+        return renew_gym_env(env)
 
     def __repr__(self) -> str:
         return f"GymFamily(name={self.name!r}, env_id={self.spec.env_id!r}, params={list(self._params)})"

@@ -104,6 +104,23 @@ def test_cartpole_results_depend_only_on_their_request(cartpole) -> None:
         np.testing.assert_array_equal(r.returns, r.lengths.astype(np.float64))
 
 
+def test_bipedal_results_with_reused_envs_equal_new_envs_results() -> None:
+    """The walker's envs are reused across batches (`EnvCache`); its results stay those of a new env per episode."""
+    from poet.evaluation.rollout import run_requests
+
+    family = envs.make_family("bipedal")
+    spec = _spec(family)
+    caps = [90, 40, 90, 60, 90, 30]
+    results = _check_request_only(family, spec, caps)  # alone, reversed, other batch sizes: envs reused
+    ev = InProcessEvaluator(family, spec)
+    reqs = _requests(family, spec, ev, seed=3, max_steps=caps)
+    new_envs = run_requests(family, spec, reqs, ev._lookup, None)  # no cache: a new env per episode
+    assert all(_same(a, b) for a, b in zip(results, new_envs))
+    ev.evaluate(reqs)
+    assert ev.env_cache.idle > 0  # the comparison above did reuse envs
+    assert len({round(r.mean, 9) for r in results}) >= 4
+
+
 def test_results_in_request_order(terrain) -> None:
     family, spec = terrain
     ev = InProcessEvaluator(family, spec)

@@ -5,7 +5,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from envs import EnvFamily
+from envs import EnvCache, EnvFamily
 from poet.errors import WaveInterrupted
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
@@ -21,6 +21,7 @@ class InProcessEvaluator:
     def __init__(self, family: EnvFamily, spec: PolicySpec, noise: NoiseTable | None = None, batch_rows: int = 4096):
         self.family, self.spec, self.noise, self.batch_rows = family, spec, noise, int(batch_rows)
         self.policies = PolicyStore(spec, frozen_copy)
+        self.env_cache = EnvCache(family)  # used gymnasium envs, for the next batches
         self.env_steps = 0
         self.should_stop: Callable[[], bool] | None = None  # polled while rollouts step (stop requests)
 
@@ -35,7 +36,7 @@ class InProcessEvaluator:
 
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         results = run_requests(self.family, self.spec, requests, self._lookup, self.noise, self.batch_rows,
-                               self.should_stop)
+                               self.should_stop, self.env_cache)
         self.env_steps += simulated_steps(requests, results)
         return results
 
@@ -50,3 +51,4 @@ class InProcessEvaluator:
 
     def close(self) -> None:
         self.policies.clear()
+        self.env_cache.close()

@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from envs import EnvFamily, EnvParams
+from envs import EnvCache, EnvFamily, EnvParams
 from poet.errors import WaveInterrupted
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
@@ -94,6 +94,7 @@ class RolloutWorker:
         self.spec = PolicySpec.from_dict(spec)
         self.noise = NoiseTable.from_array(noise) if noise is not None else None
         self.batch_rows = batch_rows
+        self.env_cache = EnvCache(family)  # used gymnasium envs, for the next chunks
 
     def run(self, packed: tuple, keys: list[str], *weights: np.ndarray) -> tuple[tuple, tuple[float, int, int]]:
         """Evaluate a chunk (`pack_requests`); `weights` arrive resolved from the object store, in
@@ -106,7 +107,8 @@ class RolloutWorker:
 
         t0 = time.perf_counter()
         requests = unpack_requests(packed)
-        results = run_requests(self.family, self.spec, requests, lookup, self.noise, self.batch_rows)
+        results = run_requests(self.family, self.spec, requests, lookup, self.noise, self.batch_rows,
+                               env_cache=self.env_cache)
         seconds = time.perf_counter() - t0
         longest = max((int(r.lengths.max()) for r in results if r.ok and r.lengths.size), default=0)
         return pack_results(results), (seconds, simulated_steps(requests, results), longest)

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from envs import EnvFamily, make_batch_env
+from envs import EnvCache, EnvFamily, make_batch_env
 from poet.errors import WaveInterrupted
 from poet.evaluation.noise import NoiseTable, perturb
 from poet.evaluation.protocol import EvalError, EvalRequest, EvalResult, PolicyRef
@@ -60,7 +60,8 @@ def simulated_steps(requests: Sequence[EvalRequest], results: Sequence[EvalResul
 
 
 def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest], flats: list[np.ndarray],
-               should_stop: StopCheck = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+               should_stop: StopCheck = None, env_cache: EnvCache | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run every distinct episode of `reqs` to the end; returns per-row (returns, lengths, bad_value).
     Raises WaveInterrupted when `should_stop()` turns true."""
     params, seeds, caps, row_flats = [], [], [], []
@@ -72,7 +73,7 @@ def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest],
         row_flats.extend([flat] * len(rs))
     n = len(params)
     caps_arr = np.asarray(caps, dtype=np.int64)
-    env = make_batch_env(family, params, seeds, int(caps_arr.max()))
+    env = make_batch_env(family, params, seeds, int(caps_arr.max()), env_cache)
     try:
         obs = env.reset()
         policy = BatchedPolicy(spec, np.stack(row_flats))
@@ -143,21 +144,24 @@ def run_requests(
     noise: NoiseTable | None,
     batch_rows: int = 4096,
     should_stop: StopCheck = None,
+    env_cache: EnvCache | None = None,
 ) -> list[EvalResult]:
     """Evaluate requests; a request whose env raises or gives non-finite values gets an error result.
-    `should_stop` is polled as the batches step: when it turns true, WaveInterrupted is raised."""
+    `should_stop` is polled as the batches step: when it turns true, WaveInterrupted is raised.
+    Gymnasium envs are taken from and given back to `env_cache` where the family renews them."""
     results: list[EvalResult | None] = [None] * len(requests)
     for idx in _batches(requests, batch_rows):
-        _run_batch(family, spec, requests, idx, lookup, noise, results, should_stop)
+        _run_batch(family, spec, requests, idx, lookup, noise, results, should_stop, env_cache)
     return results  # type: ignore[return-value]
 
 
-def _run_batch(family, spec, requests, idx, lookup, noise, results, should_stop: StopCheck = None) -> None:
+def _run_batch(family, spec, requests, idx, lookup, noise, results, should_stop: StopCheck = None,
+               env_cache: EnvCache | None = None) -> None:
     reqs = [requests[i] for i in idx]
     # Outside the try: a missing policy or noise table is a caller bug, not an env failure.
     flats = [request_weights(r, lookup, noise) for r in reqs]
     try:
-        returns, lengths, bad = _step_rows(family, spec, reqs, flats, should_stop)
+        returns, lengths, bad = _step_rows(family, spec, reqs, flats, should_stop, env_cache)
     except WaveInterrupted:
         raise
     except Exception as exc:  # an env raised: isolate the culprit by running requests alone
@@ -165,7 +169,7 @@ def _run_batch(family, spec, requests, idx, lookup, noise, results, should_stop:
             results[idx[0]] = error_result(reqs[0], f"{type(exc).__name__}: {exc}")
             return
         for i in idx:
-            _run_batch(family, spec, requests, [i], lookup, noise, results, should_stop)
+            _run_batch(family, spec, requests, [i], lookup, noise, results, should_stop, env_cache)
         return
     row = 0
     for i, r in zip(idx, reqs):
