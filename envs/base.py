@@ -210,15 +210,13 @@ class EnvFamily(Protocol):
 
 
 def make_batch_env(
-    family: EnvFamily, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int,
-    cache: "EnvCache | None" = None,
+    family: EnvFamily, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int
 ) -> BatchEnv:
-    """The family's own batched path if it has one, else lock-stepped gymnasium envs (taken
-    from `cache` where it holds reusable ones)."""
+    """The family's own batched path if it has one, else lock-stepped gymnasium envs."""
     maker = getattr(family, "make_batch", None)
     if maker is not None:
         return maker(params, seeds, max_steps)
-    return LockstepBatch(family, params, seeds, max_steps, cache)
+    return LockstepBatch(family, params, seeds, max_steps)
 
 
 class EnvCache:
@@ -279,28 +277,19 @@ class EnvCache:
 
 
 class LockstepBatch:
-    """Fallback BatchEnv: one gymnasium env per row, stepped in a Python loop.
+    """Fallback BatchEnv: one gymnasium env per row, stepped in a Python loop."""
 
-    With a cache, rows take renewed envs from it and give them back at `close` (an env that
-    raised is closed instead: its state is unknown)."""
-
-    def __init__(self, family: EnvFamily, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int,
-                 cache: EnvCache | None = None):
+    def __init__(self, family: EnvFamily, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int):
         self.num_envs = len(params)
-        self._params = list(params)
-        self._cache = cache
-        self._envs = [family.make_env(p) if cache is None else cache.take(p) for p in params]
+        self._envs = [family.make_env(p) for p in params]
         self._seeds = [int(s) for s in seeds]
         self._max_steps = int(max_steps)
         self._done = np.zeros(self.num_envs, dtype=bool)
         self._t = 0
         self._obs: np.ndarray | None = None
-        self._raised = False
 
     def reset(self) -> np.ndarray:
-        self._raised = True  # until every env answered
         obs = [np.asarray(env.reset(seed=s)[0], dtype=np.float32).ravel() for env, s in zip(self._envs, self._seeds)]
-        self._raised = False
         self._obs = np.stack(obs)
         self._done[:] = False
         self._t = 0
@@ -312,7 +301,6 @@ class LockstepBatch:
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminated = np.zeros(self.num_envs, dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
-        self._raised = True
         for i, env in enumerate(self._envs):
             if self._done[i]:
                 continue
@@ -322,13 +310,8 @@ class LockstepBatch:
             terminated[i] = bool(term)
             truncated[i] = bool(trunc) or (self._t >= self._max_steps and not term)
             self._done[i] = terminated[i] or truncated[i]
-        self._raised = False
         return self._obs.copy(), rewards, terminated, truncated
 
     def close(self) -> None:
-        envs, self._envs = self._envs, []
-        for p, env in zip(self._params, envs):
-            if self._cache is None or self._raised:
-                env.close()
-            else:
-                self._cache.give_back(p, env)
+        for env in self._envs:
+            env.close()

@@ -5,9 +5,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from envs import EnvCache, EnvParams, make_batch_env
-from envs.base import LockstepBatch
+from envs import EnvCache, EnvParams
 from envs.generic import renew_gym_env
+from poet.evaluation.protocol import EvalRequest, PolicyRef
+from poet.evaluation.rollout import run_requests
+from poet.policies import spec_for_spaces
 from envs.registry import EXAMPLE_OPTIONS, FAMILIES, make_family
 from tests.conftest import mutation_chain
 
@@ -155,21 +157,26 @@ def test_cache_closes_envs_a_family_does_not_renew() -> None:
     assert cache.idle == 0 and family.closed == 1
 
 
-def test_a_batch_whose_env_raised_closes_its_envs_instead_of_giving_them_back() -> None:
+class _Raises(gym.Wrapper):
+    """An env whose every step raises."""
+
+    def step(self, action):
+        raise RuntimeError("this env breaks")
+
+
+def test_envs_in_use_when_a_batch_raises_are_closed_not_kept() -> None:
+    """Params i=1 raise at their first step: the batch's envs are closed, the batch is re-run request by
+    request (i=0 alone finishes and its env is kept; i=1 fails alone and its env is closed)."""
     family = _CountingFamily()
+    make = family.make_env
+    family.make_env = lambda p, render_mode=None: _Raises(make(p)) if p["i"] == 1 else make(p)
+    spec = spec_for_spaces(gym.spaces.Box(-np.inf, np.inf, (4,)), gym.spaces.Discrete(2), (4,), "tanh")
+    weights = np.zeros(spec.num_params, dtype=np.float32)
+    reqs = [EvalRequest(PolicyRef("w"), _p(i), 1, 10 + i, 20) for i in (0, 1)]
     cache = EnvCache(family)
-    batch = make_batch_env(family, [_p(0), _p(1)], [0, 1], 10, cache)
-    assert isinstance(batch, LockstepBatch)
-    batch.reset()
-    with pytest.raises(Exception):
-        batch.step(np.array([0, 7]))  # CartPole refuses action 7
-    batch.close()
-    assert cache.idle == 0 and family.closed == 2
-    good = make_batch_env(family, [_p(0), _p(1)], [0, 1], 10, cache)
-    good.reset()
-    good.step(np.array([0, 1]))
-    good.close()
-    assert cache.idle == 2 and family.closed == 2
+    results = run_requests(family, spec, reqs, lambda ref: weights, None, env_cache=cache)
+    assert results[0].ok and "this env breaks" in results[1].error.message
+    assert family.made == 4 and family.closed == 3 and cache.idle == 1
 
 
 def test_bipedalwalker_v3_replays_a_new_envs_episodes_only_with_a_new_world() -> None:

@@ -22,7 +22,7 @@ from poet import checkpoint
 from poet.analysis import load_run
 from poet.evaluation import EvalRequest, InProcessEvaluator, NoiseTable, Perturbation
 from poet.errors import EvaluationFailed
-from poet.evaluation.ray_pool import Deadlines, RayEvaluator, StepCostModel, plan_chunks
+from poet.evaluation.ray_pool import Deadlines, RayEvaluator, StepCostModel, plan_chunks, plan_guided
 from poet.policies import init_flat, spec_for_spaces
 from poet.seeding import Seeds
 from tests.conftest import ROOT
@@ -79,6 +79,20 @@ def test_plan_chunks_balances_cost_longest_first_and_never_splits():
     pinned = [EvalRequest(None, p.with_course_seed(1), 5, 0, 100) for _ in range(4)]  # one row each
     assert len(plan_chunks(pinned, 1, 4)) == 1
     assert plan_chunks([], 2, 10) == []
+
+
+def test_guided_chunks_shrink_as_the_wave_goes_costliest_first():
+    p = TERRAIN.initial()
+    even = [EvalRequest(None, p, 1, 0, 100) for _ in range(8)]
+    # 2 workers: each chunk takes a quarter of the cost left: 800 -> 200, 600 -> 150, 400 -> 100, ...
+    assert plan_guided(even, workers=2, min_rows=1, max_rows=4096) == [[0, 1], [2, 3], [4], [5], [6], [7]]
+    assert plan_guided(even, workers=2, min_rows=2, max_rows=4096) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    reqs = [EvalRequest(None, p, e, 0, s) for e, s in [(1, 10), (5, 100), (2, 100), (3, 50), (1, 1000)]]
+    # costs 10, 500, 200, 150, 1000: costliest first, each alone covers a quarter of what is left
+    assert plan_guided(reqs, workers=2, min_rows=1, max_rows=6) == [[4], [1], [2], [3], [0]]
+    # a minimum of 6 rows that max_rows=5 never lets a chunk reach: chunks close when full
+    assert plan_guided(reqs, workers=2, min_rows=6, max_rows=5) == [[4], [1], [2, 3], [0]]
+    assert plan_guided([], 2, 8, 4096) == []
 
 
 def test_chunk_count_follows_the_measured_step_costs():

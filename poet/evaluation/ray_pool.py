@@ -8,11 +8,12 @@
 - The ES noise table is put once; each node maps it once and workers slice it.
 - Jobs (whole training loops, `poet.evaluation.jobs`) go over the same workers, one per
   dispatch, the costliest first, with the same fault handling.
-- Requests are packed into chunks of balanced cost (longest work first), as few as the
-  measured step costs say pay (`StepCostModel`: a batched family wants one big batch per
-  worker, a per-env loop wants many small chunks for balance), dispatched to the least
-  busy worker with a bounded number in flight per worker; a worker that dies has its
-  chunks re-run on a replacement. Results are keyed by request position, so nothing is
+- Requests are packed into chunks, costliest work first, dispatched to the least busy
+  worker with a bounded number in flight per worker. A family with a batched path gets
+  chunks of balanced cost, as few as the measured step costs say pay (`StepCostModel`:
+  usually one big batch per worker); gymnasium envs, stepped ENV_SLOTS at a time, get
+  chunks that shrink as the wave goes (`plan_guided`). A worker that dies has its chunks
+  re-run on a replacement. Results are keyed by request position, so nothing is
   lost or counted twice, and no chunking changes a number.
 - Every chunk and job has a deadline once it starts running (`Deadlines`: by default a
   generous multiple of its predicted time, never under a floor); one that runs past it
@@ -40,7 +41,7 @@ from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
 from poet.evaluation.protocol import EvalRequest, EvalResult, Perturbation, PolicyRef
-from poet.evaluation.rollout import error_result, run_requests, simulated_steps
+from poet.evaluation.rollout import ENV_SLOTS, error_result, run_requests, simulated_steps
 from poet.policies import PolicySpec
 
 
@@ -176,6 +177,38 @@ def plan_chunks(requests: Sequence[EvalRequest], n_chunks: int, max_rows: int) -
             loads[target] = (loads[target][0] + cost[i], loads[target][1] + rows)
             heapq.heappush(heap, (loads[target][0], target))
     return [chunks[c] for c in sorted(range(len(chunks)), key=lambda c: -loads[c][0])]
+
+
+def plan_guided(requests: Sequence[EvalRequest], workers: int, min_rows: int, max_rows: int) -> list[list[int]]:
+    """Request indices cut into chunks that shrink as the wave goes (guided self-scheduling).
+
+    Requests go costliest first (rows x step cap, ties in submission order); each chunk takes
+    requests until it holds 1/(2W) of the cost still unplanned and at least `min_rows` rows
+    (or until `max_rows`). Early chunks are big, so workers step many episodes together; the
+    last ones are small, so the wave ends with the workers finishing close together even
+    though no one knows beforehand how long each episode runs.
+    """
+    cost = [r.rows * r.max_steps for r in requests]
+    order = sorted(range(len(requests)), key=lambda i: -cost[i])
+    remaining = sum(cost)
+    chunks: list[list[int]] = []
+    chunk: list[int] = []
+    chunk_cost = chunk_rows = 0
+    for i in order:
+        if chunk and chunk_rows + requests[i].rows > max_rows:
+            chunks.append(chunk)
+            remaining -= chunk_cost
+            chunk, chunk_cost, chunk_rows = [], 0, 0
+        chunk.append(i)
+        chunk_cost += cost[i]
+        chunk_rows += requests[i].rows
+        if chunk_rows >= min_rows and chunk_cost >= remaining / (2 * workers):
+            chunks.append(chunk)
+            remaining -= chunk_cost
+            chunk, chunk_cost, chunk_rows = [], 0, 0
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 MIN_CHUNK_SECONDS = 0.005
@@ -519,12 +552,17 @@ class RayEvaluator:
 
         rows = sum(r.rows for r in requests)
         cap = max((r.max_steps for r in requests), default=0)
-        # Until the costs are measured: one big batch per worker where the family has a
-        # batched path (rows are nearly free there), a few chunks per worker where not.
-        prior = 1 if hasattr(self.family, "make_batch") else 4
-        n_chunks = (self.num_workers * self.chunks_per_worker if self.chunks_per_worker is not None
-                    else self.cost_model.chunks(self.num_workers, rows, len(requests), prior, cap))
-        chunks = plan_chunks(requests, n_chunks, self.batch_rows)
+        if self.chunks_per_worker is not None:
+            chunks = plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows)
+        elif hasattr(self.family, "make_batch"):
+            # Lock-step batches: as many chunks as the measured step costs say pay (until they
+            # are measured, one big batch per worker: rows are nearly free there).
+            n_chunks = self.cost_model.chunks(self.num_workers, rows, len(requests), 1, cap)
+            chunks = plan_chunks(requests, n_chunks, self.batch_rows)
+        else:
+            # gymnasium envs stepped ENV_SLOTS at a time: chunks of at least that many episodes,
+            # shrinking towards the end of the wave.
+            chunks = plan_guided(requests, self.num_workers, ENV_SLOTS, self.batch_rows)
 
         def budget(chunk: list[int]) -> float:
             longest = max(requests[i].max_steps for i in chunk)

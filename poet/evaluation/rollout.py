@@ -1,14 +1,20 @@
 """The rollout core every evaluator runs: many episodes stepped together.
 
-Requests are expanded into rows (one per episode). Rows of a batch step in lock-step
-through the family's batched env path, and one batched policy forward per step gives
-every row its action from its own weights. Rows never interact, so a request's result
-is the same whatever else shares its batch.
+Requests are expanded into rows (one per episode), and one batched policy forward per
+step gives every row its action from its own weights.
+
+- A family with a batched path (`make_batch`) steps all rows of a batch in lock-step.
+- Any other family steps gymnasium envs in `ENV_SLOTS` slots: when a slot's episode ends,
+  the next row starts in it at once, so the forward stays full until the last episodes
+  (a lock-step batch would run its last, longest episodes with one live row). Envs come
+  from and go back to an `EnvCache` where the family renews them.
+
+Rows never interact, so a request's result is the same whatever else shares its batch.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -23,6 +29,9 @@ WeightsLookup = Callable[[PolicyRef], np.ndarray]
 StopCheck = Callable[[], bool] | None
 # lock-step iterations between two looks at a stop request (a look costs well under a microsecond)
 STOP_POLL_STEPS = 64
+# gymnasium envs stepped together: enough to make the batched forward cheap per row, few enough
+# that each env's physics state stays in the CPU caches between its steps
+ENV_SLOTS = 8
 
 
 def request_weights(req: EvalRequest, lookup: WeightsLookup, noise: NoiseTable | None) -> np.ndarray:
@@ -61,9 +70,9 @@ def simulated_steps(requests: Sequence[EvalRequest], results: Sequence[EvalResul
 
 def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest], flats: list[np.ndarray],
                should_stop: StopCheck = None, env_cache: EnvCache | None = None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run every distinct episode of `reqs` to the end; returns per-row (returns, lengths, bad_value).
-    Raises WaveInterrupted when `should_stop()` turns true."""
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Run every distinct episode of `reqs` to the end; returns per-row (returns, lengths, bad_value)
+    and the lock-step iterations taken. Raises WaveInterrupted when `should_stop()` turns true."""
     params, seeds, caps, row_flats = [], [], [], []
     for req, flat in zip(reqs, flats):
         rs = row_seeds(req)
@@ -71,9 +80,17 @@ def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest],
         seeds.extend(rs)
         caps.extend([req.max_steps] * len(rs))
         row_flats.extend([flat] * len(rs))
-    n = len(params)
     caps_arr = np.asarray(caps, dtype=np.int64)
-    env = make_batch_env(family, params, seeds, int(caps_arr.max()), env_cache)
+    if hasattr(family, "make_batch"):
+        return _step_batch(family, spec, params, seeds, caps_arr, row_flats, should_stop)
+    return _step_slots(family, spec, params, seeds, caps_arr, row_flats, should_stop, env_cache)
+
+
+def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[int], caps_arr: np.ndarray,
+                row_flats: list[np.ndarray], should_stop: StopCheck) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """All rows in lock-step through the family's batched path."""
+    n = len(params)
+    env = make_batch_env(family, params, seeds, int(caps_arr.max()))
     try:
         obs = env.reset()
         policy = BatchedPolicy(spec, np.stack(row_flats))
@@ -114,11 +131,90 @@ def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest],
             lengths[active] += 1
             bad[active] |= ~finite
             done[active] = term[active] | trunc[active] | (lengths[active] >= caps_arr[active]) | ~finite
-        return returns, lengths, bad
+        return returns, lengths, bad, t
     finally:
         close = getattr(env, "close", None)
         if close is not None:
             close()
+
+
+def _step_slots(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[int], caps_arr: np.ndarray,
+                row_flats: list[np.ndarray], should_stop: StopCheck, env_cache: EnvCache | None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Rows through ENV_SLOTS gymnasium envs, each slot starting the next row when its episode ends.
+
+    An episode ends at termination, truncation, its step cap or a non-finite value (the row is
+    then `bad`), exactly as in a lock-step batch. Envs of finished episodes go back to
+    `env_cache`; if anything raises, the envs in use are closed instead (their state is unknown).
+    """
+    n = len(params)
+    width = min(ENV_SLOTS, n)
+    returns = np.zeros(n, dtype=np.float64)
+    lengths = np.zeros(n, dtype=np.int64)
+    bad = np.zeros(n, dtype=bool)
+    envs: list[Any] = [None] * width
+    slot_row = np.full(width, -1, dtype=np.int64)  # the row each slot runs, -1 when idle
+    obs = np.zeros((width, spec.obs_dim), dtype=np.float32)
+    rew = np.zeros(width, dtype=np.float64)
+    ended = np.zeros(width, dtype=bool)
+    take = family.make_env if env_cache is None else env_cache.take
+    next_row, t = 0, 0
+
+    def start(slot: int) -> None:
+        nonlocal next_row
+        env = envs[slot] = take(params[next_row])
+        slot_row[slot] = next_row
+        obs[slot] = np.asarray(env.reset(seed=int(seeds[next_row]))[0], dtype=np.float32).ravel()
+        next_row += 1
+
+    def finish(slot: int) -> None:
+        env, envs[slot] = envs[slot], None
+        if env_cache is None:
+            env.close()
+        else:
+            env_cache.give_back(params[slot_row[slot]], env)
+        slot_row[slot] = -1
+
+    try:
+        for slot in range(width):
+            start(slot)
+        live = np.arange(width)
+        policy = BatchedPolicy(spec, np.stack([row_flats[r] for r in slot_row]))
+        while live.size:
+            t += 1
+            if should_stop is not None and t % STOP_POLL_STEPS == 0 and should_stop():
+                raise WaveInterrupted("stop requested during a batch of rollouts")
+            actions = policy.act(obs[live] if live.size < width else obs)
+            for k, slot in enumerate(live):
+                o, r, term, trunc, _ = envs[slot].step(actions[k])
+                obs[slot] = np.asarray(o, dtype=np.float32).ravel()
+                rew[slot] = r
+                ended[slot] = term or trunc
+            rows = slot_row[live]
+            r_live, o_live = rew[live], obs[live]
+            lengths[rows] += 1
+            if math.isfinite(r_live.sum() + o_live.sum()):  # the usual case (see _step_batch)
+                returns[rows] += r_live
+            else:
+                finite = np.isfinite(r_live) & np.all(np.isfinite(o_live), axis=1)
+                returns[rows] += np.where(finite, r_live, 0.0)
+                bad[rows] |= ~finite
+                ended[live] |= ~finite
+            over = live[ended[live] | (lengths[rows] >= caps_arr[rows])]
+            if over.size:
+                for slot in over:
+                    finish(slot)
+                    if next_row < n:
+                        start(slot)
+                live = np.flatnonzero(slot_row >= 0)
+                if live.size:
+                    policy = BatchedPolicy(spec, np.stack([row_flats[r] for r in slot_row[live]]))
+        return returns, lengths, bad, t
+    except BaseException:
+        for env in envs:
+            if env is not None:
+                env.close()
+        raise
 
 
 def _batches(reqs: Sequence[EvalRequest], batch_rows: int) -> list[list[int]]:
@@ -161,7 +257,7 @@ def _run_batch(family, spec, requests, idx, lookup, noise, results, should_stop:
     # Outside the try: a missing policy or noise table is a caller bug, not an env failure.
     flats = [request_weights(r, lookup, noise) for r in reqs]
     try:
-        returns, lengths, bad = _step_rows(family, spec, reqs, flats, should_stop, env_cache)
+        returns, lengths, bad, _ = _step_rows(family, spec, reqs, flats, should_stop, env_cache)
     except WaveInterrupted:
         raise
     except Exception as exc:  # an env raised: isolate the culprit by running requests alone
