@@ -14,7 +14,8 @@ a population of 64), is evaluated three ways, with W workers:
          one env per process, reset per episode, with a numpy forward on one observation per
          step. Throughput is the sum over processes of steps / own wall time, i.e. raw gets
          perfect load balance for free.
-- pool:  `RayEvaluator(..., workers=W).evaluate(requests)`, one wave, after a warm-up wave.
+- pool:  `RayEvaluator(..., workers=W).evaluate(requests)`, one call per wave, after a
+         warm-up wave of the same shape (raw processes run their share of one too).
 - naive: one `@ray.remote` task per episode that rebuilds the policy module and the env from
          weights passed by value, as in ../shared/context/user-report-parallel-rollouts.txt.
 - evotorch: with the `bench` extra installed (`pip install -e .[bench]`), on BipedalWalker-v3,
@@ -366,32 +367,35 @@ class Measurement:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-def raw_process(setup: Setup, waves: list[list[Episode]], barrier: Any, results: Any, release: Any) -> None:
-    """Body of one raw process: warm up, wait for the others, run its share of every wave, report, wait to exit."""
+def raw_process(setup: Setup, warmup: list[Episode], waves: list[list[Episode]], barrier: Any, results: Any,
+                release: Any) -> None:
+    """Body of one raw process: its share of a warm-up wave, wait for the others, its share of every
+    timed wave, report, wait to exit."""
     low, high = action_bounds(setup.spec)
     batched = hasattr(setup.family, "make_batch")
     envs = [] if batched else [setup.family.make_env(p) for p in setup.envs]  # one env per params, reused
     layers = [numpy_layers(setup.spec, w) for w in setup.policies]
-    if batched:
-        raw_batch(setup, waves[0][:2], low, high)  # warm-up, not counted
-    else:
-        raw_episode(envs[0], layers[0], low, high, seed=10**8 - 1, max_steps=20)
+
+    def run(episodes: list[Episode]) -> int:
+        if batched:
+            return raw_batch(setup, episodes, low, high)
+        return sum(raw_episode(envs[e], layers[p], low, high, seed, setup.max_steps) for p, e, seed in episodes)
+
+    run(warmup)  # not counted
     barrier.wait()
     t0, cpu0, steps = time.monotonic(), time.process_time(), 0
     for episodes in waves:
-        if batched:
-            steps += raw_batch(setup, episodes, low, high)
-        else:
-            steps += sum(raw_episode(envs[e], layers[p], low, high, seed, setup.max_steps) for p, e, seed in episodes)
+        steps += run(episodes)
     results.put((steps, t0, time.monotonic(), time.process_time() - cpu0))
     release.wait()  # exit (interpreter teardown) only after the parent has read the CPU counters
 
 
-def measure_raw(setup: Setup, waves: list[list[Episode]], workers: int) -> Measurement:
+def measure_raw(setup: Setup, warmup: list[Episode], waves: list[list[Episode]], workers: int) -> Measurement:
     """W spawned processes, each wave's episodes dealt round-robin (an equal share each); steps/s summed over processes."""
     ctx = mp.get_context("spawn")
     barrier, results, release = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=raw_process, args=(setup, [w[i::workers] for w in waves], barrier, results, release))
+    procs = [ctx.Process(target=raw_process, args=(setup, warmup[i::workers], [w[i::workers] for w in waves], barrier,
+                                                   results, release))
              for i in range(workers)]
     for proc in procs:
         proc.start()
@@ -429,11 +433,14 @@ def check(results: Sequence[Any]) -> None:
         raise RuntimeError(f"{len(bad)} evaluation errors, first: {bad[0]}")
 
 
-def measure_pool(setup: Setup, seed_bases: list[int], workers: int) -> Measurement:
-    """`evaluate` of one wave per seed base, back to back, on a freshly warmed pool."""
+def measure_pool(setup: Setup, warmup_base: int, seed_bases: list[int], workers: int) -> Measurement:
+    """`evaluate` of one wave per seed base, back to back, on a freshly warmed pool that has run
+    one wave of the same shape (as the raw processes have): what it measures from a wave
+    (step costs, episode lengths per env) it has learnt, as it has in a run after one iteration."""
     pool = open_pool(setup, workers)
     try:
         refs = [pool.put(w) for w in setup.policies]
+        check(pool.evaluate(matrix_requests(setup, refs, warmup_base)))  # not counted
         waves = [matrix_requests(setup, refs, base) for base in seed_bases]
         quiet = settle()
         watch = CpuWatch()
@@ -602,9 +609,10 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         # fresh episodes every wave and repetition
         seed_bases = [10**6 * (rep + 1) + 10**4 * wave for wave in range(sizes.waves)]
         waves = [matrix_episodes(setup, base) for base in seed_bases]
-        runs["raw"].append(measure_raw(setup, waves, workers))  # with no Ray running at all
+        warmup_base = 10**6 * (rep + 1) + 10**4 * sizes.waves  # one wave beyond the timed ones
+        runs["raw"].append(measure_raw(setup, matrix_episodes(setup, warmup_base), waves, workers))  # no Ray running
         with ray_session(workers):
-            runs["pool"].append(measure_pool(setup, seed_bases, workers))
+            runs["pool"].append(measure_pool(setup, warmup_base, seed_bases, workers))
             runs["naive"].append(measure_naive(setup, waves[0], workers))  # one wave: it is slow
             if "evotorch" in runs:
                 runs["evotorch"].append(measure_evotorch(setup, sizes.waves, workers))

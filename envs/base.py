@@ -94,6 +94,19 @@ class EnvParams:
         """Build params from a plain mapping."""
         return cls(family=str(family), _items=_freeze(dict(values)), course_seed=course_seed)
 
+    def __hash__(self) -> int:
+        # Computed once: params are dict keys all over a wave's bookkeeping (hundreds per wave).
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.family, self._items, self.course_seed))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_hash", None)  # string hashes differ between processes
+        return state
+
     def with_course_seed(self, seed: int | None) -> "EnvParams":
         """The same params pinned to the course of `seed` (None: a new course every episode)."""
         return EnvParams(family=self.family, _items=self._items, course_seed=seed)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -177,6 +178,10 @@ def test_lists_of_pairs_stay_lists() -> None:
 
 def test_dict_and_list_of_pairs_are_different_params() -> None:
     # Their JSON (and so their id) differs, so == and hash must tell them apart too.
+    hashed = EnvParams.create("f", {"a": 1.5}, course_seed=3)
+    hash(hashed)  # cached on the instance, but never pickled: string hashes differ between processes
+    assert "_hash" not in pickle.loads(pickle.dumps(hashed)).__dict__ and hashed.__dict__.get("_hash") == hash(hashed)
+
     as_list = EnvParams.create("f", {"pairs": [["a", 1], ["b", 2]]})
     as_dict = EnvParams.create("f", {"pairs": {"a": 1, "b": 2}})
     assert as_list.id != as_dict.id

@@ -22,7 +22,8 @@ from poet import checkpoint
 from poet.analysis import load_run
 from poet.evaluation import EvalRequest, InProcessEvaluator, NoiseTable, Perturbation
 from poet.errors import EvaluationFailed
-from poet.evaluation.ray_pool import Deadlines, RayEvaluator, StepCostModel, plan_chunks, plan_guided
+from poet.evaluation.planning import StepCostModel
+from poet.evaluation.ray_pool import Deadlines, RayEvaluator
 from poet.policies import init_flat, spec_for_spaces
 from poet.seeding import Seeds
 from tests.conftest import ROOT
@@ -64,55 +65,6 @@ def _same(a, b) -> None:
         assert (x.error is None) == (y.error is None)
         np.testing.assert_array_equal(x.returns, y.returns)
         np.testing.assert_array_equal(x.lengths, y.lengths)
-
-
-def test_plan_chunks_balances_cost_longest_first_and_never_splits():
-    p = TERRAIN.initial()
-    reqs = [EvalRequest(None, p, e, 0, s) for e, s in [(1, 10), (5, 100), (2, 100), (3, 50), (1, 1000)]]
-    # costs (rows x steps) 10, 500, 200, 150, 1000; by cost: 4, 1, 2, 3, 0. Two chunks seeded
-    # with 4 and 1; 2 fits only beside 4 (rows 1 + 2 <= 4); 3 fits nowhere: a third chunk;
-    # 0 goes to the cheaper chunk with room (3's, cost 150 < 1200)
-    assert plan_chunks(reqs, n_chunks=2, max_rows=4) == [[4, 2], [1], [3, 0]]
-    even = [EvalRequest(None, p, 1, 0, 100) for _ in range(8)]
-    assert sorted(len(c) for c in plan_chunks(even, 2, 4096)) == [4, 4]
-    assert sorted(len(c) for c in plan_chunks(even, 3, 4096)) == [2, 3, 3]
-    pinned = [EvalRequest(None, p.with_course_seed(1), 5, 0, 100) for _ in range(4)]  # one row each
-    assert len(plan_chunks(pinned, 1, 4)) == 1
-    assert plan_chunks([], 2, 10) == []
-
-
-def test_guided_chunks_shrink_as_the_wave_goes_costliest_first():
-    p = TERRAIN.initial()
-    even = [EvalRequest(None, p, 1, 0, 100) for _ in range(8)]
-    # 2 workers: each chunk takes a quarter of the cost left: 800 -> 200, 600 -> 150, 400 -> 100, ...
-    assert plan_guided(even, workers=2, min_rows=1, max_rows=4096) == [[0, 1], [2, 3], [4], [5], [6], [7]]
-    assert plan_guided(even, workers=2, min_rows=2, max_rows=4096) == [[0, 1], [2, 3], [4, 5], [6, 7]]
-    reqs = [EvalRequest(None, p, e, 0, s) for e, s in [(1, 10), (5, 100), (2, 100), (3, 50), (1, 1000)]]
-    # costs 10, 500, 200, 150, 1000: costliest first, each alone covers a quarter of what is left
-    assert plan_guided(reqs, workers=2, min_rows=1, max_rows=6) == [[4], [1], [2], [3], [0]]
-    # a minimum of 6 rows that max_rows=5 never lets a chunk reach: chunks close when full
-    assert plan_guided(reqs, workers=2, min_rows=6, max_rows=5) == [[4], [1], [2, 3], [0]]
-    assert plan_guided([], 2, 8, 4096) == []
-
-
-def test_chunk_count_follows_the_measured_step_costs():
-    def fitted(a, b):
-        m = StepCostModel()
-        for L, T in [(400, 400 * 100), (200, 200 * 256), (350, 350 * 30), (120, 120 * 200)]:
-            m.observe(L, T, a * L + b * T)
-        return m
-
-    m = fitted(1e-4, 1e-6)  # batched path: rows nearly free
-    assert m.coefficients() == pytest.approx((1e-4, 1e-6), rel=1e-6)
-    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 2  # sqrt(2.56): one per worker
-    m = fitted(1e-5, 1e-4)  # one env step per row
-    # sqrt(2 * 10 * 256 / 2) = 50.6, in whole rounds of 2 workers: 50
-    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 50
-    assert fitted(1e-4, 2.5e-6).chunks(2, 256, 256, 3) == 2  # sqrt(3.2) = 1.8: one round, not 2 chunks on 1 worker
-    # one-step episodes: chunks of >= 5 ms allow 1e-4 * 256 * 1 / 5e-3 = 5.1, in whole rounds 6
-    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3, steps=1) == 6
-    assert m.chunks(workers=2, rows=256, n_requests=20, fallback_per_worker=3) == 20
-    assert StepCostModel().chunks(2, 256, 256, fallback_per_worker=3) == 6  # nothing measured yet
 
 
 @pytest.mark.parametrize("family_name", ["terrain", "cartpole"])

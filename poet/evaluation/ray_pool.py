@@ -23,9 +23,7 @@
 """
 from __future__ import annotations
 
-import heapq
 import logging
-import math
 import os
 import resource
 import time
@@ -41,6 +39,7 @@ from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
 from poet.evaluation.protocol import EvalRequest, EvalResult, Perturbation, PolicyRef
+from poet.evaluation.planning import EpisodeLengths, StepCostModel, plan_chunks, plan_guided
 from poet.evaluation.rollout import ENV_SLOTS, error_result, run_requests, simulated_steps
 from poet.policies import PolicySpec
 
@@ -140,142 +139,6 @@ class RolloutWorker:
         except OSError:
             pass
         return {"rss_mb": now_kb / 1024, "peak_rss_mb": peak_kb / 1024}
-
-
-def plan_chunks(requests: Sequence[EvalRequest], n_chunks: int, max_rows: int) -> list[list[int]]:
-    """Request indices packed into at most `n_chunks` chunks of balanced cost, costliest chunk first.
-
-    Longest processing time first: requests by cost (rows x step cap), each into the chunk
-    with the least cost so far that has room for its rows (`max_rows`; a request is never
-    split, and one bigger than `max_rows` gets a chunk of its own). Within a chunk the
-    requests keep that order.
-    """
-    if not requests:
-        return []
-    cost = [r.rows * r.max_steps for r in requests]
-    order = sorted(range(len(requests)), key=lambda i: -cost[i])  # stable: ties keep submission order
-    chunks: list[list[int]] = []
-    loads: list[tuple[int, int]] = []  # (cost, rows) per chunk
-    heap: list[tuple[int, int]] = []  # (cost, chunk index): the cheapest chunk on top
-    for i in order:
-        rows = requests[i].rows
-        if len(chunks) < n_chunks:  # the costliest requests seed the chunks
-            target = None
-        else:
-            full = []
-            while heap and loads[heap[0][1]][1] + rows > max_rows:
-                full.append(heapq.heappop(heap))  # no room for this request: look further
-            target = heapq.heappop(heap)[1] if heap else None
-            for item in full:
-                heapq.heappush(heap, item)
-        if target is None:
-            chunks.append([i])
-            loads.append((cost[i], rows))
-            heapq.heappush(heap, (cost[i], len(chunks) - 1))
-        else:
-            chunks[target].append(i)
-            loads[target] = (loads[target][0] + cost[i], loads[target][1] + rows)
-            heapq.heappush(heap, (loads[target][0], target))
-    return [chunks[c] for c in sorted(range(len(chunks)), key=lambda c: -loads[c][0])]
-
-
-def plan_guided(requests: Sequence[EvalRequest], workers: int, min_rows: int, max_rows: int) -> list[list[int]]:
-    """Request indices cut into chunks that shrink as the wave goes (guided self-scheduling).
-
-    Requests go costliest first (rows x step cap, ties in submission order); each chunk takes
-    requests until it holds 1/(2W) of the cost still unplanned and at least `min_rows` rows
-    (or until `max_rows`). Early chunks are big, so workers step many episodes together; the
-    last ones are small, so the wave ends with the workers finishing close together even
-    though no one knows beforehand how long each episode runs.
-    """
-    cost = [r.rows * r.max_steps for r in requests]
-    order = sorted(range(len(requests)), key=lambda i: -cost[i])
-    remaining = sum(cost)
-    chunks: list[list[int]] = []
-    chunk: list[int] = []
-    chunk_cost = chunk_rows = 0
-    for i in order:
-        if chunk and chunk_rows + requests[i].rows > max_rows:
-            chunks.append(chunk)
-            remaining -= chunk_cost
-            chunk, chunk_cost, chunk_rows = [], 0, 0
-        chunk.append(i)
-        chunk_cost += cost[i]
-        chunk_rows += requests[i].rows
-        if chunk_rows >= min_rows and chunk_cost >= remaining / (2 * workers):
-            chunks.append(chunk)
-            remaining -= chunk_cost
-            chunk, chunk_cost, chunk_rows = [], 0, 0
-    if chunk:
-        chunks.append(chunk)
-    return chunks
-
-
-MIN_CHUNK_SECONDS = 0.005
-
-
-@dataclass
-class StepCostModel:
-    """Seconds a chunk takes: a per lock-step iteration (policy forward, bookkeeping) plus
-    b per row-step (each episode's env step), fitted by least squares over finished chunks
-    (recent ones weigh more).
-
-    With W workers and N rows in a wave, C chunks cost each worker (C / W) a L + b N L / W
-    and leave a tail of about half a chunk, (a L + b N L / C) / 2; the best C is
-    sqrt(W b N / (2 a)), rounded to whole rounds of W chunks: one big batch per worker when
-    the batched path makes rows nearly free (small b / a), many small chunks when every row
-    costs its own env step.
-    """
-
-    decay: float = 0.9
-    sums: list[float] = None  # type: ignore[assignment]  # [LL, LT, TT, Ls, Ts]
-
-    def __post_init__(self) -> None:
-        if self.sums is None:
-            self.sums = [0.0] * 5
-
-    def observe(self, iterations: float, row_steps: float, seconds: float) -> None:
-        """One finished chunk: its lock-step iterations, env steps and seconds."""
-        if iterations <= 0 or seconds <= 0:
-            return
-        new = [iterations * iterations, iterations * row_steps, row_steps * row_steps,
-               iterations * seconds, row_steps * seconds]
-        self.sums = [self.decay * old + x for old, x in zip(self.sums, new)]
-
-    def coefficients(self) -> tuple[float, float] | None:
-        """(a, b), or None until the chunks seen pin both down."""
-        ll, lt, tt, ls, ts = self.sums
-        det = ll * tt - lt * lt
-        if det <= 1e-9 * max(ll * tt, 1e-300):
-            return None
-        a = (ls * tt - ts * lt) / det
-        b = (ts * ll - ls * lt) / det
-        if a <= 0 or b <= 0:
-            return None  # the chunks seen so far do not tell the two costs apart
-        return a, b
-
-    def predict(self, iterations: float, row_steps: float) -> float | None:
-        """Seconds a chunk of that many lock-step iterations and env steps should take (None until measured)."""
-        ab = self.coefficients()
-        return None if ab is None else ab[0] * iterations + ab[1] * row_steps
-
-    def chunks(self, workers: int, rows: int, n_requests: int, fallback_per_worker: int, steps: int = 0) -> int:
-        """How many chunks a wave of `rows` rows of up to `steps` steps should be cut into.
-
-        Never so many that a chunk's estimated work falls below MIN_CHUNK_SECONDS (dispatch
-        and result transfer cost about a millisecond per chunk).
-        """
-        ab = self.coefficients()
-        if ab is None:
-            best = workers * fallback_per_worker
-        else:
-            a, b = ab
-            best = math.sqrt(workers * b * rows / (2 * a))
-            if steps > 0:
-                best = min(best, b * rows * steps / MIN_CHUNK_SECONDS)
-            # whole rounds: 3 chunks on 2 workers would leave one worker a second chunk alone
-            best = workers * max(1, round(best / workers))
-        return max(1, min(n_requests, max(workers, best)))
 
 
 def _times(n: int) -> str:
@@ -399,6 +262,7 @@ class RayEvaluator:
             # None: chunk counts from the measured step costs
             self.chunks_per_worker = None if chunks_per_worker is None else int(chunks_per_worker)
             self.cost_model = StepCostModel()
+            self.episode_lengths = EpisodeLengths()
             self.deadlines = deadlines if deadlines is not None else Deadlines()
             self.inflight_per_worker = int(inflight_per_worker)
             self.max_chunk_retries = int(max_chunk_retries)
@@ -541,8 +405,11 @@ class RayEvaluator:
         def deliver(chunk: list[int], out: tuple[tuple, tuple[float, int, int]], _elapsed: float) -> None:
             nonlocal steps
             packed, (seconds, chunk_steps, longest) = out
-            for i, r in zip(chunk, unpack_results(packed, [requests[i] for i in chunk])):
+            chunk_requests = [requests[i] for i in chunk]
+            chunk_results = unpack_results(packed, chunk_requests)
+            for i, r in zip(chunk, chunk_results):
                 results[i] = r
+            self.episode_lengths.observe(chunk_requests, chunk_results)
             steps += chunk_steps
             self.cost_model.observe(longest, chunk_steps, seconds)
 
@@ -552,17 +419,18 @@ class RayEvaluator:
 
         rows = sum(r.rows for r in requests)
         cap = max((r.max_steps for r in requests), default=0)
+        cost = [self.episode_lengths.cost(r) for r in requests]
         if self.chunks_per_worker is not None:
-            chunks = plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows)
+            chunks = plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows, cost)
         elif hasattr(self.family, "make_batch"):
             # Lock-step batches: as many chunks as the measured step costs say pay (until they
             # are measured, one big batch per worker: rows are nearly free there).
             n_chunks = self.cost_model.chunks(self.num_workers, rows, len(requests), 1, cap)
-            chunks = plan_chunks(requests, n_chunks, self.batch_rows)
+            chunks = plan_chunks(requests, n_chunks, self.batch_rows, cost)
         else:
             # gymnasium envs stepped ENV_SLOTS at a time: chunks of at least that many episodes,
             # shrinking towards the end of the wave.
-            chunks = plan_guided(requests, self.num_workers, ENV_SLOTS, self.batch_rows)
+            chunks = plan_guided(requests, self.num_workers, ENV_SLOTS, self.batch_rows, cost)
 
         def budget(chunk: list[int]) -> float:
             longest = max(requests[i].max_steps for i in chunk)

@@ -1,0 +1,98 @@
+"""Wave planning: which requests share a chunk and how many chunks a wave gets (no Ray needed)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import envs
+from poet.evaluation import EvalRequest, EvalResult
+from poet.evaluation.planning import EpisodeLengths, StepCostModel, plan_chunks, plan_guided
+
+TERRAIN = envs.make_family("terrain", {"course_length": 30.0})
+
+
+def test_plan_chunks_balances_cost_longest_first_and_never_splits():
+    p = TERRAIN.initial()
+    reqs = [EvalRequest(None, p, e, 0, s) for e, s in [(1, 10), (5, 100), (2, 100), (3, 50), (1, 1000)]]
+    # costs (rows x steps) 10, 500, 200, 150, 1000; by cost: 4, 1, 2, 3, 0. Two chunks seeded
+    # with 4 and 1; 2 fits only beside 4 (rows 1 + 2 <= 4); 3 fits nowhere: a third chunk;
+    # 0 goes to the cheaper chunk with room (3's, cost 150 < 1200)
+    assert plan_chunks(reqs, n_chunks=2, max_rows=4) == [[4, 2], [1], [3, 0]]
+    even = [EvalRequest(None, p, 1, 0, 100) for _ in range(8)]
+    assert sorted(len(c) for c in plan_chunks(even, 2, 4096)) == [4, 4]
+    assert sorted(len(c) for c in plan_chunks(even, 3, 4096)) == [2, 3, 3]
+    pinned = [EvalRequest(None, p.with_course_seed(1), 5, 0, 100) for _ in range(4)]  # one row each
+    assert len(plan_chunks(pinned, 1, 4)) == 1
+    assert plan_chunks([], 2, 10) == []
+
+
+def test_guided_chunks_shrink_as_the_wave_goes_costliest_first():
+    p = TERRAIN.initial()
+    even = [EvalRequest(None, p, 1, 0, 100) for _ in range(8)]
+    # 2 workers: each chunk takes a quarter of the cost left: 800 -> 200, 600 -> 150, 400 -> 100, ...
+    assert plan_guided(even, workers=2, min_rows=1, max_rows=4096) == [[0, 1], [2, 3], [4], [5], [6], [7]]
+    assert plan_guided(even, workers=2, min_rows=2, max_rows=4096) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    reqs = [EvalRequest(None, p, e, 0, s) for e, s in [(1, 10), (5, 100), (2, 100), (3, 50), (1, 1000)]]
+    # costs 10, 500, 200, 150, 1000: costliest first, each alone covers a quarter of what is left
+    assert plan_guided(reqs, workers=2, min_rows=1, max_rows=6) == [[4], [1], [2], [3], [0]]
+    # a minimum of 6 rows that max_rows=5 never lets a chunk reach: chunks close when full
+    assert plan_guided(reqs, workers=2, min_rows=6, max_rows=5) == [[4], [1], [2, 3], [0]]
+    assert plan_guided([], 2, 8, 4096) == []
+
+
+def test_chunk_count_follows_the_measured_step_costs():
+    def fitted(a, b):
+        m = StepCostModel()
+        for L, T in [(400, 400 * 100), (200, 200 * 256), (350, 350 * 30), (120, 120 * 200)]:
+            m.observe(L, T, a * L + b * T)
+        return m
+
+    m = fitted(1e-4, 1e-6)  # batched path: rows nearly free
+    assert m.coefficients() == pytest.approx((1e-4, 1e-6), rel=1e-6)
+    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 2  # sqrt(2.56): one per worker
+    m = fitted(1e-5, 1e-4)  # one env step per row
+    # sqrt(2 * 10 * 256 / 2) = 50.6, in whole rounds of 2 workers: 50
+    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 50
+    assert fitted(1e-4, 2.5e-6).chunks(2, 256, 256, 3) == 2  # sqrt(3.2) = 1.8: one round, not 2 chunks on 1 worker
+    # one-step episodes: chunks of >= 5 ms allow 1e-4 * 256 * 1 / 5e-3 = 5.1, in whole rounds 6
+    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3, steps=1) == 6
+    assert m.chunks(workers=2, rows=256, n_requests=20, fallback_per_worker=3) == 20
+    assert StepCostModel().chunks(2, 256, 256, fallback_per_worker=3) == 6  # nothing measured yet
+
+
+def _answered(lengths: list[int]) -> EvalResult:
+    return EvalResult(returns=np.zeros(len(lengths)), lengths=np.asarray(lengths, dtype=np.int64))
+
+
+def test_episode_lengths_charge_each_env_its_mean_length_seen():
+    easy, hard = TERRAIN.initial(), TERRAIN.initial().with_course_seed(5)
+    model = EpisodeLengths(weight=0.5)
+    reqs = [EvalRequest(None, easy, 1, 0, 400), EvalRequest(None, easy, 1, 1, 400), EvalRequest(None, hard, 2, 2, 400)]
+    assert [model.cost(r) for r in reqs] == [400, 400, 400]  # nothing seen: the step cap
+    model.observe(reqs, [_answered([300]), _answered([100]), _answered([50, 50])])
+    # easy: (300 + 100) / 2 = 200; hard is pinned to one course: its one distinct episode counts
+    assert model.means == {easy: 200.0, hard: 50.0}
+    assert [model.cost(r) for r in reqs] == [200.0, 200.0, 50.0]
+    model.observe(reqs[:1], [_answered([400])])
+    assert model.means[easy] == 0.5 * 200 + 0.5 * 400  # recent waves weigh more
+    assert model.cost(EvalRequest(None, easy, 3, 0, 100)) == 3 * 100  # never above the cap
+    failed = EvalResult(returns=np.full(1, np.nan), lengths=np.zeros(1, dtype=np.int64), error=object())
+    model.observe([EvalRequest(None, TERRAIN.initial().with_course_seed(9), 1, 0, 400)], [failed])
+    assert len(model.means) == 2  # errors teach nothing
+    small = EpisodeLengths(max_envs=2)
+    small.observe(reqs, [_answered([300]), _answered([100]), _answered([50, 50])])
+    third = TERRAIN.initial().with_course_seed(6)
+    small.observe([EvalRequest(None, third, 1, 0, 400)], [_answered([10])])
+    assert list(small.means) == [hard, third]  # the oldest went
+
+
+def test_planning_with_measured_lengths_balances_the_steps_not_the_caps():
+    easy, hard = TERRAIN.initial(), TERRAIN.initial().with_course_seed(5)
+    reqs = [EvalRequest(None, env, 1, i, 400) for i in range(4) for env in (easy, hard)]
+    # by cap alone, LPT deals them alternately: every easy env in one chunk, every hard one in the other
+    by_cap = plan_chunks(reqs, 2, 4096)
+    assert sorted(sorted(reqs[i].env == easy for i in c) for c in by_cap) == [[False] * 4, [True] * 4]
+    model = EpisodeLengths()
+    model.observe(reqs, [_answered([400 if r.env == easy else 40]) for r in reqs])
+    balanced = plan_chunks(reqs, 2, 4096, [model.cost(r) for r in reqs])
+    assert [sum(model.cost(reqs[i]) for i in c) for c in balanced] == [880, 880]
