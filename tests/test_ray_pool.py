@@ -67,8 +67,11 @@ def _same(a, b) -> None:
         np.testing.assert_array_equal(x.lengths, y.lengths)
 
 
-@pytest.mark.parametrize("family_name", ["terrain", "cartpole"])
-def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_name):
+@pytest.mark.parametrize("family_name,weights_by", [("terrain", "call"), ("cartpole", "call"),
+                                                    ("terrain", "object store")])
+def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_name, weights_by, monkeypatch):
+    if weights_by == "object store":  # what chunks of many policies do
+        monkeypatch.setattr("poet.evaluation.ray_pool.INLINE_WEIGHT_BYTES", 0)
     family = TERRAIN if family_name == "terrain" else envs.make_family("cartpole")
     spec, noise = _setup(family)
     params = _params(family, 4)

@@ -96,11 +96,13 @@ class RolloutWorker:
         self.batch_rows = batch_rows
         self.env_cache = EnvCache(family)  # used gymnasium envs, for the next chunks
 
-    def run(self, packed: tuple, keys: list[str], *weights: np.ndarray) -> tuple[tuple, tuple[float, int, int]]:
-        """Evaluate a chunk (`pack_requests`); `weights` arrive resolved from the object store, in
-        the order of `keys`. Returns the packed results and, for the pool's cost model and step
-        count, (seconds, env steps simulated, lock-step iterations: the longest episode)."""
-        table = dict(zip(keys, weights))
+    def run(self, packed: tuple, keys: list[str], inline: np.ndarray | None, *weights: np.ndarray
+            ) -> tuple[tuple, tuple[float, int, int]]:
+        """Evaluate a chunk (`pack_requests`). The weights of `keys`, in order, are the rows of
+        `inline` (sent with the call) or `weights` (resolved from the object store). Returns the
+        packed results and, for the pool's cost model and step count, (seconds, env steps
+        simulated, lock-step iterations: the longest episode)."""
+        table = dict(zip(keys, weights if inline is None else inline))
 
         def lookup(ref: PolicyRef) -> np.ndarray:
             return table[ref.key]
@@ -229,6 +231,8 @@ class _Unit:
     budget: float  # seconds it may run once started
 
 
+# a chunk's weights up to this size go with the call (Ray inlines arguments under 100 KB)
+INLINE_WEIGHT_BYTES = 96 * 1024
 # how often a waiting wave looks at stop requests and deadlines
 POLL_SECONDS = 0.25
 STARTUP_SECONDS = 300.0  # for a new worker to answer, before the pool gives up (no CPU for it on the cluster)
@@ -305,8 +309,12 @@ class RayEvaluator:
     def _submit(self, wi: int, requests: Sequence[EvalRequest], chunk: list[int]):
         reqs = [requests[i] for i in chunk]
         keys = sorted({r.policy.key for r in reqs})
-        handles = [self._object(k) for k in keys]
-        return self.workers[wi].actor.run.remote(pack_requests(reqs), keys, *handles)
+        actor = self.workers[wi].actor
+        if len(keys) * self.spec.num_params * 4 <= INLINE_WEIGHT_BYTES:
+            # Few enough to travel inside the call (an ES chunk: a few agents, perturbed on the
+            # worker): no object store round trip before the chunk can start.
+            return actor.run.remote(pack_requests(reqs), keys, np.stack([self.policies.get(k) for k in keys]))
+        return actor.run.remote(pack_requests(reqs), keys, None, *[self._object(k) for k in keys])
 
     def _object(self, key: str) -> Any:
         ref = self._objects.get(key)
