@@ -373,7 +373,10 @@ class RayEvaluator:
             while queue:
                 wi = min(range(len(self.workers)), key=lambda w: self.workers[w].inflight)
                 worker = self.workers[wi]
-                if worker.inflight >= self.inflight_per_worker:
+                # Queueing a unit behind a running one hides the call's latency, but the last
+                # units of a wave go only to idle workers: queued behind a long unit, one would
+                # keep its worker busy while the others have nothing left to do.
+                if worker.inflight >= (self.inflight_per_worker if len(queue) > len(self.workers) else 1):
                     break
                 unit, attempt = queue.popleft()
                 if not worker.queue:
