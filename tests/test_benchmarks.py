@@ -58,3 +58,19 @@ def test_evotorch_peer_runs_the_same_shape_of_work(ray_local):
     m = ep.measure_evotorch(setup, waves=2, workers=2)
     # 2 generations of 4 episodes of at most 20 steps
     assert 0 < m.steps <= 2 * 4 * 20 and m.steps_per_s > 0
+
+
+@pytest.mark.slow
+def test_benchmark_script_runs_end_to_end(tmp_path):
+    """The script as the README runs it (smoke sizes): raw, pool and naive on terrain, memory waves, JSON."""
+    import json
+    import subprocess
+
+    out = tmp_path / "eval_pool.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_pool.py"), "--quick", "--envs", "terrain",
+                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    terrain = json.loads(out.read_text())["envs"]["terrain"]
+    runs = terrain["runs"]
+    assert runs["raw"][0]["steps"] == runs["pool"][0]["steps"] > 0  # the same episodes, whoever runs them
+    assert terrain["efficiency"] > 0 and terrain["worker_rss_mb_1000"] > 0
