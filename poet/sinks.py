@@ -64,25 +64,43 @@ def row_scalars(table: str, row: dict[str, Any]) -> dict[str, float]:
 
 # ---------------------------------------------------------------- TensorBoard
 
+TB_FLUSH_SECONDS = 10.0
+
+
 class TensorBoardSink:
-    """tensorboardX event files under RUN_DIR/tensorboard."""
+    """TensorBoard event files under RUN_DIR/tensorboard, written as the scalars come.
+
+    Not tensorboardX's SummaryWriter: it writes from a background thread, and its flush
+    does not wait for that thread, so a run killed right after a checkpoint could lose
+    steps the checkpoint holds (a resume would then never write them again).
+    """
 
     def __init__(self, run_dir: Path, start: int):
-        from tensorboardX import SummaryWriter
+        from tensorboardX.event_file_writer import EventsWriter
 
         log_dir = Path(run_dir) / TB_DIR
         trim_tensorboard(log_dir, start)
-        self.writer = SummaryWriter(logdir=str(log_dir), flush_secs=10)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        # the pid keeps a resume started within the second of the last file from overwriting it
+        self.events = EventsWriter(str(log_dir / "events"), filename_suffix=f".{os.getpid()}")
+        self.flushed = time.monotonic()
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.summary import scalar
+
+        now = time.time()
         for tag, value in values.items():
-            self.writer.add_scalar(tag, value, step)
+            self.events.write_event(Event(wall_time=now, step=int(step), summary=scalar(tag, value)))
+        if time.monotonic() - self.flushed > TB_FLUSH_SECONDS:  # a TensorBoard watching the run sees it go
+            self.flush()
 
     def flush(self) -> None:
-        self.writer.flush()
+        self.events.flush()
+        self.flushed = time.monotonic()
 
     def close(self) -> None:
-        self.writer.close()
+        self.events.close()
 
 
 def _records(path: Path) -> list[bytes]:
