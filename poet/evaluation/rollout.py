@@ -70,9 +70,9 @@ def simulated_steps(requests: Sequence[EvalRequest], results: Sequence[EvalResul
 
 def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest], flats: list[np.ndarray],
                should_stop: StopCheck = None, env_cache: EnvCache | None = None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Run every distinct episode of `reqs` to the end; returns per-row (returns, lengths, bad_value)
-    and the lock-step iterations taken. Raises WaveInterrupted when `should_stop()` turns true."""
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run every distinct episode of `reqs` to the end; returns per-row (returns, lengths, bad_value).
+    Raises WaveInterrupted when `should_stop()` turns true."""
     params, seeds, caps, row_flats = [], [], [], []
     for req, flat in zip(reqs, flats):
         rs = row_seeds(req)
@@ -87,7 +87,7 @@ def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest],
 
 
 def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[int], caps_arr: np.ndarray,
-                row_flats: list[np.ndarray], should_stop: StopCheck) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+                row_flats: list[np.ndarray], should_stop: StopCheck) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All rows in lock-step through the family's batched path."""
     n = len(params)
     env = make_batch_env(family, params, seeds, int(caps_arr.max()))
@@ -131,7 +131,7 @@ def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
             lengths[active] += 1
             bad[active] |= ~finite
             done[active] = term[active] | trunc[active] | (lengths[active] >= caps_arr[active]) | ~finite
-        return returns, lengths, bad, t
+        return returns, lengths, bad
     finally:
         close = getattr(env, "close", None)
         if close is not None:
@@ -140,7 +140,7 @@ def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
 
 def _step_slots(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[int], caps_arr: np.ndarray,
                 row_flats: list[np.ndarray], should_stop: StopCheck, env_cache: EnvCache | None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows through ENV_SLOTS gymnasium envs, each slot starting the next row when its episode ends.
 
     An episode ends at termination, truncation, its step cap or a non-finite value (the row is
@@ -209,7 +209,7 @@ def _step_slots(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
                 live = np.flatnonzero(slot_row >= 0)
                 if live.size:
                     policy = BatchedPolicy(spec, np.stack([row_flats[r] for r in slot_row[live]]))
-        return returns, lengths, bad, t
+        return returns, lengths, bad
     except BaseException:
         for env in envs:
             if env is not None:
@@ -257,7 +257,7 @@ def _run_batch(family, spec, requests, idx, lookup, noise, results, should_stop:
     # Outside the try: a missing policy or noise table is a caller bug, not an env failure.
     flats = [request_weights(r, lookup, noise) for r in reqs]
     try:
-        returns, lengths, bad, _ = _step_rows(family, spec, reqs, flats, should_stop, env_cache)
+        returns, lengths, bad = _step_rows(family, spec, reqs, flats, should_stop, env_cache)
     except WaveInterrupted:
         raise
     except Exception as exc:  # an env raised: isolate the culprit by running requests alone
