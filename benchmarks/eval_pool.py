@@ -78,7 +78,7 @@ EVOTORCH_NETWORK = "Linear(obs_length, 40) >> Tanh() >> Linear(40, 40) >> Tanh()
 # =============================================================================== the envs
 class BipedalFamily:
     """gymnasium's BipedalWalker-v3 as a one-env family: no params, no `make_batch`, so the
-    pool steps it through `LockstepBatch`, reusing each worker's envs as the generic
+    pool steps it as gymnasium envs in slots, reusing each worker's envs as the generic
     gymnasium family does (`renew`: a new Box2D world before each reset)."""
 
     name = "bipedal_walker_v3"

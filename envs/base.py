@@ -246,8 +246,7 @@ class EnvCache:
         self.family = family
         self.max_idle = int(max_idle)
         self._renew = getattr(family, "renew", None)
-        self._idle: OrderedDict[EnvParams, list[gym.Env]] = OrderedDict()
-        self._count = 0
+        self._idle: OrderedDict[EnvParams, list[gym.Env]] = OrderedDict()  # least recently given back first
 
     def take(self, params: EnvParams) -> gym.Env:
         """A renewed env for `params`, or a new one."""
@@ -255,7 +254,6 @@ class EnvCache:
         if not envs:
             return self.family.make_env(params)
         env = envs.pop()
-        self._count -= 1
         if not envs:
             del self._idle[params]
         return env
@@ -267,18 +265,16 @@ class EnvCache:
             return
         self._idle.setdefault(params, []).append(env)
         self._idle.move_to_end(params)
-        self._count += 1
-        while self._count > self.max_idle:
+        while self.idle > self.max_idle:
             oldest, envs = next(iter(self._idle.items()))
             envs.pop(0).close()
-            self._count -= 1
             if not envs:
                 del self._idle[oldest]
 
     @property
     def idle(self) -> int:
         """How many envs wait for reuse."""
-        return self._count
+        return sum(len(envs) for envs in self._idle.values())
 
     def close(self) -> None:
         """Close every waiting env."""
@@ -286,7 +282,6 @@ class EnvCache:
             for env in envs:
                 env.close()
         self._idle.clear()
-        self._count = 0
 
 
 class LockstepBatch:

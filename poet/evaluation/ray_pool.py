@@ -40,7 +40,7 @@ from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
 from poet.evaluation.protocol import EvalRequest, EvalResult, Perturbation, PolicyRef
 from poet.evaluation.planning import EpisodeLengths, StepCostModel, plan_chunks, plan_guided
-from poet.evaluation.rollout import ENV_SLOTS, error_result, run_requests, simulated_steps
+from poet.evaluation.rollout import ENV_SLOTS, error_result, run_requests, simulated_steps, steps_in_slots
 from poet.policies import PolicySpec
 
 
@@ -428,20 +428,19 @@ class RayEvaluator:
             for i in chunk:
                 results[i] = error_result(requests[i], message)
 
-        rows = sum(r.rows for r in requests)
-        cap = max((r.max_steps for r in requests), default=0)
         cost = [self.episode_lengths.cost(r) for r in requests]
         if self.chunks_per_worker is not None:
             chunks = plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows, cost)
-        elif hasattr(self.family, "make_batch"):
-            # Lock-step batches: as many chunks as the measured step costs say pay (until they
-            # are measured, one big batch per worker: rows are nearly free there).
-            n_chunks = self.cost_model.chunks(self.num_workers, rows, len(requests), 1, cap)
-            chunks = plan_chunks(requests, n_chunks, self.batch_rows, cost)
-        else:
+        elif steps_in_slots(self.family):
             # gymnasium envs stepped ENV_SLOTS at a time: chunks of at least that many episodes,
             # shrinking towards the end of the wave.
             chunks = plan_guided(requests, self.num_workers, ENV_SLOTS, self.batch_rows, cost)
+        else:
+            # Lock-step batches: as many chunks as the measured step costs say pay (until they
+            # are measured, one big batch per worker: rows are nearly free there).
+            rows, cap = sum(r.rows for r in requests), max((r.max_steps for r in requests), default=0)
+            n_chunks = self.cost_model.chunks(self.num_workers, rows, len(requests), 1, cap)
+            chunks = plan_chunks(requests, n_chunks, self.batch_rows, cost)
 
         def budget(chunk: list[int]) -> float:
             longest = max(requests[i].max_steps for i in chunk)

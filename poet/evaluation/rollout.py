@@ -34,6 +34,11 @@ STOP_POLL_STEPS = 64
 ENV_SLOTS = 8
 
 
+def steps_in_slots(family: EnvFamily) -> bool:
+    """Whether the family's episodes run as gymnasium envs in ENV_SLOTS slots (no batched path)."""
+    return not hasattr(family, "make_batch")
+
+
 def request_weights(req: EvalRequest, lookup: WeightsLookup, noise: NoiseTable | None) -> np.ndarray:
     """The flat weights a request is evaluated with (perturbed on the spot for ES)."""
     theta = lookup(req.policy)
@@ -81,9 +86,9 @@ def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest],
         caps.extend([req.max_steps] * len(rs))
         row_flats.extend([flat] * len(rs))
     caps_arr = np.asarray(caps, dtype=np.int64)
-    if hasattr(family, "make_batch"):
-        return _step_batch(family, spec, params, seeds, caps_arr, row_flats, should_stop)
-    return _step_slots(family, spec, params, seeds, caps_arr, row_flats, should_stop, env_cache)
+    if steps_in_slots(family):
+        return _step_slots(family, spec, params, seeds, caps_arr, row_flats, should_stop, env_cache)
+    return _step_batch(family, spec, params, seeds, caps_arr, row_flats, should_stop)
 
 
 def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[int], caps_arr: np.ndarray,
