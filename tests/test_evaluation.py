@@ -11,6 +11,7 @@ import torch
 import envs
 from envs.base import EnvParams
 from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator, NoiseTable, Perturbation, perturb
+from poet.evaluation.rollout import simulated_steps
 from poet.policies import BatchedPolicy, MLPPolicy, init_flat, spec_for_spaces, to_actions
 from poet.trainers import ErrorPolicy, EvaluationFailed
 from tests.conftest import mutation_chain
@@ -119,6 +120,24 @@ def test_bipedal_results_with_reused_envs_equal_new_envs_results() -> None:
     ev.evaluate(reqs)
     assert ev.env_cache.idle > 0  # the comparison above did reuse envs
     assert len({round(r.mean, 9) for r in results}) >= 4
+
+
+def test_tally_counts_the_steps_results_report_and_results_share_no_memory(terrain) -> None:
+    from poet.evaluation.rollout import RolloutTally, run_requests
+
+    family, spec = terrain
+    ev = InProcessEvaluator(family, spec)
+    reqs = _requests(family, spec, ev, seed=5, max_steps=[40, 90, 20, 70, 55])
+    pinned = family.initial().with_course_seed(321)  # one episode stands for its request's three
+    reqs.append(EvalRequest(reqs[0].policy, pinned, episodes=3, seed=1, max_steps=80))
+    tally = RolloutTally()
+    results = run_requests(family, spec, reqs, ev._lookup, None, tally=tally)
+    assert tally.steps == simulated_steps(reqs, results) == sum(r.steps for r in results) - 2 * results[-1].lengths[0]
+    assert tally.longest == max(int(r.lengths.max()) for r in results) == 90
+    assert results[-1].lengths.tolist() == [results[-1].lengths[0]] * 3
+    before = [r.returns.copy() for r in results]
+    results[0].returns[:] = 1e9  # a caller writing into one result changes no other
+    assert all(np.array_equal(r.returns, b) for r, b in zip(results[1:], before[1:]))
 
 
 def test_results_in_request_order(terrain) -> None:
@@ -332,8 +351,11 @@ def test_bad_request_is_isolated(faulty, kind, roughness, message, batch_rows) -
     bad_env = family.initial().replace(roughness=roughness)
     bad = EvalRequest(good[0].policy, bad_env, 2, 987654, 60, tag=f"the {kind} one")
     baseline = ev.evaluate(good)
+    steps_before = ev.env_steps
     mixed = ev.evaluate([good[0], bad, good[1], good[2]])
     assert [r.ok for r in mixed] == [True, False, True, True]
+    # env steps count what the results report: none for the bad request
+    assert ev.env_steps - steps_before == simulated_steps(good, baseline) == sum(r.steps for r in baseline)
     for a, b in zip(baseline, [mixed[0], mixed[2], mixed[3]]):
         assert _same(a, b)
     err = mixed[1].error

@@ -11,7 +11,7 @@ from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
 from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
-from poet.evaluation.rollout import run_requests, simulated_steps
+from poet.evaluation.rollout import RolloutTally, run_requests
 from poet.policies import PolicySpec
 
 
@@ -35,9 +35,10 @@ class InProcessEvaluator:
         return self.policies.get(ref.key)
 
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
+        tally = RolloutTally()
         results = run_requests(self.family, self.spec, requests, self._lookup, self.noise, self.batch_rows,
-                               self.should_stop, self.env_cache)
-        self.env_steps += simulated_steps(requests, results)
+                               self.should_stop, self.env_cache, tally)
+        self.env_steps += tally.steps
         return results
 
     def run_jobs(self, jobs: Sequence[Job]) -> list[JobResult]:

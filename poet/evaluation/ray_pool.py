@@ -40,7 +40,7 @@ from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
 from poet.evaluation.protocol import EvalRequest, EvalResult, Perturbation, PolicyRef
 from poet.evaluation.planning import EpisodeLengths, StepCostModel, plan_chunks, plan_guided
-from poet.evaluation.rollout import ENV_SLOTS, error_result, run_requests, simulated_steps, steps_in_slots
+from poet.evaluation.rollout import ENV_SLOTS, RolloutTally, error_result, run_requests, steps_in_slots
 from poet.policies import PolicySpec
 
 
@@ -96,24 +96,23 @@ class RolloutWorker:
         self.batch_rows = batch_rows
         self.env_cache = EnvCache(family)  # used gymnasium envs, for the next chunks
 
-    def run(self, packed: tuple, keys: list[str], inline: np.ndarray | None, *weights: np.ndarray
+    def run(self, packed: tuple, keys: list[str], inline: bool, *weights: np.ndarray
             ) -> tuple[tuple, tuple[float, int, int]]:
-        """Evaluate a chunk (`pack_requests`). The weights of `keys`, in order, are the rows of
-        `inline` (sent with the call) or `weights` (resolved from the object store). Returns the
-        packed results and, for the pool's cost model and step count, (seconds, env steps
-        simulated, lock-step iterations: the longest episode)."""
-        table = dict(zip(keys, weights if inline is None else inline))
+        """Evaluate a chunk (`pack_requests`). The weights of `keys`, in order, are the rows of the
+        `weights` stacks sent with the call (`inline`), or one array per key resolved from the
+        object store. Returns the packed results and, for the pool's cost model and step count,
+        (seconds, env steps simulated, lock-step iterations: the longest episode)."""
+        rows = (np.concatenate(weights) if len(weights) > 1 else weights[0]) if inline else weights
+        table = dict(zip(keys, rows))
 
         def lookup(ref: PolicyRef) -> np.ndarray:
             return table[ref.key]
 
         t0 = time.perf_counter()
-        requests = unpack_requests(packed)
-        results = run_requests(self.family, self.spec, requests, lookup, self.noise, self.batch_rows,
-                               env_cache=self.env_cache)
-        seconds = time.perf_counter() - t0
-        longest = max((int(r.lengths.max()) for r in results if r.ok and r.lengths.size), default=0)
-        return pack_results(results), (seconds, simulated_steps(requests, results), longest)
+        tally = RolloutTally()
+        results = run_requests(self.family, self.spec, unpack_requests(packed), lookup, self.noise, self.batch_rows,
+                               env_cache=self.env_cache, tally=tally)
+        return pack_results(results), (time.perf_counter() - t0, tally.steps, tally.longest)
 
     def run_jobs(self, jobs: list[Job]) -> list[JobResult]:
         """Run whole jobs (a trainer's training loops) here, in order."""
@@ -231,8 +230,13 @@ class _Unit:
     budget: float  # seconds it may run once started
 
 
-# a chunk's weights up to this size go with the call (Ray inlines arguments under 100 KB)
-INLINE_WEIGHT_BYTES = 96 * 1024
+# A chunk's weights go with the call, as stacks of rows each under Ray's 100 KB limit for
+# sending an argument inline, up to INLINE_CHUNK_BYTES in all: cheaper than resolving one
+# object store reference per policy, both to start the chunk and to release it at the end
+# (measured up to 128 policies of 10 KB). Bigger chunks, and policies bigger than a part, go
+# through the object store, put once per policy.
+INLINE_PART_BYTES = 96 * 1024
+INLINE_CHUNK_BYTES = 2 * 1024 * 1024
 # how often a waiting wave looks at stop requests and deadlines
 POLL_SECONDS = 0.25
 STARTUP_SECONDS = 300.0  # for a new worker to answer, before the pool gives up (no CPU for it on the cluster)
@@ -310,11 +314,12 @@ class RayEvaluator:
         reqs = [requests[i] for i in chunk]
         keys = sorted({r.policy.key for r in reqs})
         actor = self.workers[wi].actor
-        if len(keys) * self.spec.num_params * 4 <= INLINE_WEIGHT_BYTES:
-            # Few enough to travel inside the call (an ES chunk: a few agents, perturbed on the
-            # worker): no object store round trip before the chunk can start.
-            return actor.run.remote(pack_requests(reqs), keys, np.stack([self.policies.get(k) for k in keys]))
-        return actor.run.remote(pack_requests(reqs), keys, None, *[self._object(k) for k in keys])
+        row_bytes = self.spec.num_params * 4  # float32
+        if row_bytes <= INLINE_PART_BYTES and len(keys) * row_bytes <= INLINE_CHUNK_BYTES:
+            stack, per = np.stack([self.policies.get(k) for k in keys]), INLINE_PART_BYTES // row_bytes
+            parts = [stack[i:i + per] for i in range(0, len(keys), per)]
+            return actor.run.remote(pack_requests(reqs), keys, True, *parts)
+        return actor.run.remote(pack_requests(reqs), keys, False, *[self._object(k) for k in keys])
 
     def _object(self, key: str) -> Any:
         ref = self._objects.get(key)

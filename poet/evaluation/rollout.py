@@ -14,6 +14,7 @@ Rows never interact, so a request's result is the same whatever else shares its 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -32,6 +33,9 @@ STOP_POLL_STEPS = 64
 # gymnasium envs stepped together: enough to make the batched forward cheap per row, few enough
 # that each env's physics state stays in the CPU caches between its steps
 ENV_SLOTS = 8
+# sums whose finiteness says every value summed is finite (np.add.reduce: the .sum() method's
+# wrappers cost as much as the sum at these sizes, on every step)
+_total = np.add.reduce
 
 
 def steps_in_slots(family: EnvFamily) -> bool:
@@ -71,6 +75,15 @@ def row_seeds(req: EvalRequest) -> list[int]:
 def simulated_steps(requests: Sequence[EvalRequest], results: Sequence[EvalResult]) -> int:
     """Env steps actually taken for `results` (a pinned course's episode counts once)."""
     return sum(int(np.sum(res.lengths[:req.rows])) for req, res in zip(requests, results))
+
+
+@dataclass
+class RolloutTally:
+    """What `run_requests` simulated, counted from its batches as they end (the same numbers as
+    `simulated_steps` and the longest result length, without a pass over every result)."""
+
+    steps: int = 0  # env steps of the episodes that gave results (errors count none)
+    longest: int = 0  # the longest of those episodes
 
 
 def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest], flats: list[np.ndarray],
@@ -124,7 +137,7 @@ def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
             obs, rew, term, trunc = env.step(actions)
             # The usual case, on whole arrays: the sums are finite exactly when every value is
             # (short of an overflow, which only sends the batch down the careful path below).
-            if math.isfinite(rew.sum() + obs.sum()):
+            if math.isfinite(_total(rew) + _total(obs, None)):
                 np.add(returns, rew, out=returns, where=live)  # finished rows return 0 anyway
                 lengths += live
                 done |= live & (term | trunc | (lengths >= caps_arr))
@@ -198,7 +211,7 @@ def _step_slots(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
             rows = slot_row[live]
             r_live, o_live = rew[live], obs[live]
             lengths[rows] += 1
-            if math.isfinite(r_live.sum() + o_live.sum()):  # the usual case (see _step_batch)
+            if math.isfinite(_total(r_live) + _total(o_live, None)):  # the usual case (see _step_batch)
                 returns[rows] += r_live
             else:
                 finite = np.isfinite(r_live) & np.all(np.isfinite(o_live), axis=1)
@@ -246,18 +259,21 @@ def run_requests(
     batch_rows: int = 4096,
     should_stop: StopCheck = None,
     env_cache: EnvCache | None = None,
+    tally: RolloutTally | None = None,
 ) -> list[EvalResult]:
     """Evaluate requests; a request whose env raises or gives non-finite values gets an error result.
     `should_stop` is polled as the batches step: when it turns true, WaveInterrupted is raised.
-    Gymnasium envs are taken from and given back to `env_cache` where the family renews them."""
+    Gymnasium envs are taken from and given back to `env_cache` where the family renews them.
+    `tally`, if given, is added what the batches simulated."""
     results: list[EvalResult | None] = [None] * len(requests)
+    tally = RolloutTally() if tally is None else tally
     for idx in _batches(requests, batch_rows):
-        _run_batch(family, spec, requests, idx, lookup, noise, results, should_stop, env_cache)
+        _run_batch(family, spec, requests, idx, lookup, noise, results, tally, should_stop, env_cache)
     return results  # type: ignore[return-value]
 
 
-def _run_batch(family, spec, requests, idx, lookup, noise, results, should_stop: StopCheck = None,
-               env_cache: EnvCache | None = None) -> None:
+def _run_batch(family, spec, requests, idx, lookup, noise, results, tally: RolloutTally,
+               should_stop: StopCheck = None, env_cache: EnvCache | None = None) -> None:
     reqs = [requests[i] for i in idx]
     # Outside the try: a missing policy or noise table is a caller bug, not an env failure.
     flats = [request_weights(r, lookup, noise) for r in reqs]
@@ -270,15 +286,22 @@ def _run_batch(family, spec, requests, idx, lookup, noise, results, should_stop:
             results[idx[0]] = error_result(reqs[0], f"{type(exc).__name__}: {exc}")
             return
         for i in idx:
-            _run_batch(family, spec, requests, [i], lookup, noise, results, should_stop, env_cache)
+            _run_batch(family, spec, requests, [i], lookup, noise, results, tally, should_stop, env_cache)
         return
+    any_bad = bool(bad.any())  # almost never: one look for the whole batch
     row = 0
     for i, r in zip(idx, reqs):
         n = r.rows
-        sl = slice(row, row + n)
-        row += n
-        if bad[sl].any():
+        end = row + n
+        if any_bad and bad[row:end].any():
             results[i] = error_result(r, "the env returned a non-finite reward or observation")
-        else:  # (copies; on a pinned course its one episode stands for all of the request's episodes)
+            lengths[row:end] = 0  # an error reports no steps
+        elif r.episodes == n:  # copies: a result must not share memory with its neighbours
+            results[i] = EvalResult(returns=returns[row:end].copy(), lengths=lengths[row:end].copy())
+        else:  # a pinned course: its one episode stands for all of the request's episodes
             reps = r.episodes // n
-            results[i] = EvalResult(returns=np.repeat(returns[sl], reps), lengths=np.repeat(lengths[sl], reps))
+            results[i] = EvalResult(returns=returns[row:end].repeat(reps), lengths=lengths[row:end].repeat(reps))
+        row = end
+    if lengths.size:
+        tally.steps += int(lengths.sum())
+        tally.longest = max(tally.longest, int(lengths.max()))
