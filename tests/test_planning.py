@@ -60,6 +60,30 @@ def test_chunk_count_follows_the_measured_step_costs():
     assert StepCostModel().chunks(2, 256, 256, fallback_per_worker=3) == 6  # nothing measured yet
 
 
+def test_chunk_count_shrinks_when_the_plan_predicts_chunks_well():
+    m = StepCostModel()
+    for L, T in [(400, 400 * 100), (200, 200 * 256), (350, 350 * 30), (120, 120 * 200)]:
+        m.observe(L, T, 1e-5 * L + 1e-4 * T)  # one env step per row
+    assert m.error == 0.5  # nothing predicted yet: chunks of unknown length
+    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 50  # sqrt(0.5 * 2 * 10 * 256)
+    m.observe_error(None, 1.0)  # planned before the model was fitted: no evidence
+    m.observe_error(0.0, 1.0)
+    assert m.error == 0.5
+    for _ in range(40):
+        m.observe_error(1.0, 1.02)  # chunks end within 2% of their prediction
+    assert m.error == pytest.approx(0.02, abs=1e-4)
+    # sqrt(0.02 * 2 * 10 * 256) = 10.1: the wave's tail is a fiftieth of a chunk, not a half
+    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 10
+    m.observe_error(1.0, 50.0)  # a miss counts at most 100%
+    assert m.error == pytest.approx(0.8 * 0.02 + 0.2, abs=1e-3)
+    # the batched path with well predicted chunks: one per worker even where a/b drift down
+    m = StepCostModel(error=0.05)
+    for L, T in [(400, 400 * 100), (200, 200 * 256), (350, 350 * 30), (120, 120 * 200)]:
+        m.observe(L, T, 2e-5 * L + 9e-7 * T)
+    assert StepCostModel(sums=list(m.sums)).chunks(2, 256, 256, 1) == 4  # with e = 1/2: 3.4, two rounds
+    assert m.chunks(2, 256, 256, 1) == 2  # sqrt(0.05 * 2 * 9e-7 * 256 / 2e-5) = 1.07
+
+
 def _answered(lengths: list[int]) -> EvalResult:
     return EvalResult(returns=np.zeros(len(lengths)), lengths=np.asarray(lengths, dtype=np.int64))
 

@@ -91,6 +91,25 @@ def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_n
     assert ray_local.is_initialized(), "closing a pool must not shut down a Ray it did not start"
 
 
+def test_pool_learns_how_well_its_lockstep_chunks_are_predicted(ray_local):
+    spec, noise = _setup(TERRAIN)
+    params = _params(TERRAIN, 4)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
+    chunk_counts = []
+    original = ev._wave
+    ev._wave = lambda units, *args: (chunk_counts.append(len(units)), original(units, *args))[1]
+    try:
+        refs = [ev.put(init_flat(spec, np.random.default_rng(i))) for i in range(8)]
+        for wave, cap in enumerate([40, 120, 80, 160, 60, 140, 100, 100]):  # rows and lengths vary: a, b identified
+            ev.evaluate([EvalRequest(ref, p, 1 + wave % 3, 100 * wave + i, cap) for i, (ref, p) in
+                         enumerate((ref, p) for ref in refs for p in params)])
+    finally:
+        ev.close()
+    assert ev.cost_model.coefficients() is not None
+    assert ev.cost_model.error < 0.5  # chunks were planned with a fitted model and their misses measured
+    assert chunk_counts[-1] == 2  # one batch per worker
+
+
 def test_killed_worker_mid_wave_gives_identical_results(ray_local):
     spec, noise = _setup(TERRAIN)
     params = _params(TERRAIN, 8)

@@ -28,9 +28,13 @@ class EpisodeLengths:
     max_envs: int = 100_000  # the oldest are forgotten beyond this
     means: dict[EnvParams, float] = field(default_factory=dict)
 
+    def length(self, req: EvalRequest) -> float:
+        """How long the request's episodes are expected to last."""
+        return min(float(req.max_steps), self.means.get(req.env, float(req.max_steps)))
+
     def cost(self, req: EvalRequest) -> float:
         """Env steps the request is expected to take."""
-        return req.rows * min(float(req.max_steps), self.means.get(req.env, float(req.max_steps)))
+        return req.rows * self.length(req)
 
     def observe(self, requests: Sequence[EvalRequest], results: Sequence[EvalResult]) -> None:
         """Answered requests (a chunk's): one update per env of the mean of its episodes."""
@@ -135,17 +139,22 @@ MIN_CHUNK_SECONDS = 0.005
 class StepCostModel:
     """Seconds a chunk takes: a per lock-step iteration (policy forward, bookkeeping) plus
     b per row-step (each episode's env step), fitted by least squares over finished chunks
-    (recent ones weigh more).
+    (recent ones weigh more); and how far planned chunks miss their predicted time.
 
-    With W workers and N rows in a wave, C chunks cost each worker (C / W) a L + b N L / W
-    and leave a tail of about half a chunk, (a L + b N L / C) / 2; the best C is
-    sqrt(W b N / (2 a)), rounded to whole rounds of W chunks: one big batch per worker when
-    the batched path makes rows nearly free (small b / a), many small chunks when every row
-    costs its own env step.
+    With W workers and N rows in a wave, C chunks cost each worker (C / W) a L + b N L / W,
+    and the wave waits for the worker whose chunks ran longest: about e times a chunk, where
+    e is the relative error of the chunks' predictions (chunks of balanced predicted cost
+    differ only by that much). The best C is sqrt(e W b N / a), rounded to whole rounds of
+    W chunks: one big batch per worker when the batched path makes rows nearly free (small
+    b / a) or predictions are close, more and smaller chunks when every row costs its own
+    env step and episode lengths are hard to foresee. Until predictions are measured, e is
+    one half (chunks of unknown length: the last one runs half its length alone on average).
     """
 
     decay: float = 0.9
     sums: list[float] = None  # type: ignore[assignment]  # [LL, LT, TT, Ls, Ts]
+    error: float = 0.5  # relative error of planned chunks' predicted seconds (recent chunks weigh more)
+    error_weight: float = 0.2  # of the newest chunk in `error`
 
     def __post_init__(self) -> None:
         if self.sums is None:
@@ -158,6 +167,12 @@ class StepCostModel:
         new = [iterations * iterations, iterations * row_steps, row_steps * row_steps,
                iterations * seconds, row_steps * seconds]
         self.sums = [self.decay * old + x for old, x in zip(self.sums, new)]
+
+    def observe_error(self, predicted: float | None, seconds: float) -> None:
+        """A finished chunk planned to take `predicted` seconds (None: the model was not fitted then)."""
+        if predicted is not None and predicted > 0 and seconds > 0:
+            miss = abs(seconds - predicted) / predicted
+            self.error = (1 - self.error_weight) * self.error + self.error_weight * min(miss, 1.0)
 
     def coefficients(self) -> tuple[float, float] | None:
         """(a, b), or None until the chunks seen pin both down."""
@@ -187,7 +202,7 @@ class StepCostModel:
             best = workers * fallback_per_worker
         else:
             a, b = ab
-            best = math.sqrt(workers * b * rows / (2 * a))
+            best = math.sqrt(self.error * workers * b * rows / a)
             if steps > 0:
                 best = min(best, b * rows * steps / MIN_CHUNK_SECONDS)
             # whole rounds: 3 chunks on 2 workers would leave one worker a second chunk alone

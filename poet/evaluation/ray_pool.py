@@ -10,11 +10,11 @@
   dispatch, the costliest first, with the same fault handling.
 - Requests are packed into chunks, costliest work first, dispatched to the least busy
   worker with a bounded number in flight per worker. A family with a batched path gets
-  chunks of balanced cost, as few as the measured step costs say pay (`StepCostModel`:
-  usually one big batch per worker); gymnasium envs, stepped ENV_SLOTS at a time, get
-  chunks that shrink as the wave goes (`plan_guided`). A worker that dies has its chunks
-  re-run on a replacement. Results are keyed by request position, so nothing is
-  lost or counted twice, and no chunking changes a number.
+  chunks of balanced cost, as few as the measured step costs and the measured accuracy of
+  the plan say pay (`StepCostModel`: usually one big batch per worker); gymnasium envs,
+  stepped ENV_SLOTS at a time, get chunks that shrink as the wave goes (`plan_guided`).
+  A worker that dies has its chunks re-run on a replacement. Results are keyed by
+  request position, so nothing is lost or counted twice, and no chunking changes a number.
 - Every chunk and job has a deadline once it starts running (`Deadlines`: by default a
   generous multiple of its predicted time, never under a floor); one that runs past it
   has its worker killed and replaced and is retried like one whose worker died, so an
@@ -417,6 +417,7 @@ class RayEvaluator:
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         results: list[EvalResult | None] = [None] * len(requests)
         steps = 0
+        predicted: dict[int, float | None] = {}  # id of a planned lock-step chunk -> its predicted seconds
 
         def deliver(chunk: list[int], out: tuple[tuple, tuple[float, int, int]], _elapsed: float) -> None:
             nonlocal steps
@@ -427,6 +428,7 @@ class RayEvaluator:
                 results[i] = r
             self.episode_lengths.observe(chunk_requests, chunk_results)
             steps += chunk_steps
+            self.cost_model.observe_error(predicted.get(id(chunk)), seconds)  # (before this chunk's own fit)
             self.cost_model.observe(longest, chunk_steps, seconds)
 
         def give_up(chunk: list[int], message: str) -> None:
@@ -446,6 +448,11 @@ class RayEvaluator:
             rows, cap = sum(r.rows for r in requests), max((r.max_steps for r in requests), default=0)
             n_chunks = self.cost_model.chunks(self.num_workers, rows, len(requests), 1, cap)
             chunks = plan_chunks(requests, n_chunks, self.batch_rows, cost)
+            # what each chunk should take, to learn how far the plan's balance can be trusted
+            lengths = self.episode_lengths
+            for c in chunks:
+                predicted[id(c)] = self.cost_model.predict(max(lengths.length(requests[i]) for i in c),
+                                                           sum(cost[i] for i in c))
 
         def budget(chunk: list[int]) -> float:
             longest = max(requests[i].max_steps for i in chunk)
