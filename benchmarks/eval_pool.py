@@ -13,7 +13,9 @@ a population of 64), is evaluated three ways, with W workers:
          weights, finished rows dropped as the loop goes); a plain gymnasium env is stepped
          one env per process, reset per episode, with a numpy forward on one observation per
          step. Throughput is the sum over processes of steps / own wall time, i.e. raw gets
-         perfect load balance for free.
+         perfect load balance for free, and no process waits for another between waves.
+         Also reported, from the same run: raw as an ES loop would be, waiting for every
+         process to finish a wave before the next (per wave, the longest process's time).
 - pool:  `RayEvaluator(..., workers=W).evaluate(requests)`, one call per wave, after a
          warm-up wave of the same shape (raw processes run their share of one too).
 - naive: one `@ray.remote` task per episode that rebuilds the policy module and the env from
@@ -119,6 +121,9 @@ class Sizes:
     bipedal_max_steps: int = 400
     terrain_max_steps: int | None = 400
     waves: int = 10  # consecutive waves per timed span, as a run sends them
+    # terrain's waves take about 70 ms: 40 of them make a span of seconds, long enough that
+    # the machine's noise averages out (10 gave shares 3% apart from one run to the next)
+    terrain_waves: int | None = 40
     fixed_courses: bool = True  # each env pinned to one course (evaluation.course: fixed, the default)
     repeats: int = 3
     memory_requests: int = 1000  # rows of each memory wave (one episode per request)
@@ -129,7 +134,12 @@ class Sizes:
     def quick(cls) -> "Sizes":
         """A smoke run: seconds per env instead of minutes."""
         return cls(shapes={"terrain": (4, 2, 2), "bipedal": (4, 1, 2), "bipedal_family": (2, 2, 1)},
-                   bipedal_max_steps=100, terrain_max_steps=100, waves=2, repeats=1, memory_max_steps=10)
+                   bipedal_max_steps=100, terrain_max_steps=100, waves=2, terrain_waves=None, repeats=1,
+                   memory_max_steps=10)
+
+    def waves_for(self, name: str) -> int:
+        """Consecutive waves per timed span for env `name`."""
+        return self.terrain_waves if name == "terrain" and self.terrain_waves else self.waves
 
 
 @dataclass
@@ -383,10 +393,12 @@ def raw_process(setup: Setup, warmup: list[Episode], waves: list[list[Episode]],
 
     run(warmup)  # not counted
     barrier.wait()
-    t0, cpu0, steps = time.monotonic(), time.process_time(), 0
+    t0, cpu0, steps, wave_seconds = time.monotonic(), time.process_time(), 0, []
     for episodes in waves:
+        start = time.monotonic()
         steps += run(episodes)
-    results.put((steps, t0, time.monotonic(), time.process_time() - cpu0))
+        wave_seconds.append(time.monotonic() - start)
+    results.put((steps, t0, time.monotonic(), time.process_time() - cpu0, wave_seconds))
     release.wait()  # exit (interpreter teardown) only after the parent has read the CPU counters
 
 
@@ -412,7 +424,11 @@ def measure_raw(setup: Setup, warmup: list[Episode], waves: list[list[Episode]],
     rate = sum(r[0] / (r[2] - r[1]) for r in reports)
     rollout_cores = sum(r[3] for r in reports) / wall
     cpu["background_cores"] = round(max(0.0, cpu["script_cores"] - rollout_cores), 3)  # driver, queues
-    return Measurement(steps, wall, rate, cpu | quiet, {"wall_steps_per_s": steps / wall})
+    # ES needs a whole wave before the next: plain code that waits for it spends, per wave, the
+    # time of the process that took longest (not counting the cost of a barrier itself)
+    synced = sum(max(per_wave) for per_wave in zip(*(r[4] for r in reports)))
+    return Measurement(steps, wall, rate, cpu | quiet, {"wall_steps_per_s": steps / wall,
+                                                        "synced_steps_per_s": steps / synced})
 
 
 def open_pool(setup: Setup, workers: int) -> RayEvaluator:
@@ -602,20 +618,21 @@ def ray_session(workers: int) -> Iterator[None]:
 def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], None]) -> dict[str, Any]:
     """Interleaved raw / pool / naive repetitions, then memory; returns the env's JSON entry."""
     setup = make_setup(name, sizes)
+    n_waves = sizes.waves_for(name)
     runs: dict[str, list[Measurement]] = {"raw": [], "pool": [], "naive": []}
     if evotorch_applies(setup):
         runs["evotorch"] = []
     for rep in range(sizes.repeats):
         # fresh episodes every wave and repetition
-        seed_bases = [10**6 * (rep + 1) + 10**4 * wave for wave in range(sizes.waves)]
+        seed_bases = [10**6 * (rep + 1) + 10**4 * wave for wave in range(n_waves)]
         waves = [matrix_episodes(setup, base) for base in seed_bases]
-        warmup_base = 10**6 * (rep + 1) + 10**4 * sizes.waves  # one wave beyond the timed ones
+        warmup_base = 10**6 * (rep + 1) + 10**4 * n_waves  # one wave beyond the timed ones
         runs["raw"].append(measure_raw(setup, matrix_episodes(setup, warmup_base), waves, workers))  # no Ray running
         with ray_session(workers):
             runs["pool"].append(measure_pool(setup, warmup_base, seed_bases, workers))
             runs["naive"].append(measure_naive(setup, waves[0], workers))  # one wave: it is slow
             if "evotorch" in runs:
-                runs["evotorch"].append(measure_evotorch(setup, sizes.waves, workers))
+                runs["evotorch"].append(measure_evotorch(setup, n_waves, workers))
         log(f"  [{name} rep {rep + 1}/{sizes.repeats}] " + "  ".join(
             f"{way} {ms[-1].steps_per_s:,.0f} steps/s ({ms[-1].steps} steps, {ms[-1].seconds:.1f}s, "
             f"other load {ms[-1].cpu['other_cores']:.2f} cores)" for way, ms in runs.items()))
@@ -628,6 +645,8 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         "pool_steps_per_s": round(median["pool"], 1),
         "naive_steps_per_s": round(median["naive"], 1),
         "efficiency": round(median["pool"] / median["raw"], 3),
+        # raw waiting for every wave to end before the next, as an ES loop must (supplementary)
+        "raw_synced_steps_per_s": round(statistics.median(m.extra["synced_steps_per_s"] for m in runs["raw"]), 1),
         "speedup_vs_naive": round(median["pool"] / median["naive"], 3),
         "efficiency_per_repeat": [round(p.steps_per_s / r.steps_per_s, 3) for p, r in zip(runs["pool"], runs["raw"])],
         "speedup_vs_naive_per_repeat": [round(p.steps_per_s / n.steps_per_s, 3)
@@ -644,7 +663,7 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         entry |= measure_memory(setup, sizes, workers)
     entry |= {
         "matrix": {"policies": len(setup.policies), "envs": len(setup.envs), "episodes": setup.episodes,
-                   "waves_per_timed_span": sizes.waves,
+                   "waves_per_timed_span": n_waves,
                    "max_steps": setup.max_steps, "policy_params": setup.spec.num_params,
                    "env_params": [p.values for p in setup.envs]},
         "runs": {way: [asdict(m) for m in ms] for way, ms in runs.items()},
@@ -681,6 +700,8 @@ def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
         marks = [f"pool / raw limit {r['efficiency']:.2f} {'>=' if r['efficiency'] >= target else '<'} {target}",
                  f"rss growth {100 * r['rss_growth_1000_vs_10']:+.1f}% (target within "
                  f"{100 * TARGETS['rss_growth_1000_vs_10']:.0f}%)"]
+        marks.append(f"raw waiting for each wave {r['raw_synced_steps_per_s']:,.0f} steps/s "
+                     f"(pool / that {r['pool_steps_per_s'] / r['raw_synced_steps_per_s']:.2f})")
         if "pool_vs_evotorch" in r:
             ok = r["pool_vs_evotorch"] >= TARGETS["pool_vs_evotorch"]
             marks.append(f"EvoTorch {r['evotorch_steps_per_s']:,.0f} steps/s ({r['evotorch_share_of_raw']:.2f} of raw), "

@@ -6,6 +6,7 @@ import pytest
 
 import envs
 from poet.evaluation import EvalRequest, EvalResult
+from poet.evaluation.protocol import PolicyRef
 from poet.evaluation.planning import EpisodeLengths, StepCostModel, plan_chunks, plan_guided
 
 TERRAIN = envs.make_family("terrain", {"course_length": 30.0})
@@ -24,6 +25,22 @@ def test_plan_chunks_balances_cost_longest_first_and_never_splits():
     pinned = [EvalRequest(None, p.with_course_seed(1), 5, 0, 100) for _ in range(4)]  # one row each
     assert len(plan_chunks(pinned, 1, 4)) == 1
     assert plan_chunks([], 2, 10) == []
+
+
+def test_plan_chunks_keeps_a_policys_requests_together_when_that_stays_balanced():
+    envs_ = [TERRAIN.initial().with_course_seed(s) for s in range(3)]
+    refs = [PolicyRef(f"policy{i}") for i in range(4)]
+    matrix = [EvalRequest(ref, p, 1, 0, 100 * (1 + e)) for ref in refs for e, p in enumerate(envs_)]
+    chunks = plan_chunks(matrix, 2, 4096)
+    # costs 100, 200, 300 per policy: request by request both chunks would hold every policy
+    assert [sorted({matrix[i].policy.key for i in c}) for c in chunks] == [["policy0", "policy2"], ["policy1", "policy3"]]
+    assert sorted(sum(matrix[i].rows * matrix[i].max_steps for i in c) for c in chunks) == [1200, 1200]
+    # one policy costs as much as the others together: whole policies cannot balance 3 chunks
+    lopsided = [EvalRequest(refs[0], p, 8, 0, 100) for p in envs_] + [EvalRequest(refs[1], p, 1, 0, 100) for p in envs_]
+    chunks = plan_chunks(lopsided, 3, 4096)
+    assert [sorted(c) for c in chunks] == [[0, 3], [1, 4], [2, 5]]  # request by request: 900 each
+    # a policy with more rows than a chunk may hold is never kept whole
+    assert all(sum(lopsided[i].rows for i in c) <= 10 for c in plan_chunks(lopsided, 2, 10))
 
 
 def test_guided_chunks_shrink_as_the_wave_goes_costliest_first():

@@ -61,6 +61,42 @@ def _costs(requests: Sequence[EvalRequest], cost: Sequence[float] | None) -> Seq
     return [r.rows * r.max_steps for r in requests] if cost is None else cost
 
 
+# how much costlier than request by request a plan that keeps each policy's requests
+# together may make the costliest chunk, and still be preferred
+POLICY_GROUPING_TOLERANCE = 0.01
+
+
+def _lpt(units: list[list[int]], unit_cost: list[float], unit_rows: list[int], n_chunks: int,
+         max_rows: int) -> tuple[list[list[int]], float]:
+    """Units (lists of request indices) packed by longest processing time first; returns the
+    chunks, costliest first, and the cost of the costliest."""
+    order = sorted(range(len(units)), key=lambda u: -unit_cost[u])  # stable: ties keep submission order
+    chunks: list[list[int]] = []
+    loads: list[tuple[float, int]] = []  # (cost, rows) per chunk
+    heap: list[tuple[float, int]] = []  # (cost, chunk index): the cheapest chunk on top
+    for u in order:
+        rows = unit_rows[u]
+        if len(chunks) < n_chunks:  # the costliest units seed the chunks
+            target = None
+        else:
+            full = []
+            while heap and loads[heap[0][1]][1] + rows > max_rows:
+                full.append(heapq.heappop(heap))  # no room for this unit: look further
+            target = heapq.heappop(heap)[1] if heap else None
+            for item in full:
+                heapq.heappush(heap, item)
+        if target is None:
+            chunks.append(list(units[u]))
+            loads.append((unit_cost[u], rows))
+            heapq.heappush(heap, (unit_cost[u], len(chunks) - 1))
+        else:
+            chunks[target].extend(units[u])
+            loads[target] = (loads[target][0] + unit_cost[u], loads[target][1] + rows)
+            heapq.heappush(heap, (loads[target][0], target))
+    by_cost = sorted(range(len(chunks)), key=lambda c: -loads[c][0])
+    return [chunks[c] for c in by_cost], (loads[by_cost[0]][0] if chunks else 0.0)
+
+
 def plan_chunks(requests: Sequence[EvalRequest], n_chunks: int, max_rows: int,
                 cost: Sequence[float] | None = None) -> list[list[int]]:
     """Request indices packed into at most `n_chunks` chunks of balanced cost, costliest chunk first.
@@ -69,34 +105,32 @@ def plan_chunks(requests: Sequence[EvalRequest], n_chunks: int, max_rows: int,
     with the least cost so far that has room for its rows (`max_rows`; a request is never
     split, and one bigger than `max_rows` gets a chunk of its own). Within a chunk the
     requests keep that order.
+
+    The requests of one policy are first packed as one unit, and that plan is taken when
+    its costliest chunk is within POLICY_GROUPING_TOLERANCE of the request-by-request
+    plan's: each chunk then carries fewer policies' weights (a wave of P policies on E envs
+    sends each worker P / W weight sets instead of all P).
     """
     if not requests:
         return []
     cost = _costs(requests, cost)
-    order = sorted(range(len(requests)), key=lambda i: -cost[i])  # stable: ties keep submission order
-    chunks: list[list[int]] = []
-    loads: list[tuple[float, int]] = []  # (cost, rows) per chunk
-    heap: list[tuple[float, int]] = []  # (cost, chunk index): the cheapest chunk on top
-    for i in order:
-        rows = requests[i].rows
-        if len(chunks) < n_chunks:  # the costliest requests seed the chunks
-            target = None
-        else:
-            full = []
-            while heap and loads[heap[0][1]][1] + rows > max_rows:
-                full.append(heapq.heappop(heap))  # no room for this request: look further
-            target = heapq.heappop(heap)[1] if heap else None
-            for item in full:
-                heapq.heappush(heap, item)
-        if target is None:
-            chunks.append([i])
-            loads.append((cost[i], rows))
-            heapq.heappush(heap, (cost[i], len(chunks) - 1))
-        else:
-            chunks[target].append(i)
-            loads[target] = (loads[target][0] + cost[i], loads[target][1] + rows)
-            heapq.heappush(heap, (loads[target][0], target))
-    return [chunks[c] for c in sorted(range(len(chunks)), key=lambda c: -loads[c][0])]
+    rows = [r.rows for r in requests]
+    grouped = None
+    groups: dict[object, list[int]] = {}
+    for i, r in enumerate(requests):
+        groups.setdefault(r.policy.key if r.policy is not None else ("request", i), []).append(i)
+    units = list(groups.values())
+    unit_rows = [sum(rows[i] for i in u) for u in units]
+    if len(units) < len(requests) and max(unit_rows) <= max_rows:
+        grouped, grouped_worst = _lpt(units, [sum(cost[i] for i in u) for u in units], unit_rows, n_chunks, max_rows)
+        # no plan's costliest chunk is below this: as good as request by request, without running it
+        floor = max(sum(cost) / n_chunks, max(cost))
+        if grouped_worst <= floor * (1 + POLICY_GROUPING_TOLERANCE):
+            return grouped
+    singles, worst = _lpt([[i] for i in range(len(requests))], list(cost), rows, n_chunks, max_rows)
+    if grouped is not None and grouped_worst <= worst * (1 + POLICY_GROUPING_TOLERANCE):
+        return grouped
+    return singles
 
 
 def plan_guided(requests: Sequence[EvalRequest], workers: int, min_rows: int, max_rows: int,
