@@ -125,7 +125,7 @@ class Sizes:
     # the machine's noise averages out (10 gave shares 3% apart from one run to the next)
     terrain_waves: int | None = 40
     fixed_courses: bool = True  # each env pinned to one course (evaluation.course: fixed, the default)
-    repeats: int = 3
+    repeats: int = 5  # the shares move by a few percent between repetitions: the median of 5 steadies them
     memory_requests: int = 1000  # rows of each memory wave (one episode per request)
     memory_policies: tuple[int, int] = (10, 1000)
     memory_max_steps: int = 50
@@ -722,7 +722,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
     parser.add_argument("--per-episode-courses", action="store_true",
                         help="a new course every episode (evaluation.course: per_episode) instead of fixed courses")
-    parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 3, quick 1)")
+    parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 5, quick 1)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "eval_pool.json")
     args = parser.parse_args()
     sizes = Sizes.quick() if args.quick else Sizes()

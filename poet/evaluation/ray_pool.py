@@ -1,10 +1,11 @@
 """The persistent Ray actor pool: the default Evaluator.
 
 - Workers are created once and live for the whole run.
-- Policy weights go into the object store once per version (numpy, zero-copy on a node);
-  chunks carry references. A worker builds its batched policy from the arrays of the
-  chunk at hand and drops it afterwards, so its memory does not grow with the number of
-  policies seen.
+- A chunk's policy weights travel inside the call (stacks under Ray's inline size, up to
+  INLINE_CHUNK_BYTES); more or bigger ones go into the object store once per version
+  (numpy, zero-copy on a node) and chunks carry references. A worker builds its batched
+  policy from the arrays of the chunk at hand and drops it afterwards, so its memory does
+  not grow with the number of policies seen.
 - The ES noise table is put once; each node maps it once and workers slice it.
 - Jobs (whole training loops, `poet.evaluation.jobs`) go over the same workers, one per
   dispatch, the costliest first, with the same fault handling.
