@@ -723,8 +723,12 @@ def main() -> None:
     parser.add_argument("--per-episode-courses", action="store_true",
                         help="a new course every episode (evaluation.course: per_episode) instead of fixed courses")
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 5, quick 1)")
-    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "eval_pool.json")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="where to write the results (default benchmarks/results/eval_pool.json; "
+                             "a --quick run writes nothing unless asked, so a smoke run never replaces them)")
     args = parser.parse_args()
+    if args.json is None and not args.quick:
+        args.json = ROOT / "benchmarks" / "results" / "eval_pool.json"
     sizes = Sizes.quick() if args.quick else Sizes()
     sizes.fixed_courses = not args.per_episode_courses
     if args.repeats:
@@ -740,6 +744,9 @@ def main() -> None:
     info["wall_seconds"] = round(time.perf_counter() - t0, 1)
     print_table(results, args.quick)
     print(f"total wall time {info['wall_seconds']:.0f}s")
+    if args.json is None:
+        print("results not written (--quick without --json)")
+        return
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"machine": info, "sizes": asdict(sizes), "targets": TARGETS, "envs": results},
                                     indent=2, default=float))

@@ -74,3 +74,4 @@ def test_benchmark_script_runs_end_to_end(tmp_path):
     runs = terrain["runs"]
     assert runs["raw"][0]["steps"] == runs["pool"][0]["steps"] > 0  # the same episodes, whoever runs them
     assert terrain["efficiency"] > 0 and terrain["worker_rss_mb_1000"] > 0
+    assert 0 < terrain["raw_synced_steps_per_s"] <= 1.05 * terrain["raw_steps_per_s"]  # waiting costs, never pays
