@@ -73,8 +73,7 @@ def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_n
     if weights_by == "object store":  # what chunks of many or big policies do
         monkeypatch.setattr("poet.evaluation.ray_pool.INLINE_CHUNK_BYTES", 0)
     if weights_by == "call, in parts":  # what chunks of many small policies do: two rows per part here
-        family = TERRAIN
-        monkeypatch.setattr("poet.evaluation.ray_pool.INLINE_PART_BYTES", 2 * _setup(family)[0].num_params * 4)
+        monkeypatch.setattr("poet.evaluation.ray_pool.INLINE_PART_BYTES", 2 * _setup(TERRAIN)[0].num_params * 4)
     family = TERRAIN if family_name == "terrain" else envs.make_family("cartpole")
     spec, noise = _setup(family)
     params = _params(family, 4)

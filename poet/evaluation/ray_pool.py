@@ -103,8 +103,7 @@ class RolloutWorker:
         `weights` stacks sent with the call (`inline`), or one array per key resolved from the
         object store. Returns the packed results and, for the pool's cost model and step count,
         (seconds, env steps simulated, lock-step iterations: the longest episode)."""
-        rows = (np.concatenate(weights) if len(weights) > 1 else weights[0]) if inline else weights
-        table = dict(zip(keys, rows))
+        table = dict(zip(keys, np.concatenate(weights) if inline else weights))
 
         def lookup(ref: PolicyRef) -> np.ndarray:
             return table[ref.key]
@@ -415,10 +414,30 @@ class RayEvaluator:
                     limit = pending[worker.queue[0]].budget
                     fail(wi, lambda n, t=limit: f"it ran past its deadline of {t:.3g} s {_times(n)} (its worker was killed)")
 
+    def _plan(self, requests: Sequence[EvalRequest]) -> tuple[list[list[int]], dict[int, float | None]]:
+        """The wave's chunks, and for lock-step chunks (by id) the seconds the cost model predicts."""
+        cost = [self.episode_lengths.cost(r) for r in requests]
+        predicted: dict[int, float | None] = {}
+        if self.chunks_per_worker is not None:
+            return plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows, cost), predicted
+        if steps_in_slots(self.family):
+            # gymnasium envs stepped ENV_SLOTS at a time: chunks of at least that many episodes,
+            # shrinking towards the end of the wave.
+            return plan_guided(requests, self.num_workers, ENV_SLOTS, self.batch_rows, cost), predicted
+        # Lock-step batches: as many chunks as the measured step costs say pay (until they
+        # are measured, one big batch per worker: rows are nearly free there).
+        rows, cap = sum(r.rows for r in requests), max((r.max_steps for r in requests), default=0)
+        chunks = plan_chunks(requests, self.cost_model.chunks(self.num_workers, rows, len(requests), 1, cap),
+                             self.batch_rows, cost)
+        # what each chunk should take, to learn how far the plan's balance can be trusted
+        for c in chunks:
+            predicted[id(c)] = self.cost_model.predict(max(self.episode_lengths.length(requests[i]) for i in c),
+                                                       sum(cost[i] for i in c))
+        return chunks, predicted
+
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         results: list[EvalResult | None] = [None] * len(requests)
         steps = 0
-        predicted: dict[int, float | None] = {}  # id of a planned lock-step chunk -> its predicted seconds
 
         def deliver(chunk: list[int], out: tuple[tuple, tuple[float, int, int]], _elapsed: float) -> None:
             nonlocal steps
@@ -436,24 +455,7 @@ class RayEvaluator:
             for i in chunk:
                 results[i] = error_result(requests[i], message)
 
-        cost = [self.episode_lengths.cost(r) for r in requests]
-        if self.chunks_per_worker is not None:
-            chunks = plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows, cost)
-        elif steps_in_slots(self.family):
-            # gymnasium envs stepped ENV_SLOTS at a time: chunks of at least that many episodes,
-            # shrinking towards the end of the wave.
-            chunks = plan_guided(requests, self.num_workers, ENV_SLOTS, self.batch_rows, cost)
-        else:
-            # Lock-step batches: as many chunks as the measured step costs say pay (until they
-            # are measured, one big batch per worker: rows are nearly free there).
-            rows, cap = sum(r.rows for r in requests), max((r.max_steps for r in requests), default=0)
-            n_chunks = self.cost_model.chunks(self.num_workers, rows, len(requests), 1, cap)
-            chunks = plan_chunks(requests, n_chunks, self.batch_rows, cost)
-            # what each chunk should take, to learn how far the plan's balance can be trusted
-            lengths = self.episode_lengths
-            for c in chunks:
-                predicted[id(c)] = self.cost_model.predict(max(lengths.length(requests[i]) for i in c),
-                                                           sum(cost[i] for i in c))
+        chunks, predicted = self._plan(requests)
 
         def budget(chunk: list[int]) -> float:
             longest = max(requests[i].max_steps for i in chunk)

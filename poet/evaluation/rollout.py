@@ -33,9 +33,18 @@ STOP_POLL_STEPS = 64
 # gymnasium envs stepped together: enough to make the batched forward cheap per row, few enough
 # that each env's physics state stays in the CPU caches between its steps
 ENV_SLOTS = 8
-# sums whose finiteness says every value summed is finite (np.add.reduce: the .sum() method's
-# wrappers cost as much as the sum at these sizes, on every step)
-_total = np.add.reduce
+
+
+def _all_finite(rew: np.ndarray, obs: np.ndarray) -> bool:
+    """Whether every reward and observation value is finite, in one look per step: the sums are
+    finite exactly when every value is (short of an overflow, which only sends the caller down
+    its careful path). np.add.reduce: the .sum() method's wrappers cost as much as the sum here."""
+    return math.isfinite(np.add.reduce(rew) + np.add.reduce(obs, None))
+
+
+def _finite_rows(rew: np.ndarray, obs: np.ndarray) -> np.ndarray:
+    """Per row, whether its reward and whole observation are finite (the careful path)."""
+    return np.isfinite(rew) & np.all(np.isfinite(obs), axis=1)
 
 
 def steps_in_slots(family: EnvFamily) -> bool:
@@ -135,16 +144,14 @@ def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
                 keep = np.flatnonzero(live[policy_rows])
                 policy, policy_rows = policy.select(keep), policy_rows[keep]
             obs, rew, term, trunc = env.step(actions)
-            # The usual case, on whole arrays: the sums are finite exactly when every value is
-            # (short of an overflow, which only sends the batch down the careful path below).
-            if math.isfinite(_total(rew) + _total(obs, None)):
+            if _all_finite(rew, obs):  # the usual case, on whole arrays
                 np.add(returns, rew, out=returns, where=live)  # finished rows return 0 anyway
                 lengths += live
                 done |= live & (term | trunc | (lengths >= caps_arr))
                 continue
             active = np.flatnonzero(live)
             rew_a = rew[active]
-            finite = np.isfinite(rew_a) & np.all(np.isfinite(obs[active]), axis=1)
+            finite = _finite_rows(rew_a, obs[active])
             returns[active] += np.where(finite, rew_a, 0.0)
             lengths[active] += 1
             bad[active] |= ~finite
@@ -211,10 +218,10 @@ def _step_slots(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
             rows = slot_row[live]
             r_live, o_live = rew[live], obs[live]
             lengths[rows] += 1
-            if math.isfinite(_total(r_live) + _total(o_live, None)):  # the usual case (see _step_batch)
+            if _all_finite(r_live, o_live):
                 returns[rows] += r_live
             else:
-                finite = np.isfinite(r_live) & np.all(np.isfinite(o_live), axis=1)
+                finite = _finite_rows(r_live, o_live)
                 returns[rows] += np.where(finite, r_live, 0.0)
                 bad[rows] |= ~finite
                 ended[live] |= ~finite
