@@ -260,13 +260,25 @@ def numpy_forward(layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray, 
 
 
 def raw_episode(env: gym.Env, layers: list[tuple[np.ndarray, np.ndarray]], low: np.ndarray, high: np.ndarray,
-                seed: int, max_steps: int) -> int:
-    """One episode with a numpy forward on one observation per step; returns its length."""
+                seed: int, max_steps: int, renew: Callable[[gym.Env], Any] | None = None) -> int:
+    """One episode with a numpy forward on one observation per step; returns its length.
+
+    The env is reused from one episode to the next; `renew` (the family's, where it has one)
+    readies it so that the episode is exactly a new env's, the one the pool runs. Steps go to
+    the env itself, past the TimeLimit and OrderEnforcing that gym.make puts around it (they
+    only count steps and check that reset came first; the benchmark's envs have no other
+    wrapper), with the time limit applied here, as the pool steps them.
+    """
+    if renew is not None:
+        renew(env)
     obs, _ = env.reset(seed=seed)
+    step = env.unwrapped.step
+    if env.spec is not None and env.spec.max_episode_steps is not None:
+        max_steps = min(max_steps, env.spec.max_episode_steps)
     steps, episode_return = 0, 0.0  # the return is what an evaluation is for: plain code sums it too
     while steps < max_steps:
         action = numpy_forward(layers, np.asarray(obs, dtype=np.float32).reshape(1, -1), low, high)[0]
-        obs, reward, terminated, truncated, _ = env.step(action)
+        obs, reward, terminated, truncated, _ = step(action)
         episode_return += float(reward)
         steps += 1
         if terminated or truncated:
@@ -385,11 +397,12 @@ def raw_process(setup: Setup, warmup: list[Episode], waves: list[list[Episode]],
     batched = hasattr(setup.family, "make_batch")
     envs = [] if batched else [setup.family.make_env(p) for p in setup.envs]  # one env per params, reused
     layers = [numpy_layers(setup.spec, w) for w in setup.policies]
+    renew = getattr(setup.family, "renew", None)
 
     def run(episodes: list[Episode]) -> int:
         if batched:
             return raw_batch(setup, episodes, low, high)
-        return sum(raw_episode(envs[e], layers[p], low, high, seed, setup.max_steps) for p, e, seed in episodes)
+        return sum(raw_episode(envs[e], layers[p], low, high, seed, setup.max_steps, renew) for p, e, seed in episodes)
 
     run(warmup)  # not counted
     barrier.wait()

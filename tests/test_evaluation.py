@@ -13,6 +13,7 @@ from envs.base import EnvParams
 from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator, NoiseTable, Perturbation, perturb
 from poet.evaluation.rollout import simulated_steps
 from poet.policies import BatchedPolicy, MLPPolicy, init_flat, spec_for_spaces, to_actions
+from poet.seeding import episode_seeds
 from poet.trainers import ErrorPolicy, EvaluationFailed
 from tests.conftest import mutation_chain
 
@@ -509,3 +510,114 @@ def test_results_run_ahead_answer_identical_requests_only_and_waste_is_not_count
     ev.drop_ahead()  # the third result was never asked for: its steps are not the run's
     assert ev.wasted_steps == plain.evaluate(later[2:])[0].steps > 0
     assert ev.env_steps == inner.env_steps - ev.wasted_steps
+
+
+# ------------------------------------------------------------------ the slot path (gymnasium envs)
+def _short_cartpole(limit: int):
+    """The cartpole family with a time limit of `limit` steps (gym.make's TimeLimit)."""
+    from envs.generic import GymFamily
+
+    return GymFamily({"name": "short_cartpole", "env_id": "poet/CartPolePhysics-v1", "max_episode_steps": limit,
+                      "params": {"gravity": {"initial": 9.8, "low": 4.0, "high": 20.0, "step": 1.0}}})
+
+
+def _plain_episode(family, spec, weights: np.ndarray, params: EnvParams, seed: int, cap: int) -> tuple[float, int]:
+    """One episode the plain gymnasium way: the env as gym.make wraps it, stepped to its end or `cap`."""
+    env, policy = family.make_env(params), BatchedPolicy(spec, weights[None])
+    obs, _ = env.reset(seed=seed)
+    ret, steps = 0.0, 0
+    try:
+        while steps < cap:
+            obs, rew, term, trunc, _ = env.step(policy.act(np.asarray(obs, np.float32)[None])[0])
+            ret, steps = ret + float(rew), steps + 1
+            if term or trunc:
+                break
+    finally:
+        env.close()
+    return ret, steps
+
+
+def test_direct_step_passes_only_counting_wrappers() -> None:
+    import gymnasium as gym
+
+    from poet.evaluation.rollout import direct_step
+
+    env = gym.make("CartPole-v1", max_episode_steps=7, disable_env_checker=True)
+    step, limit = direct_step(env)
+    assert limit == 7 and step == env.unwrapped.step
+    checked = gym.make("CartPole-v1")  # the passive checker stays: its checks are the user's to keep
+    assert direct_step(checked) == (checked.env.env.step, 500)
+    wrapped = gym.wrappers.TransformReward(env, lambda r: 2 * r)  # not ours to skip: stepped as it is
+    assert direct_step(wrapped) == (wrapped.step, None)
+    assert direct_step(env.unwrapped) == (env.unwrapped.step, None)
+
+
+def test_slot_episodes_equal_plain_gymnasium_episodes_and_end_at_the_time_limit() -> None:
+    """Caps below and above the env's time limit (12): every result is the plain loop's, bit for bit."""
+    family = _short_cartpole(12)
+    spec = _spec(family)
+    ev = InProcessEvaluator(family, spec)
+    weights = _weights(spec, 3, seed=5, scale=0.3)
+    refs = [ev.put(w) for w in weights]
+    caps = [5, 800, 12, 30, 800, 9]
+    reqs = [EvalRequest(refs[i % 3], family.initial(), 2, 40 + i, cap) for i, cap in enumerate(caps)]
+    results = ev.evaluate(reqs)
+    for req, res in zip(reqs, results):
+        assert res.ok
+        plain = [_plain_episode(family, spec, weights[refs.index(req.policy)], req.env, s, req.max_steps)
+                 for s in episode_seeds(req.seed, req.episodes)]
+        np.testing.assert_array_equal(res.returns, [ret for ret, _ in plain])
+        np.testing.assert_array_equal(res.lengths, [n for _, n in plain])
+    lengths = np.concatenate([r.lengths for r in results])
+    assert lengths.max() == 12 and (lengths == 12).sum() >= 2  # the time limit ended episodes whose cap is higher
+    assert lengths.min() < 9  # and others ended on their own or at a lower cap
+
+
+class NonFiniteCartpole:
+    """CartPole whose envs give a NaN reward (gravity 5.0) or a NaN observation (gravity 6.0) on step 3."""
+
+    name = "nonfinite_cartpole"
+
+    def __init__(self):
+        self.inner = envs.make_family("cartpole")
+
+    def initial(self):
+        return self.inner.initial()
+
+    def make_env(self, params, render_mode=None):
+        import gymnasium as gym
+
+        class Spoil(gym.Wrapper):
+            t = 0
+
+            def reset(self, **kwargs):
+                self.t = 0
+                return self.env.reset(**kwargs)
+
+            def step(self, action):
+                obs, rew, term, trunc, info = self.env.step(action)
+                self.t += 1
+                if self.t == 3 and params["gravity"] == 5.0:
+                    rew = float("nan")
+                if self.t == 3 and params["gravity"] == 6.0:
+                    obs = np.full_like(obs, np.nan)
+                return obs, rew, term, trunc, info
+
+        return Spoil(self.inner.make_env(params, render_mode))
+
+
+def test_slot_path_errors_the_rows_with_non_finite_values_and_spares_the_rest() -> None:
+    family = NonFiniteCartpole()
+    spec = _spec(family.inner)
+    ev = InProcessEvaluator(family, spec)
+    ref = ev.put(_weights(spec, 1, seed=2, scale=0.3)[0])
+    good, nan_reward, nan_obs = (family.initial().replace(gravity=g) for g in (9.8, 5.0, 6.0))
+    reqs = [EvalRequest(ref, env, 3, 10 + i, 50, tag=f"r{i}")
+            for i, env in enumerate([good, nan_reward, good, nan_obs, good, good, good, good, good, good])]
+    results = ev.evaluate(reqs)
+    for i in (1, 3):
+        assert results[i].error is not None and "non-finite" in results[i].error.message
+        assert results[i].error.tag == f"r{i}" and results[i].lengths.sum() == 0
+    for i in (0, 2, 4, 5, 6, 7, 8, 9):
+        assert _same(results[i], ev.evaluate([reqs[i]])[0])
+    assert ev.env_steps > 0
