@@ -1,6 +1,7 @@
 """Evaluation throughput and worker memory: the Ray pool against plain processes and naive Ray tasks.
 
     python benchmarks/eval_pool.py --workers 2 [--envs terrain,bipedal,bipedal_family] [--quick] [--json PATH]
+    python benchmarks/eval_pool.py --raw-widths [--json PATH]
 
 For each env the same matrix of P policies x E envs x n episodes (one EvalRequest per
 (policy, env)), shaped like an ES wave (terrain: 32 perturbations x 8 envs; BipedalWalker:
@@ -10,10 +11,12 @@ a population of 64), is evaluated three ways, with W workers:
          (multiprocessing, spawn), no Ray and no framework code, each given an equal share
          of the episodes. A family with a batched path (`make_batch`, e.g. terrain) steps all
          of a process's episodes in one batch with a batched numpy MLP (each row its own
-         weights, finished rows dropped as the loop goes); a plain gymnasium env is stepped
-         one env per process, reset per episode, with a numpy forward on one observation per
-         step. Throughput is the sum over processes of steps / own wall time, i.e. raw gets
-         perfect load balance for free, and no process waits for another between waves.
+         weights, finished rows dropped as the loop goes); plain gymnasium envs are stepped
+         RAW_SLOTS (4) at a time per process with one batched numpy forward per step, each
+         env reused and renewed before its next episode (the fastest of 1, 4 and 8 at a
+         time: `--raw-widths` times them in one process). Throughput is the sum over
+         processes of steps / own wall time, i.e. raw gets perfect load balance for free,
+         and no process waits for another between waves.
          Also reported, from the same run: raw as an ES loop would be, waiting for every
          process to finish a wave before the next (per wave, the longest process's time).
 - pool:  `RayEvaluator(..., workers=W).evaluate(requests)`, one call per wave, after a
@@ -259,30 +262,71 @@ def numpy_forward(layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray, 
     return a
 
 
-def raw_episode(env: gym.Env, layers: list[tuple[np.ndarray, np.ndarray]], low: np.ndarray, high: np.ndarray,
-                seed: int, max_steps: int, renew: Callable[[gym.Env], Any] | None = None) -> int:
-    """One episode with a numpy forward on one observation per step; returns its length.
+# walkers a raw process steps together with one batched forward: of 1, 4 and 8, timed in one
+# process on the benchmark's BipedalWalker-v3 waves (`--raw-widths`), 4 is the fastest
+RAW_SLOTS = 4
+RAW_WIDTHS = (1, 4, 8)
 
-    The env is reused from one episode to the next; `renew` (the family's, where it has one)
-    readies it so that the episode is exactly a new env's, the one the pool runs. Steps go to
-    the env itself, past the TimeLimit and OrderEnforcing that gym.make puts around it (they
-    only count steps and check that reset came first; the benchmark's envs have no other
-    wrapper), with the time limit applied here, as the pool steps them.
+
+def stack_layers(layers: list[list[tuple[np.ndarray, np.ndarray]]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """One-row `numpy_layers` of several policies, stacked into one batch (a row per policy)."""
+    return [(np.concatenate([ls[i][0] for ls in layers]), np.concatenate([ls[i][1] for ls in layers]))
+            for i in range(len(layers[0]))]
+
+
+def raw_slots(envs: list[list[gym.Env]], episodes: list[Episode], layers: list[list[tuple[np.ndarray, np.ndarray]]],
+              low: np.ndarray, high: np.ndarray, max_steps: int, renew: Callable[[gym.Env], Any] | None,
+              width: int = RAW_SLOTS) -> int:
+    """A process's episodes through `width` reused gymnasium envs per env params (`envs[e][k]`),
+    one batched numpy forward per step; when an episode ends, the next starts in its slot at once.
+    Returns the steps taken.
+
+    `renew` (the family's, where it has one) readies an env so that its next episode is exactly a
+    new env's, the one the pool runs. Steps go to the env itself, past the TimeLimit and
+    OrderEnforcing that gym.make puts around it (they only count steps and check that reset came
+    first; the benchmark's envs have no other wrapper), with the time limit applied here.
     """
-    if renew is not None:
-        renew(env)
-    obs, _ = env.reset(seed=seed)
-    step = env.unwrapped.step
-    if env.spec is not None and env.spec.max_episode_steps is not None:
-        max_steps = min(max_steps, env.spec.max_episode_steps)
-    steps, episode_return = 0, 0.0  # the return is what an evaluation is for: plain code sums it too
-    while steps < max_steps:
-        action = numpy_forward(layers, np.asarray(obs, dtype=np.float32).reshape(1, -1), low, high)[0]
-        obs, reward, terminated, truncated, _ = step(action)
-        episode_return += float(reward)
-        steps += 1
-        if terminated or truncated:
-            break
+    todo = episodes[::-1]
+    obs = np.zeros((min(width, len(episodes)), envs[0][0].observation_space.shape[0]), np.float32)
+    slots: list[list[Any]] = []  # per slot: [env's own step, policy index, steps left, return]
+    steps = 0
+
+    def start(k: int) -> None:
+        p, e, seed = todo.pop()
+        env = envs[e][k]
+        if renew is not None:
+            renew(env)
+        obs[k] = env.reset(seed=seed)[0]
+        limit = env.spec.max_episode_steps if env.spec is not None else None
+        slot = [env.unwrapped.step, p, min(max_steps, limit or max_steps), 0.0]
+        if k < len(slots):
+            slots[k] = slot
+        else:
+            slots.append(slot)
+
+    for k in range(len(obs)):
+        start(k)
+    batch = stack_layers([layers[slot[1]] for slot in slots])
+    while slots:
+        actions = numpy_forward(batch, obs, low, high)
+        ended = []
+        for k, slot in enumerate(slots):
+            o, reward, terminated, truncated, _ = slot[0](actions[k])
+            obs[k] = o
+            slot[3] += float(reward)  # the return is what an evaluation is for: plain code sums it too
+            slot[2] -= 1
+            steps += 1
+            if terminated or truncated or not slot[2]:
+                ended.append(k)
+        if ended:
+            for k in reversed(ended):  # from the back, so that removing a slot moves no other ended one
+                if todo:
+                    start(k)
+                else:
+                    del slots[k]
+                    obs = np.delete(obs, k, axis=0)
+            if slots:
+                batch = stack_layers([layers[slot[1]] for slot in slots])
     return steps
 
 
@@ -395,14 +439,14 @@ def raw_process(setup: Setup, warmup: list[Episode], waves: list[list[Episode]],
     timed wave, report, wait to exit."""
     low, high = action_bounds(setup.spec)
     batched = hasattr(setup.family, "make_batch")
-    envs = [] if batched else [setup.family.make_env(p) for p in setup.envs]  # one env per params, reused
+    envs = [] if batched else [[setup.family.make_env(p) for _ in range(RAW_SLOTS)] for p in setup.envs]  # reused
     layers = [numpy_layers(setup.spec, w) for w in setup.policies]
     renew = getattr(setup.family, "renew", None)
 
     def run(episodes: list[Episode]) -> int:
         if batched:
             return raw_batch(setup, episodes, low, high)
-        return sum(raw_episode(envs[e], layers[p], low, high, seed, setup.max_steps, renew) for p, e, seed in episodes)
+        return raw_slots(envs, episodes, layers, low, high, setup.max_steps, renew)
 
     run(warmup)  # not counted
     barrier.wait()
@@ -413,6 +457,28 @@ def raw_process(setup: Setup, warmup: list[Episode], waves: list[list[Episode]],
         wave_seconds.append(time.monotonic() - start)
     results.put((steps, t0, time.monotonic(), time.process_time() - cpu0, wave_seconds))
     release.wait()  # exit (interpreter teardown) only after the parent has read the CPU counters
+
+
+def compare_raw_widths(name: str, sizes: Sizes, log: Callable[[str], None]) -> dict[str, Any]:
+    """Steps/s of `raw_slots` in one process with each of RAW_WIDTHS slots, interleaved over the
+    repetitions (median): which width the raw processes use. Returns the JSON entry."""
+    setup = make_setup(name, sizes)
+    low, high = action_bounds(setup.spec)
+    envs = [[setup.family.make_env(p) for _ in range(max(RAW_WIDTHS))] for p in setup.envs]
+    layers = [numpy_layers(setup.spec, w) for w in setup.policies]
+    renew = getattr(setup.family, "renew", None)
+    raw_slots(envs, matrix_episodes(setup, 0), layers, low, high, setup.max_steps, renew)  # warm-up
+    rates: dict[int, list[float]] = {w: [] for w in RAW_WIDTHS}
+    for rep in range(sizes.repeats):
+        waves = [matrix_episodes(setup, 10**6 * (rep + 1) + 10**4 * wave) for wave in range(sizes.waves)]
+        for width in RAW_WIDTHS:
+            t0 = time.perf_counter()
+            steps = sum(raw_slots(envs, w, layers, low, high, setup.max_steps, renew, width) for w in waves)
+            rates[width].append(steps / (time.perf_counter() - t0))
+    median = {w: round(statistics.median(r)) for w, r in rates.items()}
+    log(f"{name}: raw steps/s in one process by slots stepped together (median of {sizes.repeats}): "
+        + ", ".join(f"{w}: {r:,}" for w, r in median.items()))
+    return {"steps_per_s_by_width": median, "per_repeat": {w: [round(x) for x in r] for w, r in rates.items()}}
 
 
 def measure_raw(setup: Setup, warmup: list[Episode], waves: list[list[Episode]], workers: int) -> Measurement:
@@ -733,6 +799,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--envs", default="terrain,bipedal")
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
+    parser.add_argument("--raw-widths", action="store_true",
+                        help="only time the raw loop in one process with 1, 4 and 8 walkers stepped together")
     parser.add_argument("--per-episode-courses", action="store_true",
                         help="a new course every episode (evaluation.course: per_episode) instead of fixed courses")
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 5, quick 1)")
@@ -740,7 +808,7 @@ def main() -> None:
                         help="where to write the results (default benchmarks/results/eval_pool.json; "
                              "a --quick run writes nothing unless asked, so a smoke run never replaces them)")
     args = parser.parse_args()
-    if args.json is None and not args.quick:
+    if args.json is None and not args.quick and not args.raw_widths:
         args.json = ROOT / "benchmarks" / "results" / "eval_pool.json"
     sizes = Sizes.quick() if args.quick else Sizes()
     sizes.fixed_courses = not args.per_episode_courses
@@ -748,6 +816,12 @@ def main() -> None:
         sizes.repeats = args.repeats
     t0 = time.perf_counter()
     log = functools.partial(print, flush=True)
+    if args.raw_widths:
+        widths = {name: compare_raw_widths(name, sizes, log) for name in ("bipedal", "bipedal_family")}
+        if args.json is not None:
+            args.json.write_text(json.dumps({"machine": machine_info(1), "raw_widths": widths}, indent=2))
+            print(f"wrote {args.json}")
+        return
     info = machine_info(args.workers)
     results = {}
     for name in [n.strip() for n in args.envs.split(",") if n.strip()]:
