@@ -330,6 +330,20 @@ def raw_slots(envs: list[list[gym.Env]], episodes: list[Episode], layers: list[l
     return steps
 
 
+def raw_walkers(setup: Setup, copies: int) -> Callable[..., int]:
+    """Plain code for a gymnasium family: `run(episodes, width=RAW_SLOTS)` steps them with
+    `raw_slots` on envs built once here (`copies` per env params, reused from call to call)."""
+    low, high = action_bounds(setup.spec)
+    envs = [[setup.family.make_env(p) for _ in range(copies)] for p in setup.envs]
+    layers = [numpy_layers(setup.spec, w) for w in setup.policies]
+    renew = getattr(setup.family, "renew", None)
+
+    def run(episodes: list[Episode], width: int = RAW_SLOTS) -> int:
+        return raw_slots(envs, episodes, layers, low, high, setup.max_steps, renew, width)
+
+    return run
+
+
 def raw_batch(setup: Setup, episodes: list[Episode], low: np.ndarray, high: np.ndarray) -> int:
     """All `episodes` in one `make_batch` batch, one batched numpy forward per step; returns steps."""
     env = setup.family.make_batch([setup.envs[e] for _, e, _ in episodes], [s for _, _, s in episodes],
@@ -438,15 +452,10 @@ def raw_process(setup: Setup, warmup: list[Episode], waves: list[list[Episode]],
     """Body of one raw process: its share of a warm-up wave, wait for the others, its share of every
     timed wave, report, wait to exit."""
     low, high = action_bounds(setup.spec)
-    batched = hasattr(setup.family, "make_batch")
-    envs = [] if batched else [[setup.family.make_env(p) for _ in range(RAW_SLOTS)] for p in setup.envs]  # reused
-    layers = [numpy_layers(setup.spec, w) for w in setup.policies]
-    renew = getattr(setup.family, "renew", None)
+    walkers = None if hasattr(setup.family, "make_batch") else raw_walkers(setup, RAW_SLOTS)
 
     def run(episodes: list[Episode]) -> int:
-        if batched:
-            return raw_batch(setup, episodes, low, high)
-        return raw_slots(envs, episodes, layers, low, high, setup.max_steps, renew)
+        return raw_batch(setup, episodes, low, high) if walkers is None else walkers(episodes)
 
     run(warmup)  # not counted
     barrier.wait()
@@ -463,17 +472,14 @@ def compare_raw_widths(name: str, sizes: Sizes, log: Callable[[str], None]) -> d
     """Steps/s of `raw_slots` in one process with each of RAW_WIDTHS slots, interleaved over the
     repetitions (median): which width the raw processes use. Returns the JSON entry."""
     setup = make_setup(name, sizes)
-    low, high = action_bounds(setup.spec)
-    envs = [[setup.family.make_env(p) for _ in range(max(RAW_WIDTHS))] for p in setup.envs]
-    layers = [numpy_layers(setup.spec, w) for w in setup.policies]
-    renew = getattr(setup.family, "renew", None)
-    raw_slots(envs, matrix_episodes(setup, 0), layers, low, high, setup.max_steps, renew)  # warm-up
+    walkers = raw_walkers(setup, max(RAW_WIDTHS))
+    walkers(matrix_episodes(setup, 0))  # warm-up
     rates: dict[int, list[float]] = {w: [] for w in RAW_WIDTHS}
     for rep in range(sizes.repeats):
         waves = [matrix_episodes(setup, 10**6 * (rep + 1) + 10**4 * wave) for wave in range(sizes.waves)]
         for width in RAW_WIDTHS:
             t0 = time.perf_counter()
-            steps = sum(raw_slots(envs, w, layers, low, high, setup.max_steps, renew, width) for w in waves)
+            steps = sum(walkers(wave, width) for wave in waves)
             rates[width].append(steps / (time.perf_counter() - t0))
     median = {w: round(statistics.median(r)) for w, r in rates.items()}
     log(f"{name}: raw steps/s in one process by slots stepped together (median of {sizes.repeats}): "

@@ -42,16 +42,12 @@ def test_raw_walker_slots_run_the_pools_episodes(name):
     sizes = _sizes(bipedal=(8, 1, 1), bipedal_family=(3, 2, 1))
     sizes.bipedal_max_steps = 400  # long enough that some walkers fall: reused, not renewed, envs then differ
     setup = ep.make_setup(name, sizes)
-    low, high = ep.action_bounds(setup.spec)
-    envs = [[setup.family.make_env(p) for _ in range(4)] for p in setup.envs]
-    layers = [ep.numpy_layers(setup.spec, w) for w in setup.policies]
-    renew = getattr(setup.family, "renew", None)
+    walkers = ep.raw_walkers(setup, 4)
     ev = InProcessEvaluator(setup.family, setup.spec, None)
     requests = ep.matrix_requests(setup, [ev.put(w) for w in setup.policies], 10**6)
     pool_steps = simulated_steps(requests, ev.evaluate(requests))
     for width in (1, 4, 3):  # the envs have run episodes before the second and third passes
-        raw_steps = ep.raw_slots(envs, ep.matrix_episodes(setup, 10**6), layers, low, high, setup.max_steps, renew, width)
-        assert raw_steps == pool_steps > 0
+        assert walkers(ep.matrix_episodes(setup, 10**6), width) == pool_steps > 0
 
 
 def test_numpy_policies_match_the_frameworks():

@@ -420,7 +420,8 @@ class RayEvaluator:
 
     def _plan(self, requests: Sequence[EvalRequest]) -> tuple[list[list[int]], dict[int, float | None]]:
         """The wave's chunks, and for lock-step chunks (by id) the seconds the cost model predicts."""
-        cost = [self.episode_lengths.cost(r) for r in requests]
+        lengths = [self.episode_lengths.length(r) for r in requests]
+        cost = [r.rows * length for r, length in zip(requests, lengths)]  # as EpisodeLengths.cost
         predicted: dict[int, float | None] = {}
         if self.chunks_per_worker is not None:
             return plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows, cost), predicted
@@ -435,8 +436,7 @@ class RayEvaluator:
                              self.batch_rows, cost)
         # what each chunk should take, to learn how far the plan's balance can be trusted
         for c in chunks:
-            predicted[id(c)] = self.cost_model.predict(max(self.episode_lengths.length(requests[i]) for i in c),
-                                                       sum(cost[i] for i in c))
+            predicted[id(c)] = self.cost_model.predict(max(lengths[i] for i in c), sum(cost[i] for i in c))
         return chunks, predicted
 
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:

@@ -40,11 +40,12 @@ ENV_SLOTS = 4
 _COUNTING_WRAPPERS = (TimeLimit, OrderEnforcing)
 
 
-def _all_finite(rew: np.ndarray, obs: np.ndarray) -> bool:
-    """Whether every reward and observation value is finite, in one look per step: the sums are
-    finite exactly when every value is (short of an overflow, which only sends the caller down
-    its careful path). np.add.reduce: the .sum() method's wrappers cost as much as the sum here."""
-    return math.isfinite(np.add.reduce(rew) + np.add.reduce(obs, None))
+def _all_finite(reward_sum: float, obs: np.ndarray) -> bool:
+    """Whether a step's rewards (given as their sum) and observations are all finite, in one look
+    per step: the sums are finite exactly when every value is (short of an overflow, which only
+    sends the caller down its careful path). np.add.reduce: the .sum() method's wrappers cost as
+    much as the sum here."""
+    return math.isfinite(reward_sum + np.add.reduce(obs, None))
 
 
 def _finite_rows(rew: np.ndarray, obs: np.ndarray) -> np.ndarray:
@@ -149,7 +150,7 @@ def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
                 keep = np.flatnonzero(live[policy_rows])
                 policy, policy_rows = policy.select(keep), policy_rows[keep]
             obs, rew, term, trunc = env.step(actions)
-            if _all_finite(rew, obs):  # the usual case, on whole arrays
+            if _all_finite(np.add.reduce(rew), obs):  # the usual case, on whole arrays
                 np.add(returns, rew, out=returns, where=live)  # finished rows return 0 anyway
                 lengths += live
                 done |= live & (term | trunc | (lengths >= caps_arr))
@@ -260,7 +261,7 @@ def _step_slots(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
                 lens[k] += 1
                 if term or trunc or lens[k] >= caps[k]:
                     ended.append(k)
-            if not math.isfinite(sum(rews) + np.add.reduce(obs, None)):  # rare: find the rows at fault
+            if not _all_finite(sum(rews), obs):  # rare: find the rows at fault
                 for k in np.flatnonzero(~_finite_rows(np.array(rews, dtype=np.float64), obs)).tolist():
                     bad[rows[k]] = True
                     if k not in ended:
