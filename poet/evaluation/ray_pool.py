@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import resource
 import time
 from collections import deque
@@ -47,6 +48,10 @@ from poet.policies import PolicySpec
 
 # A chunk travels as plain tuples and two arrays, not as hundreds of dataclass instances
 # and small numpy arrays: Ray's per-object serialisation cost more than short rollouts.
+# Both ways the pool pickles them itself into one byte string, and sends weights as raw
+# float32 bytes: Ray serialises each argument and result on its own, and a few byte
+# strings start a chunk sooner than tuples and arrays (on a terrain wave's chunk, the call
+# returned in 0.23 instead of 0.47 ms and the worker started 0.77 instead of 1.15 ms after it).
 def pack_requests(requests: Sequence[EvalRequest]) -> tuple:
     """(unique envs, one plain tuple per request)."""
     envs: dict[EnvParams, int] = {}
@@ -97,13 +102,16 @@ class RolloutWorker:
         self.batch_rows = batch_rows
         self.env_cache = EnvCache(family)  # used gymnasium envs, for the next chunks
 
-    def run(self, packed: tuple, keys: list[str], inline: bool, *weights: np.ndarray
-            ) -> tuple[tuple, tuple[float, int, int]]:
-        """Evaluate a chunk (`pack_requests`). The weights of `keys`, in order, are the rows of the
-        `weights` stacks sent with the call (`inline`), or one array per key resolved from the
-        object store. Returns the packed results and, for the pool's cost model and step count,
-        (seconds, env steps simulated, lock-step iterations: the longest episode)."""
-        table = dict(zip(keys, np.concatenate(weights) if inline else weights))
+    def run(self, head: bytes, inline: bool, *weights: bytes | np.ndarray) -> bytes:
+        """Evaluate a chunk: `head` is the pickled (`pack_requests(...)`, policy keys). The weights
+        of the keys, in order, are the float32 rows of the `weights` byte strings sent with the
+        call (`inline`), or one array per key resolved from the object store. Returns, pickled,
+        the packed results and, for the pool's cost model and step count, (seconds, env steps
+        simulated, lock-step iterations: the longest episode)."""
+        packed, keys = pickle.loads(head)
+        if inline:
+            weights = np.frombuffer(b"".join(weights), dtype=np.float32).reshape(len(keys), -1)
+        table = dict(zip(keys, weights))
 
         def lookup(ref: PolicyRef) -> np.ndarray:
             return table[ref.key]
@@ -112,7 +120,8 @@ class RolloutWorker:
         tally = RolloutTally()
         results = run_requests(self.family, self.spec, unpack_requests(packed), lookup, self.noise, self.batch_rows,
                                env_cache=self.env_cache, tally=tally)
-        return pack_results(results), (time.perf_counter() - t0, tally.steps, tally.longest)
+        stats = (time.perf_counter() - t0, tally.steps, tally.longest)
+        return pickle.dumps((pack_results(results), stats), protocol=pickle.HIGHEST_PROTOCOL)
 
     def run_jobs(self, jobs: list[Job]) -> list[JobResult]:
         """Run whole jobs (a trainer's training loops) here, in order."""
@@ -230,7 +239,7 @@ class _Unit:
     budget: float  # seconds it may run once started
 
 
-# A chunk's weights go with the call, as stacks of rows each under Ray's 100 KB limit for
+# A chunk's weights go with the call, as byte strings of rows each under Ray's 100 KB limit for
 # sending an argument inline, up to INLINE_CHUNK_BYTES in all: cheaper than resolving one
 # object store reference per policy, both to start the chunk and to release it at the end
 # (measured up to 128 policies of 10 KB). Bigger chunks, and policies bigger than a part, go
@@ -318,12 +327,13 @@ class RayEvaluator:
         reqs = [requests[i] for i in chunk]
         keys = sorted({r.policy.key for r in reqs})
         actor = self.workers[wi].actor
+        head = pickle.dumps((pack_requests(reqs), keys), protocol=pickle.HIGHEST_PROTOCOL)
         row_bytes = self.spec.num_params * 4  # float32
         if row_bytes <= INLINE_PART_BYTES and len(keys) * row_bytes <= INLINE_CHUNK_BYTES:
-            stack, per = np.stack([self.policies.get(k) for k in keys]), INLINE_PART_BYTES // row_bytes
-            parts = [stack[i:i + per] for i in range(0, len(keys), per)]
-            return actor.run.remote(pack_requests(reqs), keys, True, *parts)
-        return actor.run.remote(pack_requests(reqs), keys, False, *[self._object(k) for k in keys])
+            data = np.stack([self.policies.get(k) for k in keys]).tobytes()
+            parts = [data[i:i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
+            return actor.run.remote(head, True, *parts)
+        return actor.run.remote(head, False, *[self._object(k) for k in keys])
 
     def _object(self, key: str) -> Any:
         ref = self._objects.get(key)
@@ -443,9 +453,9 @@ class RayEvaluator:
         results: list[EvalResult | None] = [None] * len(requests)
         steps = 0
 
-        def deliver(chunk: list[int], out: tuple[tuple, tuple[float, int, int]], _elapsed: float) -> None:
+        def deliver(chunk: list[int], out: bytes, _elapsed: float) -> None:
             nonlocal steps
-            packed, (seconds, chunk_steps, longest) = out
+            packed, (seconds, chunk_steps, longest) = pickle.loads(out)
             chunk_requests = [requests[i] for i in chunk]
             chunk_results = unpack_results(packed, chunk_requests)
             for i, r in zip(chunk, chunk_results):
