@@ -11,6 +11,7 @@ import torch
 import envs
 from envs.base import EnvParams
 from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator, NoiseTable, Perturbation, perturb
+from poet.evaluation.protocol import EvalError
 from poet.evaluation.rollout import simulated_steps
 from poet.policies import BatchedPolicy, MLPPolicy, init_flat, spec_for_spaces, to_actions
 from poet.seeding import episode_seeds
@@ -621,3 +622,14 @@ def test_slot_path_errors_the_rows_with_non_finite_values_and_spares_the_rest() 
     for i in (0, 2, 4, 5, 6, 7, 8, 9):
         assert _same(results[i], ev.evaluate([reqs[i]])[0])
     assert ev.env_steps > 0
+
+
+def test_result_mean_is_numpys_mean_and_nan_on_error_or_no_episode() -> None:
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 7):
+        returns = rng.normal(size=n) * 1e3
+        mean = EvalResult(returns=returns, lengths=np.ones(n, dtype=np.int64)).mean
+        assert mean == float(np.mean(returns)) and type(mean) is float
+    err = EvalError(message="boom", env_json="{}", tag="", seed=0)
+    assert np.isnan(EvalResult(returns=np.zeros(1), lengths=np.zeros(1, dtype=np.int64), error=err).mean)
+    assert np.isnan(EvalResult(returns=np.zeros(0), lengths=np.zeros(0, dtype=np.int64)).mean)

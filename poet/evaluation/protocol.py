@@ -84,7 +84,10 @@ class EvalResult:
     @property
     def mean(self) -> float:
         """Mean episodic return (NaN on error)."""
-        return float(np.mean(self.returns)) if self.ok and len(self.returns) else float("nan")
+        if not self.ok or not len(self.returns):
+            return float("nan")
+        # one episode (most requests): the value itself, as np.mean gives it, without its cost
+        return float(self.returns[0]) if len(self.returns) == 1 else float(np.mean(self.returns))
 
     @property
     def steps(self) -> int:
