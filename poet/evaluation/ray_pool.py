@@ -1,7 +1,8 @@
 """The persistent Ray actor pool: the default Evaluator.
 
 - Workers are created once and live for the whole run.
-- A chunk's policy weights travel inside the call (stacks under Ray's inline size, up to
+- A chunk travels as a few byte strings: its requests and keys pickled into one, its policy
+  weights inside the call as raw float32 parts (each under Ray's inline size, up to
   INLINE_CHUNK_BYTES); more or bigger ones go into the object store once per version
   (numpy, zero-copy on a node) and chunks carry references. A worker builds its batched
   policy from the arrays of the chunk at hand and drops it afterwards, so its memory does
