@@ -34,7 +34,13 @@ class EpisodeLengths:
 
     def cost(self, req: EvalRequest) -> float:
         """Env steps the request is expected to take."""
-        return req.rows * self.length(req)
+        return self.expected([req])[1][0]
+
+    def expected(self, requests: Sequence[EvalRequest]) -> tuple[list[float], list[float]]:
+        """Per request, its expected episode length (`length`) and env steps (rows x length),
+        each length looked up once."""
+        lengths = [self.length(r) for r in requests]
+        return lengths, [r.rows * n for r, n in zip(requests, lengths)]
 
     def observe(self, requests: Sequence[EvalRequest], results: Sequence[EvalResult]) -> None:
         """Answered requests (a chunk's): one update per env of the mean of its episodes."""

@@ -431,8 +431,7 @@ class RayEvaluator:
 
     def _plan(self, requests: Sequence[EvalRequest]) -> tuple[list[list[int]], dict[int, float | None]]:
         """The wave's chunks, and for lock-step chunks (by id) the seconds the cost model predicts."""
-        lengths = [self.episode_lengths.length(r) for r in requests]
-        cost = [r.rows * length for r, length in zip(requests, lengths)]  # as EpisodeLengths.cost
+        lengths, cost = self.episode_lengths.expected(requests)
         predicted: dict[int, float | None] = {}
         if self.chunks_per_worker is not None:
             return plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows, cost), predicted
