@@ -212,7 +212,7 @@ def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
         return RayEvaluator(parts.family, parts.spec, noise, workers=rc.workers, address=rc.address,
                             batch_rows=cfg.evaluation.batch_rows, chunks_per_worker=rc.chunks_per_worker,
                             inflight_per_worker=rc.inflight_per_worker, max_chunk_retries=rc.max_chunk_retries,
-                            log_to_driver=rc.log_to_driver, runtime_env=rc.runtime_env,
+                            log_to_driver=rc.log_to_driver, runtime_env=rc.runtime_env, transport=rc.transport,
                             deadlines=Deadlines(rc.deadline_s, rc.deadline_floor_s, rc.deadline_factor))
     except ConnectionError as exc:
         raise ConfigError(f"ray.address: cannot connect to Ray at {rc.address!r} ({exc})") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -13,6 +14,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+import ray
 import ray.cloudpickle
 
 import envs
@@ -67,12 +69,13 @@ def _same(a, b) -> None:
         np.testing.assert_array_equal(x.lengths, y.lengths)
 
 
-@pytest.mark.parametrize("family_name,weights_by", [("terrain", "call"), ("cartpole", "call"),
-                                                    ("terrain", "call, in parts"), ("terrain", "object store")])
-def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_name, weights_by, monkeypatch):
-    if weights_by == "object store":  # what chunks of many or big policies do
+@pytest.mark.parametrize("family_name,transport", [("terrain", "socket"), ("cartpole", "socket"), ("terrain", "ray"),
+                                                   ("terrain", "ray, weights in parts"),
+                                                   ("terrain", "ray, weights in the object store")])
+def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_name, transport, monkeypatch):
+    if transport.endswith("object store"):  # what chunks of many or big policies do over Ray
         monkeypatch.setattr("poet.evaluation.ray_pool.INLINE_CHUNK_BYTES", 0)
-    if weights_by == "call, in parts":  # what chunks of many small policies do: two rows per part here
+    if transport.endswith("in parts"):  # what chunks of many small policies do over Ray: two rows per part here
         monkeypatch.setattr("poet.evaluation.ray_pool.INLINE_PART_BYTES", 2 * _setup(TERRAIN)[0].num_params * 4)
     family = TERRAIN if family_name == "terrain" else envs.make_family("cartpole")
     spec, noise = _setup(family)
@@ -80,7 +83,8 @@ def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_n
     ref_ev = InProcessEvaluator(family, spec, noise)
     expected = ref_ev.evaluate(_requests(ref_ev, spec, params))
     for workers, chunks, inflight in [(1, 1, 1), (2, 2, 2), (3, 7, 1), (2, None, 2)]:
-        ev = RayEvaluator(family, spec, noise, workers=workers, chunks_per_worker=chunks, inflight_per_worker=inflight)
+        ev = RayEvaluator(family, spec, noise, workers=workers, chunks_per_worker=chunks, inflight_per_worker=inflight,
+                          transport=transport.split(",")[0])
         try:
             reqs = _requests(ev, spec, params)
             _same(ev.evaluate(reqs), expected)
@@ -109,10 +113,11 @@ def test_pool_learns_how_well_its_lockstep_chunks_are_predicted(ray_local):
     assert chunk_counts[-1] == 2  # one batch per worker
 
 
-def test_killed_worker_mid_wave_gives_identical_results(ray_local):
+@pytest.mark.parametrize("transport", ["socket", "ray"])
+def test_killed_worker_mid_wave_gives_identical_results(ray_local, transport):
     spec, noise = _setup(TERRAIN)
     params = _params(TERRAIN, 8)
-    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, chunks_per_worker=6, inflight_per_worker=1)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, chunks_per_worker=6, inflight_per_worker=1, transport=transport)
     try:
         reqs = _requests(ev, spec, params, n_policies=40, scale=0.3)
         t0 = time.perf_counter()
@@ -130,6 +135,19 @@ def test_killed_worker_mid_wave_gives_identical_results(ray_local):
         # the pool keeps working at full size after the fault
         assert len(ev.worker_pids()) == 2
         _same(ev.evaluate(reqs), clean)
+    finally:
+        ev.close()
+
+
+def test_a_local_pool_talks_to_its_workers_over_loopback(ray_local):
+    spec, noise = _setup(TERRAIN)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
+    try:
+        for worker in ev.workers:
+            sock = socket.fromfd(worker.link.conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)
+            assert sock.getpeername()[0] == "127.0.0.1"  # where the worker listens
+            sock.close()
+        assert ray.get([w.actor.pid.remote() for w in ev.workers]) == ev.worker_pids()  # Ray's calls still answer
     finally:
         ev.close()
 

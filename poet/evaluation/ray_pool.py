@@ -1,12 +1,14 @@
 """The persistent Ray actor pool: the default Evaluator.
 
-- Workers are created once and live for the whole run.
+- Workers are created once and live for the whole run. Chunks and jobs reach them over
+  a link (`poet.evaluation.links`): by default a direct connection per worker, a tenth
+  of a Ray task's latency each way; `transport="ray"` sends them as Ray actor tasks.
 - A chunk travels as a few byte strings: its requests and keys pickled into one, its policy
-  weights inside the call as raw float32 parts (each under Ray's inline size, up to
-  INLINE_CHUNK_BYTES); more or bigger ones go into the object store once per version
-  (numpy, zero-copy on a node) and chunks carry references. A worker builds its batched
-  policy from the arrays of the chunk at hand and drops it afterwards, so its memory does
-  not grow with the number of policies seen.
+  weights as raw float32 bytes. Over Ray, they go inside the call in parts under Ray's
+  inline size, up to INLINE_CHUNK_BYTES; more or bigger ones go into the object store
+  once per version (numpy, zero-copy on a node) and chunks carry references. A worker
+  builds its batched policy from the arrays of the chunk at hand and drops it afterwards,
+  so its memory does not grow with the number of policies seen.
 - The ES noise table is put once; each node maps it once and workers slice it.
 - Jobs (whole training loops, `poet.evaluation.jobs`) go over the same workers, one per
   dispatch, the costliest first, with the same fault handling.
@@ -39,6 +41,7 @@ import numpy as np
 from envs import EnvCache, EnvFamily, EnvParams
 from poet.errors import WaveInterrupted
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
+from poet.evaluation.links import TRANSPORTS, RayLink, SocketLink, WorkerEndpoint, WorkerLost, connect
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
 from poet.evaluation.protocol import EvalRequest, EvalResult, Perturbation, PolicyRef
@@ -48,7 +51,7 @@ from poet.policies import PolicySpec
 
 
 # A chunk travels as plain tuples and two arrays, not as hundreds of dataclass instances
-# and small numpy arrays: Ray's per-object serialisation cost more than short rollouts.
+# and small numpy arrays: per-object serialisation cost more than short rollouts.
 # Both ways the pool pickles them itself into one byte string, and sends weights as raw
 # float32 bytes: Ray serialises each argument and result on its own, and a few byte
 # strings start a chunk sooner than tuples and arrays (on a terrain wave's chunk, the call
@@ -128,6 +131,23 @@ class RolloutWorker:
         """Run whole jobs (a trainer's training loops) here, in order."""
         return [run_job(self, job) for job in jobs]
 
+    def open_link(self, authkey: bytes, driver_node: str | None) -> tuple[str, int]:
+        """Listen for the pool's direct connection (`SocketLink`); returns the address. On the
+        driver's node (`driver_node`, a Ray node id) only loopback is listened on, elsewhere
+        the node's address that Ray uses."""
+        import ray
+
+        local = driver_node is not None and ray.get_runtime_context().get_node_id() == driver_node
+        self._endpoint = WorkerEndpoint("127.0.0.1" if local else ray.util.get_node_ip_address(), authkey)
+        return self._endpoint.address
+
+    def serve(self) -> None:
+        """Answer the pool's `run` and `run_jobs` calls over its connection until it closes (one
+        long Ray task, in its own concurrency group so that `pid` and `memory` still answer)."""
+        calls = {"run": self.run, "run_jobs": self.run_jobs}
+        endpoint, self._endpoint = self._endpoint, None
+        endpoint.serve(lambda method, args: calls[method](*args))
+
     def pid(self) -> int:
         """The worker's process id."""
         return os.getpid()
@@ -152,15 +172,18 @@ class RolloutWorker:
         return {"rss_mb": now_kb / 1024, "peak_rss_mb": peak_kb / 1024}
 
 
+def _driver_node() -> str | None:
+    """This process's Ray node id (None: a client of a remote cluster, on no node)."""
+    import ray
+
+    try:
+        return ray.get_runtime_context().get_node_id()
+    except Exception:
+        return None
+
+
 def _times(n: int) -> str:
     return "once" if n == 1 else f"{n} times"
-
-
-def _reason(exc: BaseException) -> str:
-    """The exception's type and the first line of what Ray says about it (e.g. the exit code)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    detail = next((line for line in lines if "exit" in line.lower() or "killed" in line.lower()), lines[0] if lines else "")
-    return f"{type(exc).__name__}: {detail[:300]}" if detail else type(exc).__name__
 
 
 def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: bool = False,
@@ -222,9 +245,18 @@ class Deadlines:
 
 
 @dataclass
+class _Unit:
+    items: list[int]
+    attempt: int
+    budget: float  # seconds it may run once started
+
+
+@dataclass
 class _Worker:
     actor: Any
-    queue: deque = field(default_factory=deque)  # its submitted, unfinished units' refs, in order
+    link: SocketLink | RayLink
+    serving: Any = None  # the Ray task serving a SocketLink
+    queue: deque[_Unit] = field(default_factory=deque)  # its submitted, unanswered units, in order
     started: float = 0.0  # when the unit at the head of `queue` began running
 
     @property
@@ -232,15 +264,7 @@ class _Worker:
         return len(self.queue)
 
 
-@dataclass
-class _Unit:
-    worker: int
-    items: list[int]
-    attempt: int
-    budget: float  # seconds it may run once started
-
-
-# A chunk's weights go with the call, as byte strings of rows each under Ray's 100 KB limit for
+# Over Ray, a chunk's weights go with the call, as byte strings of rows each under Ray's 100 KB limit for
 # sending an argument inline, up to INLINE_CHUNK_BYTES in all: cheaper than resolving one
 # object store reference per policy, both to start the chunk and to release it at the end
 # (measured up to 128 policies of 10 KB). Bigger chunks, and policies bigger than a part, go
@@ -262,10 +286,16 @@ class RayEvaluator:
     def __init__(self, family: EnvFamily, spec: PolicySpec, noise: NoiseTable | None = None, *,
                  workers: int | None = None, address: str | None = None, batch_rows: int = 4096,
                  chunks_per_worker: int | None = None, inflight_per_worker: int = 2, max_chunk_retries: int = 3,
-                 log_to_driver: bool = False, deadlines: Deadlines | None = None, runtime_env: dict | None = None):
+                 log_to_driver: bool = False, deadlines: Deadlines | None = None, runtime_env: dict | None = None,
+                 transport: str = "socket"):
         import ray
 
+        if transport not in TRANSPORTS:
+            raise ValueError(f"ray.transport: must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
         self._ray = ray
+        self.transport = transport
+        self._link_type = SocketLink if transport == "socket" else RayLink
+        self._authkey = os.urandom(32)
         self._owns_ray = ensure_ray(address, workers, log_to_driver, runtime_env)
         self.workers: list[_Worker] = []
         self._noise_ref = None
@@ -290,19 +320,48 @@ class RayEvaluator:
             self.max_chunk_retries = int(max_chunk_retries)
             # Fractional CPUs let a pool larger than the CPU count still schedule (tests, oversubscription).
             self._num_cpus = min(1.0, cpus / self.num_workers)
-            self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0)(RolloutWorker)
+            # `serve` runs in a group of its own, so the default group still answers pid and memory
+            self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0,
+                                         concurrency_groups={"link": 1})(RolloutWorker)
             self._noise_ref = ray.put(noise.noise) if noise is not None else None
-            for _ in range(self.num_workers):
-                self.workers.append(_Worker(self._spawn()))
+            self._driver_node = _driver_node()
             self.restarts = 0
             self.env_steps = 0
-            self._get([w.actor.pid.remote() for w in self.workers], STARTUP_SECONDS, "start")  # fail early
+            self.workers = self._spawn(self.num_workers)
         except BaseException:
             self.close()
             raise
 
-    def _spawn(self):
-        return self._actor_cls.remote(self.family, self.spec.to_dict(), self._noise_ref, self.batch_rows)
+    def _spawn(self, n: int) -> list[_Worker]:
+        """`n` new workers, started and linked (fails early if they do not start)."""
+        actors = [self._actor_cls.remote(self.family, self.spec.to_dict(), self._noise_ref, self.batch_rows)
+                  for _ in range(n)]
+        try:
+            if self.transport == "ray":
+                self._get([a.pid.remote() for a in actors], STARTUP_SECONDS, "start")
+                return [_Worker(a, RayLink(a)) for a in actors]
+            addresses = self._get([a.open_link.remote(self._authkey, self._driver_node) for a in actors],
+                                  STARTUP_SECONDS, "start")
+            workers = []
+            for actor, address in zip(actors, addresses):
+                serving = actor.serve.options(concurrency_group="link").remote()
+                try:
+                    conn = connect(address, self._authkey)
+                except ConnectionError as exc:
+                    raise ConnectionError(f"ray.transport: {exc}; where the driver cannot reach the workers' "
+                                          f"nodes on ports other than Ray's, set ray.transport: ray") from None
+                workers.append(_Worker(actor, SocketLink(conn), serving))
+            return workers
+        except BaseException:
+            for actor in actors:
+                self._kill(actor)
+            raise
+
+    def _kill(self, actor: Any) -> None:
+        try:
+            self._ray.kill(actor, no_restart=True)
+        except Exception:  # already dead
+            pass
 
     def _get(self, refs: list, timeout: float, what: str) -> list:
         try:
@@ -324,17 +383,20 @@ class RayEvaluator:
 
     # ---------------------------------------------------------------- waves
 
-    def _submit(self, wi: int, requests: Sequence[EvalRequest], chunk: list[int]):
+    def _submit(self, wi: int, requests: Sequence[EvalRequest], chunk: list[int]) -> None:
         reqs = [requests[i] for i in chunk]
         keys = sorted({r.policy.key for r in reqs})
-        actor = self.workers[wi].actor
+        link = self.workers[wi].link
         head = pickle.dumps((pack_requests(reqs), keys), protocol=pickle.HIGHEST_PROTOCOL)
         row_bytes = self.spec.num_params * 4  # float32
-        if row_bytes <= INLINE_PART_BYTES and len(keys) * row_bytes <= INLINE_CHUNK_BYTES:
+        if self.transport == "socket":  # one message of any size
+            link.send("run", (head, True, np.stack([self.policies.get(k) for k in keys]).tobytes()))
+        elif row_bytes <= INLINE_PART_BYTES and len(keys) * row_bytes <= INLINE_CHUNK_BYTES:
             data = np.stack([self.policies.get(k) for k in keys]).tobytes()
             parts = [data[i:i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
-            return actor.run.remote(head, True, *parts)
-        return actor.run.remote(head, False, *[self._object(k) for k in keys])
+            link.send("run", (head, True, *parts))
+        else:
+            link.send("run", (head, False, *[self._object(k) for k in keys]))
 
     def _object(self, key: str) -> Any:
         ref = self._objects.get(key)
@@ -344,35 +406,30 @@ class RayEvaluator:
 
     def _replace(self, wi: int) -> None:
         worker = self.workers[wi]
-        try:
-            self._ray.kill(worker.actor, no_restart=True)
-        except Exception:  # already dead
-            pass
-        self.workers[wi] = _Worker(self._spawn())
+        worker.link.close()
+        self._kill(worker.actor)
+        self.workers[wi] = self._spawn(1)[0]
         self.restarts += 1
 
-    def _wave(self, units: list[list[int]], submit, deliver, give_up, budget: Callable[[list[int]], float]) -> None:
+    def _wave(self, units: list[list[int]], submit: Callable[[int, list[int]], None],
+              deliver: Callable[[list[int], Any, float], None], give_up: Callable[[list[int], str], None],
+              budget: Callable[[list[int]], float]) -> None:
         """Dispatch units of work (lists of item indices) over the workers until all are done.
 
-        `submit(worker_index, unit)` returns the Ray reference of the unit's result,
-        `deliver(unit, output, seconds)` takes it, `budget(unit)` is its deadline in seconds,
-        and `give_up(unit, message)` is called for a unit whose worker died or that ran past
+        `submit(worker_index, unit)` sends the unit to that worker's link, `deliver(unit,
+        output, seconds)` takes its answer, `budget(unit)` is its deadline in seconds, and
+        `give_up(unit, message)` is called for a unit whose worker died or that ran past
         its deadline more than `max_chunk_retries` times. Such a worker is killed and
         replaced; the unit that was running on it is re-run in halves (so in the end only a
         request that kills workers or never finishes fails), the units queued behind it are
         re-run as they were. Each unit is delivered exactly once.
         """
-        ray = self._ray
         queue = deque((unit, 0) for unit in units)
-        pending: dict[Any, _Unit] = {}
-        lost = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError)
 
         def fail(wi: int, why: Callable[[int], str]) -> None:
             """The worker died or overran running its head unit: replace it and re-plan its units.
             `why(n)` says what happened n times."""
-            worker = self.workers[wi]
-            entries = [pending.pop(ref) for ref in worker.queue]
-            head, behind = entries[0], entries[1:]
+            head, *behind = self.workers[wi].queue
             self._replace(wi)
             for e in reversed(behind):  # not theirs to pay for: same attempt, front of the queue
                 queue.appendleft((e.items, e.attempt))
@@ -385,7 +442,7 @@ class RayEvaluator:
             else:
                 queue.appendleft((head.items, head.attempt + 1))
 
-        while queue or pending:
+        while queue or any(w.queue for w in self.workers):
             if self.should_stop is not None and self.should_stop():
                 raise WaveInterrupted("stop requested during a wave")
             # The next unit (the costliest left) goes to the least busy worker, so a wave of
@@ -401,32 +458,28 @@ class RayEvaluator:
                 unit, attempt = queue.popleft()
                 if not worker.queue:
                     worker.started = time.monotonic()
-                ref = submit(wi, unit)
-                worker.queue.append(ref)
-                pending[ref] = _Unit(wi, unit, attempt, budget(unit))
+                submit(wi, unit)
+                worker.queue.append(_Unit(unit, attempt, budget(unit)))
             now = time.monotonic()
-            due = min((w.started + pending[w.queue[0]].budget for w in self.workers if w.queue), default=now)
-            wait = min(POLL_SECONDS, max(0.0, due - now))
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait)
-            for ref in ready:
-                entry = pending.get(ref)
-                if entry is None:
-                    continue  # its worker was replaced after it was ready: already re-planned
-                worker = self.workers[entry.worker]
+            due = min((w.started + w.queue[0].budget for w in self.workers if w.queue), default=now)
+            busy = [wi for wi, w in enumerate(self.workers) if w.queue]
+            for k in self._link_type.ready([self.workers[wi].link for wi in busy],
+                                           min(POLL_SECONDS, max(0.0, due - now))):
+                wi = busy[k]
+                worker = self.workers[wi]
                 try:
-                    out = ray.get(ref)
-                except lost as exc:
-                    fail(entry.worker, lambda n, r=_reason(exc): f"the worker died {_times(n)} running it ({r})")
+                    out = worker.link.receive()
+                except WorkerLost as exc:
+                    fail(wi, lambda n, r=str(exc): f"the worker died {_times(n)} running it ({r})")
                     continue
-                del pending[ref]
-                worker.queue.remove(ref)
+                entry = worker.queue.popleft()
                 now = time.monotonic()
                 seconds, worker.started = now - worker.started, now  # the next unit starts now
                 deliver(entry.items, out, seconds)
             now = time.monotonic()
             for wi, worker in enumerate(self.workers):
-                if worker.queue and now > worker.started + pending[worker.queue[0]].budget:
-                    limit = pending[worker.queue[0]].budget
+                if worker.queue and now > worker.started + worker.queue[0].budget:
+                    limit = worker.queue[0].budget
                     fail(wi, lambda n, t=limit: f"it ran past its deadline of {t:.3g} s {_times(n)} (its worker was killed)")
 
     def _plan(self, requests: Sequence[EvalRequest]) -> tuple[list[list[int]], dict[int, float | None]]:
@@ -485,8 +538,8 @@ class RayEvaluator:
         results: list[JobResult | None] = [None] * len(jobs)
         order = sorted(range(len(jobs)), key=lambda i: -jobs[i].cost)
 
-        def submit(wi: int, unit: list[int]):
-            return self.workers[wi].actor.run_jobs.remote([jobs[i] for i in unit])
+        def submit(wi: int, unit: list[int]) -> None:
+            self.workers[wi].link.send("run_jobs", ([jobs[i] for i in unit],))
 
         def deliver(unit: list[int], out: list[JobResult], seconds: float) -> None:
             for i, r in zip(unit, out):
@@ -514,10 +567,8 @@ class RayEvaluator:
 
     def close(self) -> None:
         for w in self.workers:
-            try:
-                self._ray.kill(w.actor, no_restart=True)
-            except Exception:
-                pass
+            w.link.close()
+            self._kill(w.actor)
         self.workers = []
         self.policies.clear()
         self._objects.clear()

@@ -1,0 +1,197 @@
+"""How the pool's calls reach a worker and come back: one link per worker.
+
+A link sends calls (a method name and its arguments) to one worker, which answers them in
+the order sent; `receive` gives the oldest unanswered call's output, and `ready` says which
+of several links have an answer waiting. Two transports:
+
+- `SocketLink` (the default): a direct TCP connection from the driver to the worker,
+  opened once per worker and authenticated with a random key that travels through Ray.
+  On this 2-core machine, with both workers busy 80 ms per call as in a terrain ES wave,
+  a call reached its worker 0.04 ms after it was sent and its answer came back 0.13 ms
+  after it was ready; as a Ray actor task, 0.9 and 0.9 ms. The worker serves the
+  connection from one long Ray task (`RolloutWorker.serve`) and still answers Ray's own
+  calls (pid, memory) on its other thread.
+- `RayLink`: each call a Ray actor task. It needs no port beyond Ray's own, for clusters
+  where the driver cannot reach the workers' nodes on other ports (`ray.transport: ray`).
+
+A worker whose process is gone (killed, crashed, replaced) makes `receive` raise
+`WorkerLost`; an exception raised by the called method is raised again in the driver.
+"""
+from __future__ import annotations
+
+import pickle
+import socket
+import traceback
+from collections import deque
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Connection, Listener, answer_challenge, deliver_challenge, wait
+from typing import Any, Callable, Sequence
+
+TRANSPORTS = ("socket", "ray")
+CONNECT_SECONDS = 30.0  # for a worker's port to take the driver's connection
+
+
+class WorkerLost(Exception):
+    """The worker's process is gone; the message says how."""
+
+
+class WorkerCallError(RuntimeError):
+    """What a method raised in a worker, as text (for an exception that cannot be pickled,
+    and as the cause of one that can: the worker's traceback)."""
+
+
+def _no_delay(fd: int) -> None:
+    # Small messages leave at once instead of waiting for the peer's ACK (Nagle's algorithm
+    # with delayed ACKs can hold back the last segment of a message for tens of ms).
+    sock = socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM)  # a duplicate of the descriptor
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    finally:
+        sock.close()
+
+
+def _encode(obj: Any) -> bytes:
+    # cloudpickle, as Ray pickles task arguments: families and trainers defined in scripts
+    # travel by value
+    import ray.cloudpickle
+
+    return ray.cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class WorkerEndpoint:
+    """The worker's side of a `SocketLink`: a listening port, then one connection answered in order."""
+
+    def __init__(self, host: str, authkey: bytes):
+        self.listener = Listener((host, 0), family="AF_INET", authkey=authkey)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.listener.address
+
+    def serve(self, call: Callable[[str, tuple], Any]) -> None:
+        """Accept the pool's connection, then answer its calls with `call(method, args)` until it closes."""
+        with self.listener:
+            while True:
+                try:
+                    conn = self.listener.accept()  # checks the key: anyone without it is turned away
+                    break
+                except (AuthenticationError, OSError, EOFError):
+                    continue
+        with conn:
+            _no_delay(conn.fileno())
+            while True:
+                try:
+                    method, args = pickle.loads(conn.recv_bytes())
+                except (EOFError, OSError):
+                    return  # the pool closed the connection, or its process is gone
+                try:
+                    reply = (True, call(method, args), None)
+                except Exception as exc:
+                    reply = (False, exc, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+                try:
+                    data = _encode(reply)
+                except Exception:  # an exception that does not pickle goes back as text
+                    data = _encode((False, WorkerCallError(reply[2]), reply[2]))
+                try:
+                    conn.send_bytes(data)
+                except OSError:
+                    return
+
+
+def connect(address: tuple[str, int], authkey: bytes, timeout: float = CONNECT_SECONDS) -> Connection:
+    """The driver's side: a connection to a worker's endpoint, with the key checked both ways.
+    Raises ConnectionError naming the address when the port cannot be reached in `timeout` s."""
+    try:
+        sock = socket.create_connection(tuple(address), timeout=timeout)
+    except OSError as exc:
+        raise ConnectionError(f"cannot reach the worker at {address[0]}:{address[1]} within {timeout:g} s "
+                              f"({exc})") from None
+    sock.settimeout(None)  # Connection reads and writes a blocking descriptor
+    conn = Connection(sock.detach())
+    _no_delay(conn.fileno())
+    answer_challenge(conn, authkey)
+    deliver_challenge(conn, authkey)
+    return conn
+
+
+class SocketLink:
+    """Calls over a direct connection to the worker's `WorkerEndpoint`."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self.outstanding = 0
+        self.lost: str | None = None  # how the connection broke, once it has
+
+    def send(self, method: str, args: tuple) -> None:
+        """Call `method(*args)` in the worker."""
+        self.outstanding += 1
+        if self.lost is None:
+            try:
+                self.conn.send_bytes(_encode((method, args)))
+            except OSError as exc:
+                self.lost = f"its connection broke ({type(exc).__name__})"
+
+    def receive(self) -> Any:
+        """The output of the oldest call not yet received (waits for it)."""
+        self.outstanding -= 1
+        if self.lost is None:
+            try:
+                ok, value, trace = pickle.loads(self.conn.recv_bytes())
+            except (EOFError, OSError) as exc:
+                self.lost = f"its connection closed ({type(exc).__name__})"
+        if self.lost is not None:
+            raise WorkerLost(self.lost)
+        if not ok:
+            raise value from WorkerCallError(f"in the worker:\n{trace}")
+        return value
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @staticmethod
+    def ready(links: Sequence["SocketLink"], timeout: float) -> list[int]:
+        """Positions in `links` (each with a call outstanding) whose oldest call has an answer or
+        whose worker is gone, waiting up to `timeout` seconds for one."""
+        broken = [i for i, link in enumerate(links) if link.lost is not None]
+        if broken:
+            return broken
+        position = {link.conn: i for i, link in enumerate(links)}
+        return [position[c] for c in wait(list(position), timeout)]
+
+
+def ray_failure(exc: BaseException) -> str:
+    """The exception's type and the first line of what Ray says about it (e.g. the exit code)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    detail = next((line for line in lines if "exit" in line.lower() or "killed" in line.lower()), lines[0] if lines else "")
+    return f"{type(exc).__name__}: {detail[:300]}" if detail else type(exc).__name__
+
+
+class RayLink:
+    """Calls as Ray actor tasks."""
+
+    def __init__(self, actor: Any):
+        self.actor = actor
+        self.refs: deque = deque()  # of the calls not yet received, oldest first
+
+    def send(self, method: str, args: tuple) -> None:
+        self.refs.append(getattr(self.actor, method).remote(*args))
+
+    def receive(self) -> Any:
+        import ray
+
+        ref = self.refs.popleft()
+        try:
+            return ray.get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
+            raise WorkerLost(ray_failure(exc)) from None
+
+    def close(self) -> None:
+        self.refs.clear()
+
+    @staticmethod
+    def ready(links: Sequence["RayLink"], timeout: float) -> list[int]:
+        import ray
+
+        position = {link.refs[0]: i for i, link in enumerate(links)}
+        done, _ = ray.wait(list(position), num_returns=1, timeout=timeout)
+        return [position[ref] for ref in done]

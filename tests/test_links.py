@@ -1,0 +1,106 @@
+"""The pool's links to its workers: a direct connection answers calls in order, raises the
+worker's exceptions in the driver, turns away anyone without the key, and says when the
+worker is gone; on a local pool it listens on loopback only."""
+from __future__ import annotations
+
+import socket
+import threading
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client
+
+import numpy as np
+import pytest
+
+from poet.evaluation.links import SocketLink, WorkerCallError, WorkerEndpoint, WorkerLost, connect
+
+KEY = b"k" * 32
+
+
+class Unpicklable(Exception):
+    def __reduce__(self):
+        raise TypeError("not today")
+
+
+def _calls(method: str, args: tuple):
+    if method == "add":
+        return args[0] + args[1]
+    if method == "fail":
+        raise ValueError(f"bad value {args[0]}")
+    if method == "odd":
+        raise Unpicklable("cannot travel")
+    if method == "die":
+        raise SystemExit  # escapes serve: the worker's process is gone
+    raise KeyError(method)
+
+
+@pytest.fixture
+def endpoint():
+    ep = WorkerEndpoint("127.0.0.1", KEY)
+    thread = threading.Thread(target=ep.serve, args=(_calls,), daemon=True)
+    thread.start()
+    yield ep, thread
+    thread.join(timeout=5)
+
+
+def test_calls_are_answered_in_order_and_ready_says_when(endpoint):
+    ep, _ = endpoint
+    link = SocketLink(connect(ep.address, KEY))
+    for i in range(3):
+        link.send("add", (np.arange(3) * i, 1))
+    assert link.outstanding == 3
+    for i in range(3):
+        assert SocketLink.ready([link], 5.0) == [0]
+        np.testing.assert_array_equal(link.receive(), np.arange(3) * i + 1)
+    assert SocketLink.ready([link], 0.05) == []  # nothing left to answer
+    link.close()
+
+
+def test_an_exception_in_the_worker_is_raised_in_the_driver_with_its_traceback(endpoint):
+    ep, _ = endpoint
+    link = SocketLink(connect(ep.address, KEY))
+    link.send("fail", (7,))
+    link.send("odd", ())
+    link.send("add", (1, 2))
+    with pytest.raises(ValueError, match="bad value 7") as info:
+        link.receive()
+    assert isinstance(info.value.__cause__, WorkerCallError) and "_calls" in str(info.value.__cause__)
+    with pytest.raises(WorkerCallError, match="Unpicklable: cannot travel"):
+        link.receive()
+    assert link.receive() == 3  # the worker goes on
+    link.close()
+
+
+# (the pool's tests kill real worker processes; here the serving thread ends abruptly)
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_gone_worker_raises_worker_lost_on_receive_and_send(endpoint):
+    ep, thread = endpoint
+    link = SocketLink(connect(ep.address, KEY))
+    link.send("die", ())
+    thread.join(timeout=5)
+    assert SocketLink.ready([link], 5.0) == [0]
+    with pytest.raises(WorkerLost, match="connection closed"):
+        link.receive()
+    link.send("add", (1, 2))  # no error here: the next receive says it
+    assert SocketLink.ready([link], 0.0) == [0]
+    with pytest.raises(WorkerLost):
+        link.receive()
+
+
+def test_a_connection_without_the_key_is_turned_away_and_the_pool_still_gets_in(endpoint):
+    ep, _ = endpoint
+    with pytest.raises((AuthenticationError, EOFError, ConnectionError)):
+        Client(ep.address, authkey=b"x" * 32)
+    raw = socket.create_connection(ep.address)  # no handshake at all
+    raw.close()
+    link = SocketLink(connect(ep.address, KEY))
+    link.send("add", (2, 2))
+    assert link.receive() == 4
+    link.close()
+
+
+def test_connect_names_the_address_it_cannot_reach():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ConnectionError, match=rf"cannot reach the worker at 127.0.0.1:{port}"):
+        connect(("127.0.0.1", port), KEY, timeout=2.0)
