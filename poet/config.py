@@ -87,8 +87,8 @@ class RayConfig:
     deadline_floor_s: float = 60.0
     deadline_factor: float = 10.0
     log_to_driver: bool = False  # show the workers' stdout/stderr and Ray's logs
-    # how chunks reach the workers: "socket", a direct connection to each worker (a tenth of a
-    # Ray task's latency), or "ray", Ray actor tasks (no port but Ray's own between nodes)
+    # how chunks reach the workers: "socket", a direct connection to each worker (about a fifth
+    # of a Ray task's latency), or "ray", Ray actor tasks (no port but Ray's own between nodes)
     transport: Literal["socket", "ray"] = "socket"
     # Ray's runtime environment for the run's workers, e.g. {working_dir: ".", py_modules: [...]}
     # to ship a user's trainer, curriculum or family code to a cluster's nodes

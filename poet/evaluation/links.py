@@ -6,9 +6,10 @@ of several links have an answer waiting. Two transports:
 
 - `SocketLink` (the default): a direct TCP connection from the driver to the worker,
   opened once per worker and authenticated with a random key that travels through Ray.
-  On this 2-core machine, with both workers busy 80 ms per call as in a terrain ES wave,
-  a call reached its worker 0.04 ms after it was sent and its answer came back 0.13 ms
-  after it was ready; as a Ray actor task, 0.9 and 0.9 ms. The worker serves the
+  On a 2-core machine, with both workers busy 80 ms per call as in a terrain ES wave,
+  a call reached its worker 0.12 to 0.18 ms after it was sent and its answer was back
+  0.25 ms after the call ended; as a Ray actor task, 1.0 to 1.4 and 1.1 ms
+  (`benchmarks/link_latency.py`). The worker serves the
   connection from one long Ray task (`RolloutWorker.serve`) and still answers Ray's own
   calls (pid, memory) on its other thread.
 - `RayLink`: each call a Ray actor task. It needs no port beyond Ray's own, for clusters

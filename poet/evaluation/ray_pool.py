@@ -1,8 +1,8 @@
 """The persistent Ray actor pool: the default Evaluator.
 
 - Workers are created once and live for the whole run. Chunks and jobs reach them over
-  a link (`poet.evaluation.links`): by default a direct connection per worker, a tenth
-  of a Ray task's latency each way; `transport="ray"` sends them as Ray actor tasks.
+  a link (`poet.evaluation.links`): by default a direct connection per worker, about a
+  fifth of a Ray task's latency; `transport="ray"` sends them as Ray actor tasks.
 - A chunk travels as a few byte strings: its requests and keys pickled into one, its policy
   weights as raw float32 bytes. Over Ray, they go inside the call in parts under Ray's
   inline size, up to INLINE_CHUNK_BYTES; more or bigger ones go into the object store
