@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client
 
@@ -28,6 +29,9 @@ def _calls(method: str, args: tuple):
         raise ValueError(f"bad value {args[0]}")
     if method == "odd":
         raise Unpicklable("cannot travel")
+    if method == "sleep":
+        time.sleep(args[0])
+        return len(args[1])
     if method == "die":
         raise SystemExit  # escapes serve: the worker's process is gone
     raise KeyError(method)
@@ -104,3 +108,21 @@ def test_connect_names_the_address_it_cannot_reach():
         port = s.getsockname()[1]
     with pytest.raises(ConnectionError, match=rf"cannot reach the worker at 127.0.0.1:{port}"):
         connect(("127.0.0.1", port), KEY, timeout=2.0)
+
+
+def test_big_calls_to_a_busy_worker_never_hold_up_the_driver(endpoint):
+    """A busy worker reads its next call only when done: queued calls bigger than the
+    connection's buffers go through the link's writer thread, so `send` returns at once and
+    the driver stays free to read answers (a big answer and a big call would otherwise wait
+    for each other forever)."""
+    ep, _ = endpoint
+    link = SocketLink(connect(ep.address, KEY))
+    big = b"x" * (32 << 20)
+    t0 = time.monotonic()
+    link.send("sleep", (1.0, b""))  # the worker is busy for a second
+    link.send("sleep", (0.0, big))
+    link.send("sleep", (0.0, big))
+    link.send("add", (1, 1))  # small, but behind queued ones: keeps its place
+    assert time.monotonic() - t0 < 0.5
+    assert [link.receive() for _ in range(4)] == [0, len(big), len(big), 2]
+    link.close()

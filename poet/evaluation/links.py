@@ -21,7 +21,9 @@ A worker whose process is gone (killed, crashed, replaced) makes `receive` raise
 from __future__ import annotations
 
 import pickle
+import queue
 import socket
+import threading
 import traceback
 from collections import deque
 from multiprocessing import AuthenticationError
@@ -30,6 +32,8 @@ from typing import Any, Callable, Sequence
 
 TRANSPORTS = ("socket", "ray")
 CONNECT_SECONDS = 30.0  # for a worker's port to take the driver's connection
+# a call this small fits in a connection's buffers (64 KB or more on Linux) behind one unread call
+SMALL_MESSAGE_BYTES = 32 * 1024
 
 
 class WorkerLost(Exception):
@@ -116,21 +120,57 @@ def connect(address: tuple[str, int], authkey: bytes, timeout: float = CONNECT_S
 
 
 class SocketLink:
-    """Calls over a direct connection to the worker's `WorkerEndpoint`."""
+    """Calls over a direct connection to the worker's `WorkerEndpoint`.
+
+    A busy worker reads its next call only when it has answered the current one, so a
+    call queued behind a running one may not fit in the connection's buffers: such a call
+    is written by a thread of the link's own, and `send` never waits for the worker (the
+    driver must stay free to read answers, or a worker writing a big answer and the driver
+    writing a big call would wait for each other forever). A call to an idle worker, or a
+    small one, is written at once.
+    """
 
     def __init__(self, conn: Connection):
         self.conn = conn
         self.outstanding = 0
         self.lost: str | None = None  # how the connection broke, once it has
+        self._writes: queue.SimpleQueue = queue.SimpleQueue()
+        self._unwritten = 0  # calls handed to the writer thread and not yet written
+        self._lock = threading.Lock()
+        self._writer: threading.Thread | None = None
 
     def send(self, method: str, args: tuple) -> None:
-        """Call `method(*args)` in the worker."""
+        """Call `method(*args)` in the worker (never waits for a busy worker to read it)."""
+        data = _encode((method, args))
         self.outstanding += 1
-        if self.lost is None:
-            try:
-                self.conn.send_bytes(_encode((method, args)))
-            except OSError as exc:
-                self.lost = f"its connection broke ({type(exc).__name__})"
+        if self.lost is not None:
+            return
+        with self._lock:
+            inline = self._unwritten == 0 and (self.outstanding == 1 or len(data) <= SMALL_MESSAGE_BYTES)
+            if not inline:
+                self._unwritten += 1
+        if inline:
+            self._write(data)
+            return
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write_queued, name="poet-link-writer", daemon=True)
+            self._writer.start()
+        self._writes.put(data)
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.conn.send_bytes(data)
+        except OSError as exc:
+            self.lost = self.lost or f"its connection broke ({type(exc).__name__})"
+
+    def _write_queued(self) -> None:
+        while True:
+            data = self._writes.get()
+            if data is None:
+                return
+            self._write(data)
+            with self._lock:
+                self._unwritten -= 1
 
     def receive(self) -> Any:
         """The output of the oldest call not yet received (waits for it)."""
@@ -147,6 +187,13 @@ class SocketLink:
         return value
 
     def close(self) -> None:
+        self._writes.put(None)
+        try:  # wakes a write under way (it fails), so the writer thread ends
+            sock = socket.fromfd(self.conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)
+            sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        except OSError:
+            pass
         self.conn.close()
 
     @staticmethod
