@@ -126,3 +126,19 @@ def test_big_calls_to_a_busy_worker_never_hold_up_the_driver(endpoint):
     assert time.monotonic() - t0 < 0.5
     assert [link.receive() for _ in range(4)] == [0, len(big), len(big), 2]
     link.close()
+
+
+def test_abandoned_calls_answers_are_skipped_not_taken_for_later_calls(endpoint):
+    ep, _ = endpoint
+    link = SocketLink(connect(ep.address, KEY))
+    link.send("sleep", (0.3, b"abc"))
+    link.send("add", (1, 1))
+    link.abandon()  # a wave given up with two calls out
+    link.send("add", (2, 3))
+    got = []
+    deadline = time.monotonic() + 5
+    while not got and time.monotonic() < deadline:
+        if SocketLink.ready([link], 0.1):
+            got.append(link.receive())
+    assert got == [5] and link.stale == 0 and link.outstanding == 0
+    link.close()

@@ -23,7 +23,7 @@ from envs import EnvParams
 from poet import checkpoint
 from poet.analysis import load_run
 from poet.evaluation import EvalRequest, InProcessEvaluator, NoiseTable, Perturbation
-from poet.errors import EvaluationFailed
+from poet.errors import EvaluationFailed, WaveInterrupted
 from poet.evaluation.planning import StepCostModel
 from poet.evaluation.ray_pool import Deadlines, RayEvaluator
 from poet.policies import init_flat, spec_for_spaces
@@ -135,6 +135,29 @@ def test_killed_worker_mid_wave_gives_identical_results(ray_local, transport):
         # the pool keeps working at full size after the fault
         assert len(ev.worker_pids()) == 2
         _same(ev.evaluate(reqs), clean)
+    finally:
+        ev.close()
+
+
+@pytest.mark.parametrize("transport", ["socket", "ray"])
+def test_a_pool_whose_wave_was_stopped_answers_the_next_wave_right(ray_local, transport):
+    """A stop request abandons a wave with chunks still running; their answers, when they
+    come, must not be taken for the next wave's."""
+    spec, noise = _setup(TERRAIN)
+    params = _params(TERRAIN, 4)
+    ref_ev = InProcessEvaluator(TERRAIN, spec, noise)
+    expected = ref_ev.evaluate(_requests(ref_ev, spec, params))
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, chunks_per_worker=3, transport=transport)
+    try:
+        reqs = _requests(ev, spec, params)
+        long_wave = [EvalRequest(r.policy, r.env, 30, r.seed, 400) for r in reqs]
+        polls = iter(range(10**9))
+        ev.should_stop = lambda: next(polls) >= 2  # once the first chunks are out
+        with pytest.raises(WaveInterrupted):
+            ev.evaluate(long_wave)
+        ev.should_stop = None
+        _same(ev.evaluate(reqs), expected)
+        _same(ev.evaluate(reqs), expected)
     finally:
         ev.close()
 

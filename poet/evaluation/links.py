@@ -134,6 +134,7 @@ class SocketLink:
         self.conn = conn
         self.outstanding = 0
         self.lost: str | None = None  # how the connection broke, once it has
+        self.stale = 0  # answers still to come to calls that were abandoned
         self._writes: queue.SimpleQueue = queue.SimpleQueue()
         self._unwritten = 0  # calls handed to the writer thread and not yet written
         self._lock = threading.Lock()
@@ -146,7 +147,8 @@ class SocketLink:
         if self.lost is not None:
             return
         with self._lock:
-            inline = self._unwritten == 0 and (self.outstanding == 1 or len(data) <= SMALL_MESSAGE_BYTES)
+            idle = self.outstanding == 1 and self.stale == 0  # the worker is waiting for this call
+            inline = self._unwritten == 0 and (idle or len(data) <= SMALL_MESSAGE_BYTES)
             if not inline:
                 self._unwritten += 1
         if inline:
@@ -186,6 +188,11 @@ class SocketLink:
             raise value from WorkerCallError(f"in the worker:\n{trace}")
         return value
 
+    def abandon(self) -> None:
+        """Forget the calls not yet received (a wave given up): their answers are skipped."""
+        self.stale += self.outstanding
+        self.outstanding = 0
+
     def close(self) -> None:
         self._writes.put(None)
         try:  # wakes a write under way (it fails), so the writer thread ends
@@ -204,7 +211,20 @@ class SocketLink:
         if broken:
             return broken
         position = {link.conn: i for i, link in enumerate(links)}
-        return [position[c] for c in wait(list(position), timeout)]
+        answered = [position[c] for c in wait(list(position), timeout)]
+        fresh = []
+        for i in answered:
+            link = links[i]
+            if link.stale == 0:
+                fresh.append(i)
+                continue
+            try:  # an abandoned call's answer: skipped (the caller asks again)
+                link.conn.recv_bytes()
+                link.stale -= 1
+            except (EOFError, OSError) as exc:
+                link.lost = f"its connection closed ({type(exc).__name__})"
+                fresh.append(i)
+        return fresh
 
 
 def ray_failure(exc: BaseException) -> str:
@@ -232,6 +252,10 @@ class RayLink:
             return ray.get(ref)
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
             raise WorkerLost(ray_failure(exc)) from None
+
+    def abandon(self) -> None:
+        """Forget the calls not yet received (a wave given up)."""
+        self.refs.clear()
 
     def close(self) -> None:
         self.refs.clear()

@@ -414,6 +414,19 @@ class RayEvaluator:
     def _wave(self, units: list[list[int]], submit: Callable[[int, list[int]], None],
               deliver: Callable[[list[int], Any, float], None], give_up: Callable[[list[int], str], None],
               budget: Callable[[list[int]], float]) -> None:
+        """`_dispatch` the units; if the wave is given up (a stop request, an error), the
+        answers still to come belong to no one and are skipped, not taken for the next wave's."""
+        try:
+            self._dispatch(units, submit, deliver, give_up, budget)
+        except BaseException:
+            for worker in self.workers:
+                worker.link.abandon()
+                worker.queue.clear()
+            raise
+
+    def _dispatch(self, units: list[list[int]], submit: Callable[[int, list[int]], None],
+                  deliver: Callable[[list[int], Any, float], None], give_up: Callable[[list[int], str], None],
+                  budget: Callable[[list[int]], float]) -> None:
         """Dispatch units of work (lists of item indices) over the workers until all are done.
 
         `submit(worker_index, unit)` sends the unit to that worker's link, `deliver(unit,
