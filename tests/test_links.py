@@ -29,6 +29,8 @@ def _calls(method: str, args: tuple):
         raise ValueError(f"bad value {args[0]}")
     if method == "odd":
         raise Unpicklable("cannot travel")
+    if method == "echo":
+        return args
     if method == "sleep":
         time.sleep(args[0])
         return len(args[1])
@@ -40,7 +42,7 @@ def _calls(method: str, args: tuple):
 @pytest.fixture
 def endpoint():
     ep = WorkerEndpoint("127.0.0.1", KEY)
-    thread = threading.Thread(target=ep.serve, args=(_calls,), daemon=True)
+    thread = threading.Thread(target=ep.serve, args=(_calls, 1.0), daemon=True)  # strangers get 1 s
     thread.start()
     yield ep, thread
     thread.join(timeout=5)
@@ -96,18 +98,24 @@ def test_a_connection_without_the_key_is_turned_away_and_the_pool_still_gets_in(
         Client(ep.address, authkey=b"x" * 32)
     raw = socket.create_connection(ep.address)  # no handshake at all
     raw.close()
-    link = SocketLink(connect(ep.address, KEY))
+    with socket.create_connection(ep.address):  # says nothing: turned away after a second
+        link = SocketLink(connect(ep.address, KEY, timeout=10.0))
     link.send("add", (2, 2))
     assert link.receive() == 4
     link.close()
 
 
-def test_connect_names_the_address_it_cannot_reach():
+def test_connect_names_the_address_it_cannot_reach_or_that_never_checks_the_key():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(ConnectionError, match=rf"cannot reach the worker at 127.0.0.1:{port}"):
         connect(("127.0.0.1", port), KEY, timeout=2.0)
+    with socket.create_server(("127.0.0.1", 0)) as mute:  # takes the connection, never says a word
+        t0 = time.monotonic()
+        with pytest.raises(ConnectionError, match=r"127.0.0.1:\d+ within 1 s"):
+            connect(mute.getsockname()[:2], KEY, timeout=1.0)
+        assert time.monotonic() - t0 < 5
 
 
 def test_big_calls_to_a_busy_worker_never_hold_up_the_driver(endpoint):
@@ -141,4 +149,15 @@ def test_abandoned_calls_answers_are_skipped_not_taken_for_later_calls(endpoint)
         if SocketLink.ready([link], 0.1):
             got.append(link.receive())
     assert got == [5] and link.stale == 0 and link.outstanding == 0
+    link.close()
+
+
+def test_raw_frames_reach_the_method_as_bytes_after_the_pickled_arguments(endpoint):
+    ep, _ = endpoint
+    link = SocketLink(connect(ep.address, KEY))
+    weights = np.arange(12, dtype=np.float32).reshape(3, 4)
+    link.send("echo", ("head", True), raw=[weights, b"tail"])
+    head, flag, frame, tail = link.receive()
+    assert (head, flag, tail) == ("head", True, b"tail") and type(frame) is bytes
+    np.testing.assert_array_equal(np.frombuffer(frame, np.float32).reshape(3, 4), weights)
     link.close()

@@ -23,15 +23,17 @@ from __future__ import annotations
 import pickle
 import queue
 import socket
+import struct
 import threading
 import traceback
 from collections import deque
 from multiprocessing import AuthenticationError
-from multiprocessing.connection import Connection, Listener, answer_challenge, deliver_challenge, wait
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
 from typing import Any, Callable, Sequence
 
 TRANSPORTS = ("socket", "ray")
-CONNECT_SECONDS = 30.0  # for a worker's port to take the driver's connection
+# for a worker's port to take the driver's connection, and for either side's half of the key check
+CONNECT_SECONDS = 30.0
 # a call this small fits in a connection's buffers (64 KB or more on Linux) behind one unread call
 SMALL_MESSAGE_BYTES = 32 * 1024
 
@@ -45,78 +47,115 @@ class WorkerCallError(RuntimeError):
     and as the cause of one that can: the worker's traceback)."""
 
 
-def _no_delay(fd: int) -> None:
-    # Small messages leave at once instead of waiting for the peer's ACK (Nagle's algorithm
-    # with delayed ACKs can hold back the last segment of a message for tens of ms).
-    sock = socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM)  # a duplicate of the descriptor
+def _read_timeout(conn: Connection, seconds: float) -> None:
+    """Make a read on `conn` fail after `seconds` without data (0: wait for ever)."""
+    sock = socket.fromfd(conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)  # a duplicate of the descriptor
     try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        whole = int(seconds)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", whole, int((seconds - whole) * 1e6)))
     finally:
         sock.close()
 
 
-def _encode(obj: Any) -> bytes:
-    # cloudpickle, as Ray pickles task arguments: families and trainers defined in scripts
-    # travel by value
+def _checked(sock: socket.socket, authkey: bytes, accepting: bool, timeout: float) -> Connection:
+    """`sock` as a Connection once both sides have shown they hold `authkey` (an HMAC challenge
+    each way); raises (AuthenticationError, OSError, EOFError) otherwise, or if the other side
+    says nothing for `timeout` seconds."""
+    sock.settimeout(None)  # Connection reads and writes a blocking descriptor
+    # Small messages leave at once instead of waiting for the peer's ACK (Nagle's algorithm
+    # with delayed ACKs can hold back the last segment of a message for tens of ms).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn = Connection(sock.detach())
+    try:
+        _read_timeout(conn, timeout)
+        if accepting:
+            deliver_challenge(conn, authkey)
+            answer_challenge(conn, authkey)
+        else:
+            answer_challenge(conn, authkey)
+            deliver_challenge(conn, authkey)
+        _read_timeout(conn, 0)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+Message = list  # of frames: the number of raw frames and a pickle, then the raw frames
+
+
+def _encode(obj: tuple, raw: Sequence[Any] = ()) -> Message:
+    """`obj` pickled, then each of `raw` (bytes-like: a numpy array's memory, say) as a frame of
+    its own, which neither side copies into or out of a pickle. cloudpickle, as Ray pickles
+    task arguments: families and trainers defined in scripts travel by value."""
     import ray.cloudpickle
 
-    return ray.cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return [struct.pack("!I", len(raw)) + ray.cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), *raw]
+
+
+def _send(conn: Connection, message: Message) -> None:
+    for frame in message:
+        conn.send_bytes(frame)
+
+
+def _receive(conn: Connection) -> tuple:
+    """The next message: its tuple, with its raw frames (as bytes) appended."""
+    head = conn.recv_bytes()
+    raw = tuple(conn.recv_bytes() for _ in range(struct.unpack_from("!I", head)[0]))
+    return pickle.loads(memoryview(head)[4:]) + raw
 
 
 class WorkerEndpoint:
     """The worker's side of a `SocketLink`: a listening port, then one connection answered in order."""
 
     def __init__(self, host: str, authkey: bytes):
-        self.listener = Listener((host, 0), family="AF_INET", authkey=authkey)
+        self.listener = socket.create_server((host, 0))
+        self.authkey = authkey
 
     @property
     def address(self) -> tuple[str, int]:
-        return self.listener.address
+        return self.listener.getsockname()[:2]
 
-    def serve(self, call: Callable[[str, tuple], Any]) -> None:
-        """Accept the pool's connection, then answer its calls with `call(method, args)` until it closes."""
+    def serve(self, call: Callable[[str, tuple], Any], timeout: float = CONNECT_SECONDS) -> None:
+        """Accept the pool's connection, then answer its calls with `call(method, args)` until it
+        closes. Anyone without the key, or silent for `timeout` s, is turned away."""
         with self.listener:
             while True:
+                peer, _ = self.listener.accept()
                 try:
-                    conn = self.listener.accept()  # checks the key: anyone without it is turned away
+                    conn = _checked(peer, self.authkey, accepting=True, timeout=timeout)
                     break
                 except (AuthenticationError, OSError, EOFError):
                     continue
         with conn:
-            _no_delay(conn.fileno())
             while True:
                 try:
-                    method, args = pickle.loads(conn.recv_bytes())
+                    method, *args = _receive(conn)
                 except (EOFError, OSError):
                     return  # the pool closed the connection, or its process is gone
                 try:
-                    reply = (True, call(method, args), None)
+                    reply = (True, call(method, tuple(args)), None)
                 except Exception as exc:
                     reply = (False, exc, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
                 try:
-                    data = _encode(reply)
+                    message = _encode(reply)
                 except Exception:  # an exception that does not pickle goes back as text
-                    data = _encode((False, WorkerCallError(reply[2]), reply[2]))
+                    message = _encode((False, WorkerCallError(reply[2]), reply[2]))
                 try:
-                    conn.send_bytes(data)
+                    _send(conn, message)
                 except OSError:
                     return
 
 
 def connect(address: tuple[str, int], authkey: bytes, timeout: float = CONNECT_SECONDS) -> Connection:
     """The driver's side: a connection to a worker's endpoint, with the key checked both ways.
-    Raises ConnectionError naming the address when the port cannot be reached in `timeout` s."""
+    Raises ConnectionError naming the address when the port cannot be reached, or the key
+    not checked, within `timeout` s."""
     try:
-        sock = socket.create_connection(tuple(address), timeout=timeout)
-    except OSError as exc:
+        return _checked(socket.create_connection(tuple(address), timeout=timeout), authkey, False, timeout)
+    except (AuthenticationError, OSError, EOFError) as exc:
         raise ConnectionError(f"cannot reach the worker at {address[0]}:{address[1]} within {timeout:g} s "
-                              f"({exc})") from None
-    sock.settimeout(None)  # Connection reads and writes a blocking descriptor
-    conn = Connection(sock.detach())
-    _no_delay(conn.fileno())
-    answer_challenge(conn, authkey)
-    deliver_challenge(conn, authkey)
-    return conn
+                              f"({type(exc).__name__}: {exc})") from None
 
 
 class SocketLink:
@@ -140,37 +179,39 @@ class SocketLink:
         self._lock = threading.Lock()
         self._writer: threading.Thread | None = None
 
-    def send(self, method: str, args: tuple) -> None:
-        """Call `method(*args)` in the worker (never waits for a busy worker to read it)."""
-        data = _encode((method, args))
+    def send(self, method: str, args: tuple, raw: Sequence[Any] = ()) -> None:
+        """Call `method(*args, *raw)` in the worker (never waits for a busy worker to read it).
+        Each of `raw` (bytes-like) travels as it is and reaches the method as bytes."""
+        message = _encode((method, *args), raw)
         self.outstanding += 1
         if self.lost is not None:
             return
         with self._lock:
             idle = self.outstanding == 1 and self.stale == 0  # the worker is waiting for this call
-            inline = self._unwritten == 0 and (idle or len(data) <= SMALL_MESSAGE_BYTES)
+            small = sum(memoryview(frame).nbytes for frame in message) <= SMALL_MESSAGE_BYTES
+            inline = self._unwritten == 0 and (idle or small)
             if not inline:
                 self._unwritten += 1
         if inline:
-            self._write(data)
+            self._write(message)
             return
         if self._writer is None:
             self._writer = threading.Thread(target=self._write_queued, name="poet-link-writer", daemon=True)
             self._writer.start()
-        self._writes.put(data)
+        self._writes.put(message)
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, message: Message) -> None:
         try:
-            self.conn.send_bytes(data)
+            _send(self.conn, message)
         except OSError as exc:
             self.lost = self.lost or f"its connection broke ({type(exc).__name__})"
 
     def _write_queued(self) -> None:
         while True:
-            data = self._writes.get()
-            if data is None:
+            message = self._writes.get()
+            if message is None:
                 return
-            self._write(data)
+            self._write(message)
             with self._lock:
                 self._unwritten -= 1
 
@@ -179,7 +220,7 @@ class SocketLink:
         self.outstanding -= 1
         if self.lost is None:
             try:
-                ok, value, trace = pickle.loads(self.conn.recv_bytes())
+                ok, value, trace = _receive(self.conn)
             except (EOFError, OSError) as exc:
                 self.lost = f"its connection closed ({type(exc).__name__})"
         if self.lost is not None:
@@ -219,7 +260,7 @@ class SocketLink:
                 fresh.append(i)
                 continue
             try:  # an abandoned call's answer: skipped (the caller asks again)
-                link.conn.recv_bytes()
+                _receive(link.conn)
                 link.stale -= 1
             except (EOFError, OSError) as exc:
                 link.lost = f"its connection closed ({type(exc).__name__})"
@@ -241,8 +282,8 @@ class RayLink:
         self.actor = actor
         self.refs: deque = deque()  # of the calls not yet received, oldest first
 
-    def send(self, method: str, args: tuple) -> None:
-        self.refs.append(getattr(self.actor, method).remote(*args))
+    def send(self, method: str, args: tuple, raw: Sequence[Any] = ()) -> None:
+        self.refs.append(getattr(self.actor, method).remote(*args, *(bytes(r) for r in raw)))
 
     def receive(self) -> Any:
         import ray

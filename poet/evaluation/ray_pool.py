@@ -389,8 +389,8 @@ class RayEvaluator:
         link = self.workers[wi].link
         head = pickle.dumps((pack_requests(reqs), keys), protocol=pickle.HIGHEST_PROTOCOL)
         row_bytes = self.spec.num_params * 4  # float32
-        if self.transport == "socket":  # one message of any size
-            link.send("run", (head, True, np.stack([self.policies.get(k) for k in keys]).tobytes()))
+        if self.transport == "socket":  # any size, as one raw frame of the message
+            link.send("run", (head, True), raw=[np.stack([self.policies.get(k) for k in keys])])
         elif row_bytes <= INLINE_PART_BYTES and len(keys) * row_bytes <= INLINE_CHUNK_BYTES:
             data = np.stack([self.policies.get(k) for k in keys]).tobytes()
             parts = [data[i:i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
