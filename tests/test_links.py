@@ -12,7 +12,7 @@ from multiprocessing.connection import Client
 import numpy as np
 import pytest
 
-from poet.evaluation.links import SocketLink, WorkerCallError, WorkerEndpoint, WorkerLost, connect
+from poet.evaluation.links import LinkUnreachable, SocketLink, WorkerCallError, WorkerEndpoint, WorkerLost, connect
 
 KEY = b"k" * 32
 
@@ -109,11 +109,11 @@ def test_connect_names_the_address_it_cannot_reach_or_that_never_checks_the_key(
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(ConnectionError, match=rf"cannot reach the worker at 127.0.0.1:{port}"):
+    with pytest.raises(LinkUnreachable, match=rf"cannot connect to the worker at 127.0.0.1:{port}"):
         connect(("127.0.0.1", port), KEY, timeout=2.0)
     with socket.create_server(("127.0.0.1", 0)) as mute:  # takes the connection, never says a word
         t0 = time.monotonic()
-        with pytest.raises(ConnectionError, match=r"127.0.0.1:\d+ within 1 s"):
+        with pytest.raises(LinkUnreachable, match=r"127.0.0.1:\d+ within 1 s"):
             connect(mute.getsockname()[:2], KEY, timeout=1.0)
         assert time.monotonic() - t0 < 5
 

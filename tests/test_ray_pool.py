@@ -162,6 +162,19 @@ def test_a_pool_whose_wave_was_stopped_answers_the_next_wave_right(ray_local, tr
         ev.close()
 
 
+def test_workers_the_driver_cannot_connect_to_stop_the_start_naming_ray_transport(ray_local, monkeypatch):
+    from poet.evaluation.links import LinkUnreachable
+
+    def unreachable(address, authkey, timeout=30.0):
+        raise LinkUnreachable(f"cannot connect to the worker at {address[0]}:{address[1]} within {timeout:g} s")
+
+    monkeypatch.setattr("poet.evaluation.ray_pool.connect", unreachable)
+    spec, noise = _setup(TERRAIN)
+    with pytest.raises(LinkUnreachable, match=r"^ray.transport: cannot connect .* set ray.transport: ray$"):
+        RayEvaluator(TERRAIN, spec, noise, workers=2)
+    assert ray_local.is_initialized()  # the Ray it did not start is left running
+
+
 def test_a_local_pool_talks_to_its_workers_over_loopback(ray_local):
     spec, noise = _setup(TERRAIN)
     ev = RayEvaluator(TERRAIN, spec, noise, workers=2)

@@ -7,8 +7,8 @@ of several links have an answer waiting. Two transports:
 - `SocketLink` (the default): a direct TCP connection from the driver to the worker,
   opened once per worker and authenticated with a random key that travels through Ray.
   On a 2-core machine, with both workers busy 80 ms per call as in a terrain ES wave,
-  a call reached its worker 0.12 to 0.18 ms after it was sent and its answer was back
-  0.25 ms after the call ended; as a Ray actor task, 1.0 to 1.4 and 1.1 ms
+  a call reached its worker 0.14 to 0.20 ms after it was sent and its answer was back
+  0.28 ms after the call ended; as a Ray actor task, 1.1 to 1.4 and 1.0 ms
   (`benchmarks/link_latency.py`). The worker serves the
   connection from one long Ray task (`RolloutWorker.serve`) and still answers Ray's own
   calls (pid, memory) on its other thread.
@@ -36,6 +36,10 @@ TRANSPORTS = ("socket", "ray")
 CONNECT_SECONDS = 30.0
 # a call this small fits in a connection's buffers (64 KB or more on Linux) behind one unread call
 SMALL_MESSAGE_BYTES = 32 * 1024
+
+
+class LinkUnreachable(ConnectionError):
+    """The driver could not connect to a worker's endpoint (a port closed between nodes)."""
 
 
 class WorkerLost(Exception):
@@ -149,12 +153,12 @@ class WorkerEndpoint:
 
 def connect(address: tuple[str, int], authkey: bytes, timeout: float = CONNECT_SECONDS) -> Connection:
     """The driver's side: a connection to a worker's endpoint, with the key checked both ways.
-    Raises ConnectionError naming the address when the port cannot be reached, or the key
+    Raises LinkUnreachable naming the address when the port cannot be reached, or the key
     not checked, within `timeout` s."""
     try:
         return _checked(socket.create_connection(tuple(address), timeout=timeout), authkey, False, timeout)
     except (AuthenticationError, OSError, EOFError) as exc:
-        raise ConnectionError(f"cannot reach the worker at {address[0]}:{address[1]} within {timeout:g} s "
+        raise LinkUnreachable(f"cannot connect to the worker at {address[0]}:{address[1]} within {timeout:g} s "
                               f"({type(exc).__name__}: {exc})") from None
 
 

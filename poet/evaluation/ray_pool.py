@@ -41,7 +41,8 @@ import numpy as np
 from envs import EnvCache, EnvFamily, EnvParams
 from poet.errors import WaveInterrupted
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
-from poet.evaluation.links import TRANSPORTS, RayLink, SocketLink, WorkerEndpoint, WorkerLost, connect
+from poet.evaluation.links import (TRANSPORTS, LinkUnreachable, RayLink, SocketLink, WorkerEndpoint, WorkerLost,
+                                   connect)
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
 from poet.evaluation.protocol import EvalRequest, EvalResult, Perturbation, PolicyRef
@@ -347,8 +348,8 @@ class RayEvaluator:
                 serving = actor.serve.options(concurrency_group="link").remote()
                 try:
                     conn = connect(address, self._authkey)
-                except ConnectionError as exc:
-                    raise ConnectionError(f"ray.transport: {exc}; where the driver cannot reach the workers' "
+                except LinkUnreachable as exc:
+                    raise LinkUnreachable(f"ray.transport: {exc}; where the driver cannot reach the workers' "
                                           f"nodes on ports other than Ray's, set ray.transport: ray") from None
                 workers.append(_Worker(actor, SocketLink(conn), serving))
             return workers
