@@ -77,6 +77,23 @@ def test_chunk_count_follows_the_measured_step_costs():
     assert StepCostModel().chunks(2, 256, 256, fallback_per_worker=3) == 6  # nothing measured yet
 
 
+def test_chunks_of_one_shape_do_not_fit_the_step_costs():
+    """Waves of alike chunks (an ES wave's two halves, wave after wave) cannot tell the cost of
+    an iteration from that of a row: the model keeps one chunk per worker instead of trusting
+    a fit in which the iteration's cost comes out near zero and the chunk count explodes. The
+    fit still predicts chunks of that shape (deadlines and the plan's error use it)."""
+    rng = np.random.default_rng(28)  # noise for which a fit from these chunks cut the wave into 12
+    m = StepCostModel()
+    for _ in range(100):
+        L = 400 - rng.integers(0, 3)
+        T = L * (128 - rng.integers(0, 2)) - rng.integers(0, 2000)  # a few rows end early
+        m.observe(L, T, (2e-5 * L + 9e-7 * T) * (1 + 0.03 * rng.standard_normal()))
+    ll, lt, tt = m.sums[:3]
+    assert 0 < (ll * tt - lt * lt) / (ll * tt) < 1e-3
+    assert m.predict(400, 400 * 128) == pytest.approx(2e-5 * 400 + 9e-7 * 400 * 128, rel=0.05)
+    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=1, steps=400) == 2
+
+
 def test_chunk_count_shrinks_when_the_plan_predicts_chunks_well():
     m = StepCostModel()
     for L, T in [(400, 400 * 100), (200, 200 * 256), (350, 350 * 30), (120, 120 * 200)]:

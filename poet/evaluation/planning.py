@@ -173,6 +173,8 @@ def plan_guided(requests: Sequence[EvalRequest], workers: int, min_rows: int, ma
 
 
 MIN_CHUNK_SECONDS = 0.005
+# 1 - r^2 of the chunks' (iterations, env steps) below which the fit does not choose chunk counts
+MIN_FIT_SPREAD = 1e-3
 
 
 @dataclass
@@ -238,7 +240,12 @@ class StepCostModel:
         and result transfer cost about a millisecond per chunk).
         """
         ab = self.coefficients()
-        if ab is None:
+        ll, lt, tt = self.sums[:3]
+        if ab is None or ll * tt - lt * lt <= MIN_FIT_SPREAD * ll * tt:
+            # Only chunks of different shapes (env steps per iteration) tell a from b. Fitted
+            # from near-alike chunks (1 - r^2 = 6e-5), a came out near zero and a terrain wave
+            # of 2 chunks was cut into 26, which took 6.7 times as long; such a fit still
+            # predicts chunks of that shape well (deadlines, `error`).
             best = workers * fallback_per_worker
         else:
             a, b = ab
