@@ -27,9 +27,10 @@ import struct
 import threading
 import traceback
 from collections import deque
+from contextlib import contextmanager
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 TRANSPORTS = ("socket", "ray")
 # for a worker's port to take the driver's connection, and for either side's half of the key check
@@ -51,14 +52,25 @@ class WorkerCallError(RuntimeError):
     and as the cause of one that can: the worker's traceback)."""
 
 
-def _read_timeout(conn: Connection, seconds: float) -> None:
-    """Make a read on `conn` fail after `seconds` without data (0: wait for ever)."""
-    sock = socket.fromfd(conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)  # a duplicate of the descriptor
+@contextmanager
+def _socket_of(conn: Connection) -> Iterator[socket.socket]:
+    """A socket on a duplicate of `conn`'s descriptor, for options and shutdown (closed after)."""
+    sock = socket.fromfd(conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)
     try:
-        whole = int(seconds)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", whole, int((seconds - whole) * 1e6)))
+        yield sock
     finally:
         sock.close()
+
+
+def _read_timeout(conn: Connection, seconds: float) -> None:
+    """Make a read on `conn` fail after `seconds` without data (0: wait for ever)."""
+    whole = int(seconds)
+    with _socket_of(conn) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", whole, int((seconds - whole) * 1e6)))
+
+
+def _closed(exc: BaseException) -> str:
+    return f"its connection closed ({type(exc).__name__})"
 
 
 def _checked(sock: socket.socket, authkey: bytes, accepting: bool, timeout: float) -> Connection:
@@ -134,19 +146,19 @@ class WorkerEndpoint:
         with conn:
             while True:
                 try:
-                    method, *args = _receive(conn)
+                    message = _receive(conn)
                 except (EOFError, OSError):
                     return  # the pool closed the connection, or its process is gone
                 try:
-                    reply = (True, call(method, tuple(args)), None)
+                    reply = (True, call(message[0], message[1:]), None)
                 except Exception as exc:
                     reply = (False, exc, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
                 try:
-                    message = _encode(reply)
+                    answer = _encode(reply)
                 except Exception:  # an exception that does not pickle goes back as text
-                    message = _encode((False, WorkerCallError(reply[2]), reply[2]))
+                    answer = _encode((False, WorkerCallError(reply[2]), reply[2]))
                 try:
-                    _send(conn, message)
+                    _send(conn, answer)
                 except OSError:
                     return
 
@@ -226,7 +238,7 @@ class SocketLink:
             try:
                 ok, value, trace = _receive(self.conn)
             except (EOFError, OSError) as exc:
-                self.lost = f"its connection closed ({type(exc).__name__})"
+                self.lost = _closed(exc)
         if self.lost is not None:
             raise WorkerLost(self.lost)
         if not ok:
@@ -241,9 +253,8 @@ class SocketLink:
     def close(self) -> None:
         self._writes.put(None)
         try:  # wakes a write under way (it fails), so the writer thread ends
-            sock = socket.fromfd(self.conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)
-            sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
+            with _socket_of(self.conn) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self.conn.close()
@@ -267,7 +278,7 @@ class SocketLink:
                 _receive(link.conn)
                 link.stale -= 1
             except (EOFError, OSError) as exc:
-                link.lost = f"its connection closed ({type(exc).__name__})"
+                link.lost = _closed(exc)
                 fresh.append(i)
         return fresh
 
@@ -286,8 +297,8 @@ class RayLink:
         self.actor = actor
         self.refs: deque = deque()  # of the calls not yet received, oldest first
 
-    def send(self, method: str, args: tuple, raw: Sequence[Any] = ()) -> None:
-        self.refs.append(getattr(self.actor, method).remote(*args, *(bytes(r) for r in raw)))
+    def send(self, method: str, args: tuple) -> None:
+        self.refs.append(getattr(self.actor, method).remote(*args))
 
     def receive(self) -> Any:
         import ray

@@ -216,11 +216,17 @@ class StepCostModel:
             miss = abs(seconds - predicted) / predicted
             self.error = (1 - self.error_weight) * self.error + self.error_weight * min(miss, 1.0)
 
+    def spread(self) -> float:
+        """1 - r^2 of the chunks' (iterations, env steps) seen, recent ones weighing more: 0 when
+        all chunks had one shape (env steps per iteration), which leaves a and b apart unknown."""
+        ll, lt, tt = self.sums[:3]
+        return (ll * tt - lt * lt) / max(ll * tt, 1e-300)
+
     def coefficients(self) -> tuple[float, float] | None:
         """(a, b), or None until the chunks seen pin both down."""
         ll, lt, tt, ls, ts = self.sums
         det = ll * tt - lt * lt
-        if det <= 1e-9 * max(ll * tt, 1e-300):
+        if self.spread() <= 1e-9:
             return None
         a = (ls * tt - ts * lt) / det
         b = (ts * ll - ls * lt) / det
@@ -240,8 +246,7 @@ class StepCostModel:
         and result transfer cost about a millisecond per chunk).
         """
         ab = self.coefficients()
-        ll, lt, tt = self.sums[:3]
-        if ab is None or ll * tt - lt * lt <= MIN_FIT_SPREAD * ll * tt:
+        if ab is None or self.spread() <= MIN_FIT_SPREAD:
             # Only chunks of different shapes (env steps per iteration) tell a from b. Fitted
             # from near-alike chunks (1 - r^2 = 6e-5), a came out near zero and a terrain wave
             # of 2 chunks was cut into 26, which took 6.7 times as long; such a fit still

@@ -256,7 +256,6 @@ class _Unit:
 class _Worker:
     actor: Any
     link: SocketLink | RayLink
-    serving: Any = None  # the Ray task serving a SocketLink
     queue: deque[_Unit] = field(default_factory=deque)  # its submitted, unanswered units, in order
     started: float = 0.0  # when the unit at the head of `queue` began running
 
@@ -345,13 +344,13 @@ class RayEvaluator:
                                   STARTUP_SECONDS, "start")
             workers = []
             for actor, address in zip(actors, addresses):
-                serving = actor.serve.options(concurrency_group="link").remote()
+                actor.serve.options(concurrency_group="link").remote()
                 try:
                     conn = connect(address, self._authkey)
                 except LinkUnreachable as exc:
                     raise LinkUnreachable(f"ray.transport: {exc}; where the driver cannot reach the workers' "
                                           f"nodes on ports other than Ray's, set ray.transport: ray") from None
-                workers.append(_Worker(actor, SocketLink(conn), serving))
+                workers.append(_Worker(actor, SocketLink(conn)))
             return workers
         except BaseException:
             for actor in actors:
@@ -390,14 +389,16 @@ class RayEvaluator:
         link = self.workers[wi].link
         head = pickle.dumps((pack_requests(reqs), keys), protocol=pickle.HIGHEST_PROTOCOL)
         row_bytes = self.spec.num_params * 4  # float32
+        if self.transport == "ray" and (row_bytes > INLINE_PART_BYTES or len(keys) * row_bytes > INLINE_CHUNK_BYTES):
+            link.send("run", (head, False, *[self._object(k) for k in keys]))
+            return
+        weights = np.stack([self.policies.get(k) for k in keys])
         if self.transport == "socket":  # any size, as one raw frame of the message
-            link.send("run", (head, True), raw=[np.stack([self.policies.get(k) for k in keys])])
-        elif row_bytes <= INLINE_PART_BYTES and len(keys) * row_bytes <= INLINE_CHUNK_BYTES:
-            data = np.stack([self.policies.get(k) for k in keys]).tobytes()
+            link.send("run", (head, True), raw=[weights])
+        else:
+            data = weights.tobytes()
             parts = [data[i:i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
             link.send("run", (head, True, *parts))
-        else:
-            link.send("run", (head, False, *[self._object(k) for k in keys]))
 
     def _object(self, key: str) -> Any:
         ref = self._objects.get(key)
