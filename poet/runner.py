@@ -285,9 +285,14 @@ class Progress:
         if self.bar is None:
             return
         pop = orch.ctx.state.population
-        best = max((p.scores[-1] for p in pop.active if p.scores), default=float("nan"))
-        self.bar.set_postfix(active=len(pop.active), best=f"{best:.0f}", annecs=orch.annecs(),
-                             steps_per_s=f"{orch.last_steps_per_second:,.0f}", refresh=False)
+        # A curriculum may say what its iteration did in its own terms (a level buffer filling
+        # before its first replay); otherwise the population's.
+        fields = getattr(orch.curriculum, "progress_fields", None)
+        postfix = fields(orch.ctx) if callable(fields) else None
+        if postfix is None:
+            best = max((p.scores[-1] for p in pop.active if p.scores), default=float("nan"))
+            postfix = {"active": len(pop.active), "best": f"{best:.0f}", "annecs": orch.annecs()}
+        self.bar.set_postfix(**postfix, steps_per_s=f"{orch.last_steps_per_second:,.0f}", refresh=False)
         self.bar.update(1)
 
     def close(self) -> None:
