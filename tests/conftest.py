@@ -36,7 +36,7 @@ def tiny_config(**sections) -> dict:
         "env": {"family": "terrain", "options": {"course_length": 20.0, "max_episode_steps": 150}},
         "policy": {"hidden": [16, 16]},
         "evaluation": {"max_steps": 150, "eval_episodes": 2, "backend": "inprocess"},
-        "trainer": {"name": "es", "options": {"population": 16, "noise_table_size": 200_000, "lr": 0.03}},
+        "trainer": {"name": "es", "es": {"population": 16, "noise_table_size": 200_000, "lr": 0.03}},
         "reproduction": {"every": 4, "threshold": 100.0, "max_children": 4, "max_admitted": 2,
                          "capacity": 4, "novelty_k": 3},
         "transfer": {"every": 3},

@@ -280,7 +280,7 @@ def test_poet_run_rebuilds_every_env_from_records(tmp_path) -> None:
         iterations=5,
         reproduction={"every": 2, "threshold": -1000.0, "mc_lower": -1000.0, "mc_upper": 1000.0},
         evaluation={"max_steps": 40, "eval_episodes": 1, "backend": "inprocess"},
-        trainer={"name": "es", "options": {"population": 4, "noise_table_size": 200_000}},
+        trainer={"name": "es", "es": {"population": 4, "noise_table_size": 200_000}},
     )
     poet.run(cfg, out=tmp_path, progress=False)
     rows = poet.analysis.load_run(tmp_path).envs

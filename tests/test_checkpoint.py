@@ -64,7 +64,7 @@ def _kill_after_checkpoint(cmd: list[str], run_dir: Path, iteration: int, timeou
         proc.wait()
 
 
-PPO_TINY = {"name": "ppo", "options": {"n_envs": 2, "n_steps": 32, "epochs": 2, "minibatch_size": 32}}
+PPO_TINY = {"name": "ppo", "ppo": {"n_envs": 2, "n_steps": 32, "epochs": 2, "minibatch_size": 32}}
 
 
 @pytest.mark.slow
@@ -251,8 +251,8 @@ def test_resume_on_any_pool_equals_the_straight_run(ray_local, tiny, tmp_path):
 
 def test_resume_refuses_to_change_what_changes_results(tiny, tmp_path):
     poet.run(tiny(iterations=2), out=tmp_path / "r", progress=False)
-    with pytest.raises(poet.ConfigError, match=r"--set trainer.options.lr: a resumed run keeps every setting"):
-        poet.resume(tmp_path / "r", overrides=["trainer.options.lr=0.5"], progress=False)
+    with pytest.raises(poet.ConfigError, match=r"--set trainer.es.lr: a resumed run keeps every setting"):
+        poet.resume(tmp_path / "r", overrides=["trainer.es.lr=0.5"], progress=False)
     with pytest.raises(poet.ConfigError, match=r"--set evaluation.max_steps"):
         poet.resume(tmp_path / "r", overrides=["evaluation.max_steps=3"], progress=False)
 

@@ -18,7 +18,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = "experiments/quickstart.yaml"
-SMALL = ["--set", "trainer.options.population=8", "--set", "env.options.course_length=20"]
+SMALL = ["--set", "trainer.es.population=8", "--set", "env.options.course_length=20"]
 TIMEOUT_S = 300
 
 
@@ -140,7 +140,7 @@ def jobs(tmp_path_factory):
             "run", QUICKSTART, "--out", root / "run", "--iterations", "3", "--quiet", *SMALL])
         j.futures["no_config"] = pool.submit(poet, [
             "run", "--iterations", "1", "--quiet", "--out", root / "noconfig", *SMALL,
-            "--set", "trainer.options.noise_table_size=100000", "--set", "evaluation.max_steps=100"])
+            "--set", "trainer.es.noise_table_size=100000", "--set", "evaluation.max_steps=100"])
         for case in BAD:
             d = root / case.id
             d.mkdir()
@@ -251,11 +251,11 @@ def test_tiny_run_saves_the_resolved_config(tiny_run):
 
     cfg = load_config(tiny_run / "config.yaml")
     assert cfg.iterations == 3
-    assert cfg.trainer.options["population"] == 8
-    assert cfg.trainer.es["noise_table_size"] == 4_000_000  # from the YAML, beside the --set options
+    assert cfg.trainer.es["population"] == 8
+    assert cfg.trainer.es["noise_table_size"] == 4_000_000  # from the YAML, beside the --set option
     assert cfg.env.options == {"course_length": 20}
     expected = load_config(REPO_ROOT / QUICKSTART, overrides=[
-        "trainer.options.population=8", "env.options.course_length=20", "iterations=3"])
+        "trainer.es.population=8", "env.options.course_length=20", "iterations=3"])
     assert cfg == expected
 
 
@@ -298,6 +298,6 @@ def test_no_config_uses_quickstart(jobs):
     assert cfg.evaluation.eval_episodes == quick.evaluation.eval_episodes == 3
     assert cfg.evaluation.max_steps == 100  # --set still applies on top of the default config
     assert cfg.reproduction.capacity == 8 and cfg.reproduction.every == 20 and cfg.transfer.every == 10
-    assert cfg.trainer.options == {"population": 8, "noise_table_size": 100_000}
+    assert cfg.trainer.es == {"population": 8, "noise_table_size": 100_000}
     rows = (run_dir / "records" / "iterations.jsonl").read_text().splitlines()
     assert len([r for r in rows if r.strip()]) == 1

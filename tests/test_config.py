@@ -131,7 +131,7 @@ def test_override_into_env_options_creates_the_section():
 def test_dict_section_overrides_reach_the_parts():
     from poet.runner import check_parts
 
-    cfg = load_config(QUICKSTART, overrides=["trainer.options.population=8", "env.options.course_length=30"])
+    cfg = load_config(QUICKSTART, overrides=["trainer.es.population=8", "env.options.course_length=30"])
     parts = check_parts(cfg)
     assert parts.trainer_options.population == 8
     assert parts.trainer_options.noise_table_size == 4_000_000
@@ -139,8 +139,8 @@ def test_dict_section_overrides_reach_the_parts():
 
 
 def test_overrides_on_defaults_create_missing_sections():
-    cfg = load_config(overrides=["trainer.options.population=8", "env.options.course_length=30"])
-    assert cfg.trainer.options == {"population": 8}
+    cfg = load_config(overrides=["trainer.es.population=8", "env.options.course_length=30"])
+    assert cfg.trainer.es == {"population": 8}
     assert cfg.env.options == {"course_length": 30}
 
 
@@ -170,7 +170,7 @@ def test_save_and_reload_non_default_config_is_equal(tmp_path):
         "curriculum=enhanced_poet", "seed=123", "iterations=3", "progress=false", "solved_threshold=199.5",
         "policy.hidden=[16, 8, 4]", "policy.activation=relu",
         "evaluation.on_error=score_as_failure", "evaluation.failure_score=-12.25",
-        "trainer.options.population=8", "trainer.options.sigma=0.05",
+        "trainer.es.population=8", "trainer.es.sigma=0.05",
         "env.options.course_length=30.5", "transfer.fine_tune=false", "reproduction.mc_lower=-10",
     ])
     path = tmp_path / "config.yaml"
@@ -402,9 +402,9 @@ def test_check_parts_bad_trainer_option(override, field, word):
 
 def test_check_parts_noise_table_size_exactly_the_policy_is_fine():
     n = _parts().spec.num_params
-    assert _parts(f"trainer.options.noise_table_size={n}").trainer_options.noise_table_size == n
+    assert _parts(f"trainer.es.noise_table_size={n}").trainer_options.noise_table_size == n
     with pytest.raises(ConfigError, match="noise_table_size"):
-        _parts(f"trainer.options.noise_table_size={n - 1}")
+        _parts(f"trainer.es.noise_table_size={n - 1}")
 
 
 @pytest.mark.parametrize("override, field", [("evaluation.max_steps=100000000000000000000", "evaluation.max_steps"),

@@ -11,7 +11,7 @@ from tests.conftest import ROOT
 CONFIGS = {"poet_bipedal.yaml": ("poet", 200, 25, "bipedal"),
            "enhanced_poet_bipedal.yaml": ("enhanced_poet", 150, 40, "bipedal_cppn")}
 SMALL = ["iterations=2", "evaluation.backend=inprocess", "evaluation.max_steps=40", "evaluation.eval_episodes=1",
-         "trainer.options.population=4", "trainer.options.noise_table_size=100000", "progress=false"]
+         "trainer.es.population=4", "trainer.es.noise_table_size=100000", "progress=false"]
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -20,8 +20,8 @@ def test_paper_settings(name):
     mode, every, capacity, family = CONFIGS[name]
     assert cfg.env.family == family
     assert (cfg.curriculum, cfg.reproduction.every, cfg.reproduction.capacity) == (mode, every, capacity)
-    assert cfg.trainer.options["population"] == 512 and cfg.trainer.options["sigma"] == 0.1
-    assert cfg.trainer.options["lr"] == 0.01 and cfg.evaluation.eval_episodes == 5
+    assert cfg.trainer.es["population"] == 512 and cfg.trainer.es["sigma"] == 0.1
+    assert cfg.trainer.es["lr"] == 0.01 and cfg.evaluation.eval_episodes == 5
     assert (cfg.transfer.every, cfg.reproduction.threshold, cfg.reproduction.mc_lower, cfg.reproduction.mc_upper) == (
         25, 200, 25, 340)
     assert (cfg.reproduction.max_children, cfg.reproduction.max_admitted, cfg.reproduction.novelty_k) == (8, 1, 5)
@@ -40,7 +40,7 @@ def test_paper_config_runs(name, tmp_path):
 def test_paper_configs_use_the_reference_rules(name):
     cfg = load_config(ROOT / "experiments" / name)
     assert (cfg.evaluation.course, cfg.evaluation.self_score, cfg.policy.init) == ("fixed", "after_step", "reference")
-    assert cfg.trainer.options["beta1"] == 0.9 and cfg.trainer.options["propose_with"] == "adam"
+    assert cfg.trainer.es["beta1"] == 0.9 and cfg.trainer.es["propose_with"] == "adam"
     assert (cfg.reproduction.child_agent, cfg.reproduction.pata_ec_ties) == ("best_transfer", "ordinal")
 
 

@@ -428,7 +428,7 @@ def test_run_with_an_env_that_never_returns_stops_or_goes_on_as_on_error_says(ra
     # The first env of the run never finishes a step: every ES rollout on it overruns.
     monkeypatch.setitem(envs.FAMILIES, "hanging", lambda **o: HangingFamily(start_roughness=0.8))
     cfg = tiny(env={"family": "hanging", "options": {}}, evaluation={"backend": "ray"}, iterations=1,
-               trainer={"name": "es", "options": {"population": 2, "noise_table_size": 200_000}},
+               trainer={"name": "es", "es": {"population": 2, "noise_table_size": 200_000}},
                ray={"workers": 2, "deadline_s": 1.5, "max_chunk_retries": 0})
     with pytest.raises(EvaluationFailed, match=r"p0 .*deadline of 1.5 s once.*on_error"):
         poet.run(cfg, out=tmp_path / "stop", progress=False)

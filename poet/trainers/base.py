@@ -1,7 +1,8 @@
 """The Trainer contract: advance many pairs' agents in their own envs, owning plain-data state.
 
 A trainer is built as `TrainerClass(options, context)`. `options` is an instance of the
-class's `Options` dataclass (validated from config `trainer.options`). State is a dict of
+class's `Options` dataclass, validated from the trainer's config section: `trainer.es` or
+`trainer.ppo` for a built-in trainer, `trainer.options` for a `package.module:Class` one. State is a dict of
 numbers and numpy arrays so checkpoints can hold it without pickling.
 """
 from __future__ import annotations
