@@ -97,11 +97,11 @@ class RayConfig:
 
 @dataclass
 class TrainerConfig:
-    """Trainer by registered name or `module:Class`, with its options.
+    """Trainer by registered name or `package.module:Class`, with its options.
 
-    `es` and `ppo` hold each built-in trainer's options, so one config can switch trainer
-    with `--set trainer.name=ppo`; `options` applies to the selected trainer (a user's
-    `module:Class` included) and wins over its section.
+    A built-in trainer's options live only in its own section (`es`, `ppo`), so one config
+    can switch trainer with `--set trainer.name=ppo`; `options` holds only the options of a
+    user's `package.module:Class` trainer (setting it for a built-in one is a ConfigError).
     """
 
     name: str = "es"
@@ -318,7 +318,18 @@ def validate(cfg: RunConfig) -> RunConfig:
     _check(cfg.transfer.every >= 1, f"transfer.every: must be >= 1, got {cfg.transfer.every}")
     _check(cfg.checkpoint.every >= 0, f"checkpoint.every: must be >= 0, got {cfg.checkpoint.every}")
     _check(cfg.checkpoint.keep >= 1, f"checkpoint.keep: must be >= 1, got {cfg.checkpoint.keep}")
+    name = cfg.trainer.name
+    # One place for a trainer's options: had `options` also applied to a built-in trainer,
+    # one of two places would silently win over the other.
+    _check(not (cfg.trainer.options and name in BUILTIN_TRAINERS),
+           f"trainer.options: options of the built-in trainer {name!r} go under trainer.{name} (trainer.options is "
+           f"only for a package.module:Class trainer); got {', '.join(map(str, cfg.trainer.options))}")
     return cfg
+
+
+# The built-in trainers: those with a section of their own in `trainer` (poet.trainers.TRAINERS;
+# a test keeps the two in step).
+BUILTIN_TRAINERS = tuple(f.name for f in dataclasses.fields(TrainerConfig) if f.name not in ("name", "options"))
 
 
 # ---------------------------------------------------------------- loading
@@ -338,6 +349,23 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return parts, value
 
 
+def check_overrides(given: Sequence[tuple[str, str]]) -> None:
+    """Check command-line overrides before anything is read: each `(as written, key=value)`
+    must parse, and no config field may be given twice (a later value would silently win).
+
+    A field inside another (`trainer.es.population` and `trainer.es={...}`) counts as given twice.
+    """
+    seen: list[tuple[list[str], str]] = []
+    for written, text in given:
+        parts, _ = parse_override(text)
+        for other_parts, other in seen:
+            n = min(len(parts), len(other_parts))
+            if parts[:n] == other_parts[:n]:
+                inner = ".".join(parts if len(parts) >= len(other_parts) else other_parts)
+                raise ConfigError(f"{inner}: given twice on the command line ({other} and {written}); give it once")
+        seen.append((parts, written))
+
+
 def apply_override(data: dict, parts: list[str], value: Any) -> None:
     """Set a nested key in raw config data, creating sections as needed."""
     node = data
@@ -351,6 +379,53 @@ def apply_override(data: dict, parts: list[str], value: Any) -> None:
     node[parts[-1]] = value
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml's SafeLoader, except that a mapping giving one key twice is an error naming the key
+    (dotted from the top) and both lines: plain YAML keeps the last value without a word."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self._paths: dict[int, str] = {}
+        self._name_mappings(node, "")
+        return super().construct_document(node)
+
+    def _name_mappings(self, node: yaml.Node, path: str) -> None:
+        if id(node) in self._paths:  # an alias of a node already named
+            return
+        self._paths[id(node)] = path
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                self._name_mappings(value, f"{path}.{name}" if path else str(name))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._name_mappings(item, f"{path}[{i}]")
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` then own keys: overriding is its point
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in first:
+                    path = self._paths.get(id(node), "")
+                    raise DuplicateKeyError(f"{path}.{key}" if path else str(key), first[key], line)
+                first[key] = line
+            except TypeError:  # an unhashable key: SafeLoader's own error follows
+                continue
+        return super().construct_mapping(node, deep=deep)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    """A key given twice in one mapping."""
+
+    def __init__(self, key: str, first: int, second: int):
+        where = f"both on line {first}" if first == second else f"lines {first} and {second}"
+        super().__init__(f"key {key!r} is given twice ({where})")
+        self.key, self.first, self.second = key, first, second
+
+
 def read_yaml(path: str | Path) -> dict:
     """Read a YAML config file into raw data, with errors naming the file."""
     p = Path(path)
@@ -359,7 +434,9 @@ def read_yaml(path: str | Path) -> dict:
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} is not a file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.load(p.read_text(), Loader=UniqueKeyLoader)
+    except DuplicateKeyError as exc:
+        raise ConfigError(f"config file {str(p)!r}: {exc}; keep one") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -367,8 +444,10 @@ def read_yaml(path: str | Path) -> dict:
         raise ConfigError(f"config file {str(p)!r} is not valid YAML{where}: {problem}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {str(p)!r} is not a text file") from None
-    if data is None:
-        return {}
+    if data is None:  # an empty file, or only comments: most likely not the file meant
+        raise ConfigError(f"config file {str(p)!r} holds no settings (empty, or only comments); write the settings "
+                          "there (e.g. start from a copy of experiments/quickstart.yaml), or leave CONFIG out to run "
+                          "experiments/quickstart.yaml")
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(p)!r}: the top level must be a mapping of sections")
     return data

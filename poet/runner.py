@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import os
@@ -78,7 +79,9 @@ def build_family(cfg: RunConfig, import_code: bool = True) -> EnvFamily:
         factory = envs.FAMILIES[name]
     try:
         family = factory(**dict(cfg.env.options))
-    except (TypeError, ValueError, KeyError, FileNotFoundError) as exc:
+    except TypeError as exc:
+        raise option_error("env.options", f"family {name!r}", cfg.env.options, _family_signature(factory), exc) from None
+    except (ValueError, KeyError, FileNotFoundError) as exc:
         raise ConfigError(f"env.options: {exc}") from None
     missing = [m for m in FAMILY_METHODS if not callable(getattr(family, m, None))]
     if missing or not isinstance(getattr(family, "name", None), str):
@@ -130,10 +133,12 @@ def check_parts(cfg: RunConfig) -> RunParts:
     for name, cls in TRAINERS.items():
         section = getattr(cfg.trainer, name)
         if section:
-            build_options(cls, section, lambda key, name=name: f"trainer.{name}", spec)
-    merged = {**getattr(cfg.trainer, cfg.trainer.name, {}), **cfg.trainer.options}
-    where = lambda key: "trainer.options" if key in cfg.trainer.options else f"trainer.{cfg.trainer.name}"  # noqa: E731
-    options = build_options(trainer_cls, merged, where, spec)
+            build_options(cls, section, f"trainer.{name}", spec)
+    # A built-in trainer's options are its section's; a user's trainer's, trainer.options
+    # (load_config refuses trainer.options beside a built-in trainer).
+    where = f"trainer.{cfg.trainer.name}" if cfg.trainer.name in TRAINERS else "trainer.options"
+    options = build_options(trainer_cls, getattr(cfg.trainer, cfg.trainer.name) if cfg.trainer.name in TRAINERS
+                            else cfg.trainer.options, where, spec)
     if cfg.env.start is not None:
         try:
             family.validate(start_params(family, cfg.env.start))
@@ -158,25 +163,66 @@ def build_curriculum(cfg: RunConfig) -> Any:
     try:
         return cls(**cfg.curriculum_options)
     except TypeError as exc:
-        raise ConfigError(f"curriculum_options: {cfg.curriculum} does not take them ({exc})") from None
+        raise option_error("curriculum_options", cfg.curriculum, cfg.curriculum_options, _signature(cls), exc) from None
+    except ValueError as exc:  # the curriculum's own check of its options' values
+        raise ConfigError(f"curriculum_options: {cfg.curriculum}: {exc}") from None
 
 
-def build_options(trainer_cls: type, data: dict[str, Any], where: Callable[[str], str], spec: PolicySpec) -> Any:
+def _signature(target: Any) -> inspect.Signature | None:
+    """The keyword options `target` takes; None when it cannot tell (**kwargs, no signature)."""
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return sig
+
+
+def _family_signature(factory: Callable[..., Any]) -> inspect.Signature | None:
+    """The options a family factory takes. A factory that passes `**options` on (the registry's)
+    says nothing itself: the family it builds with no options does, if it can be built so."""
+    sig = _signature(factory)
+    if sig is not None:
+        return sig
+    try:
+        return _signature(type(factory()))
+    except Exception:  # noqa: BLE001 - a family that needs options: nothing more to say
+        return None
+
+
+def option_error(field: str, what: str, given: Mapping[str, Any], sig: inspect.Signature | None,
+                 exc: TypeError) -> ConfigError:
+    """A ConfigError for options `what` (a family, a curriculum) refused with a TypeError: it names
+    the unknown or missing option and lists the known ones with their defaults, from `sig`."""
+    if sig is None:
+        return ConfigError(f"{field}: {what}: {exc}")
+    params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    known = ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}" for p in params)
+    listing = f"its options: {known}" if params else "it takes no options"
+    unknown = [k for k in given if k not in {p.name for p in params}]
+    if unknown:
+        return ConfigError(f"{field}.{unknown[0]}: {what} has no option {unknown[0]!r}; {listing}")
+    missing = [p.name for p in params if p.default is p.empty and p.name not in given]
+    if missing:
+        return ConfigError(f"{field}: {what} needs option {missing[0]!r}; {listing}")
+    return ConfigError(f"{field}: {what}: {exc}")
+
+
+def build_options(trainer_cls: type, data: dict[str, Any], where: str, spec: PolicySpec) -> Any:
     """The trainer's Options dataclass from `data` (a plain dict if it has none); errors name
-    the field as `where(key).key`."""
+    the field as `where.key` (where: the config section, e.g. trainer.es)."""
     options_cls = getattr(trainer_cls, "Options", None)
     if options_cls is None or not dataclasses.is_dataclass(options_cls):
         return dict(data)
-    unknown = [k for k in data if k not in {f.name for f in dataclasses.fields(options_cls)}]
-    options = build_dataclass(options_cls, data, where(unknown[0]) if unknown else "trainer.options")
+    options = build_dataclass(options_cls, data, where)
     problems = options.check() if hasattr(options, "check") else []
     if problems:
         name, msg = problems[0]
-        raise ConfigError(f"{where(name)}.{name}: {msg}")
+        raise ConfigError(f"{where}.{name}: {msg}")
     size = getattr(options, "noise_table_size", None)
     if size is not None and size < spec.num_params:
-        raise ConfigError(f"{where('noise_table_size')}.noise_table_size: {size} is smaller than the policy "
-                          f"({spec.num_params} parameters)")
+        raise ConfigError(f"{where}.noise_table_size: {size} is smaller than the policy ({spec.num_params} parameters)")
     return options
 
 

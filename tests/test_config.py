@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from poet.config import (
-    ConfigError, RunConfig, apply_override, load_config, parse_override, save_config, validate,
+    ConfigError, RunConfig, apply_override, check_overrides, load_config, parse_override, save_config, validate,
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +51,56 @@ def test_quickstart_yaml_loads():
     assert cfg.evaluation.on_error == "stop"
 
 
-def test_empty_yaml_file_gives_defaults(tmp_path):
+@pytest.mark.parametrize("text", ["", "# nothing but a comment\n\n"])
+def test_an_empty_config_file_is_an_error_naming_it(tmp_path, text):
+    # it used to run on the built-in defaults (1000 iterations of everything unset) without a word
     path = tmp_path / "empty.yaml"
-    path.write_text("# nothing but a comment\n")
-    assert load_config(path) == RunConfig()
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"^config file '.*empty\.yaml' holds no settings .*quickstart\.yaml"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("text, key, lines", [
+    ("seed: 1\niterations: 3\nseed: 2\n", "seed", (1, 3)),
+    ("trainer:\n  es:\n    population: 8\n    sigma: 0.1\n    population: 16\n", "trainer.es.population", (3, 5)),
+    ("reproduction:\n  every: 5\nreproduction:\n  capacity: 4\n", "reproduction", (1, 3)),
+    ("env:\n  options:\n    spec: {params: {a: 1, a: 2}}\n", "env.options.spec.params.a", (3, 3)),
+])
+def test_a_key_given_twice_in_yaml_names_the_key_and_both_lines(tmp_path, text, key, lines):
+    # plain YAML keeps the last value: one of the two settings would be dropped without a word
+    path = tmp_path / "twice.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    where = f"both on line {lines[0]}" if lines[0] == lines[1] else f"lines {lines[0]} and {lines[1]}"
+    assert str(info.value) == f"config file {str(path)!r}: key {key!r} is given twice ({where}); keep one"
+
+
+def test_yaml_merge_keys_may_still_override_what_they_merge(tmp_path):
+    path = tmp_path / "merge.yaml"
+    path.write_text("env:\n  options: &o {course_length: 20, max_episode_steps: 100}\n"
+                    "curriculum_options:\n  <<: *o\n  course_length: 30\n")
+    cfg = load_config(path)
+    assert cfg.curriculum_options == {"course_length": 30, "max_episode_steps": 100}
+
+
+@pytest.mark.parametrize("given, message", [
+    ([("--set a=1", "a=1"), ("--set a=2", "a=2")], "a: given twice on the command line (--set a=1 and --set a=2)"),
+    ([("--iterations 5", "iterations=5"), ("--set iterations=6", "iterations=6")],
+     "iterations: given twice on the command line (--iterations 5 and --set iterations=6)"),
+    ([("--set trainer.es={sigma: 0.1}", "trainer.es={sigma: 0.1}"), ("--set trainer.es.population=4", "trainer.es.population=4")],
+     "trainer.es.population: given twice on the command line (--set trainer.es={sigma: 0.1} and "
+     "--set trainer.es.population=4)"),
+])
+def test_a_field_given_twice_on_the_command_line_names_both(given, message):
+    with pytest.raises(ConfigError) as info:
+        check_overrides(given)
+    assert str(info.value).startswith(message)
+
+
+def test_distinct_fields_on_the_command_line_are_fine():
+    check_overrides([("--set trainer.es.population=4", "trainer.es.population=4"),
+                     ("--set trainer.es.sigma=0.1", "trainer.es.sigma=0.1"), ("--seed 3", "seed=3")])
 
 
 # ---------------------------------------------------------------- overrides
@@ -106,14 +152,32 @@ def test_override_into_trainer_section_merges_with_yaml():
     assert cfg.trainer.es == {"population": 8, "noise_table_size": 4_000_000}
 
 
-def test_trainer_options_win_over_the_selected_trainers_section():
+def test_a_built_in_trainers_options_come_from_its_own_section():
     from poet.runner import check_parts
 
-    parts = check_parts(load_config(QUICKSTART, overrides=["trainer.options.population=8"]))
+    parts = check_parts(load_config(QUICKSTART, overrides=["trainer.es.population=8"]))
     assert (parts.trainer_options.population, parts.trainer_options.noise_table_size) == (8, 4_000_000)
-    ppo = check_parts(load_config(QUICKSTART, overrides=["trainer.name=ppo", "trainer.options.epochs=3"]))
+    ppo = check_parts(load_config(QUICKSTART, overrides=["trainer.name=ppo", "trainer.ppo.epochs=3"]))
     assert type(ppo.trainer_options).__name__ == "PPOOptions"
-    assert (ppo.trainer_options.n_steps, ppo.trainer_options.epochs) == (128, 3)  # section, then options
+    assert (ppo.trainer_options.n_steps, ppo.trainer_options.epochs) == (128, 3)
+
+
+@pytest.mark.parametrize("name", ["es", "ppo"])
+def test_trainer_options_beside_a_built_in_trainer_is_an_error_naming_its_section(name):
+    # trainer.options used to win over trainer.es: `--set trainer.es.population=16` on the paper
+    # configs (which set trainer.options) silently ran with 512
+    with pytest.raises(ConfigError, match=rf"^trainer\.options: options of the built-in trainer '{name}' go under "
+                                          rf"trainer\.{name} .*got population"):
+        load_config(QUICKSTART, overrides=[f"trainer.name={name}", "trainer.options.population=8"])
+
+
+def test_a_user_trainer_takes_trainer_options_and_ignores_the_built_in_sections():
+    from poet.runner import check_parts
+
+    name = "experiments.random_search:RandomSearchTrainer"
+    parts = check_parts(load_config(QUICKSTART, overrides=[f"trainer.name={name}", "trainer.options.candidates=3"]))
+    assert parts.trainer_options.candidates == 3  # the quickstart's trainer.es section stays, unused
+    assert load_config(QUICKSTART, overrides=[f"trainer.name={name}"]).trainer.es["population"] == 32
 
 
 def test_every_registered_trainer_has_a_config_section():
@@ -377,15 +441,13 @@ def test_check_parts_bad_trainer_name(name, word):
 
 
 @pytest.mark.parametrize("override, field, word", [
-    ("trainer.options.population=many", "trainer.options.population", "integer"),
-    ("trainer.options.population=7", "trainer.options.population", "even"),
-    ("trainer.options.population=0", "trainer.options.population", "even"),
-    ("trainer.options.sigma=0", "trainer.options.sigma", "> 0"),
-    ("trainer.options.popsize=8", "trainer.options.popsize", "unknown key"),
-    ("trainer.options.noise_table_size=100", "trainer.options.noise_table_size", "smaller than the policy"),
+    ("trainer.es.population=many", "trainer.es.population", "integer"),
     ("trainer.es.population=7", "trainer.es.population", "even"),
+    ("trainer.es.population=0", "trainer.es.population", "even"),
+    ("trainer.es.sigma=0", "trainer.es.sigma", "> 0"),
     ("trainer.es.popsize=8", "trainer.es.popsize", "unknown key"),
     ("trainer.es.noise_table_size=100", "trainer.es.noise_table_size", "smaller than the policy"),
+    ("trainer.ppo.epochs=many", "trainer.ppo.epochs", "integer"),  # a type error names its section too
     # the unselected trainer's section is checked too
     ("trainer.ppo.n_stesp=8", "trainer.ppo.n_stesp", "unknown key"),
     ("trainer.ppo.clip=0", "trainer.ppo.clip", "> 0"),
@@ -441,5 +503,45 @@ def test_unknown_curriculum_and_bad_options_are_one_line_errors():
         check_parts(load_config(data={"curriculum": "acel"}))
     with pytest.raises(ConfigError, match="curriculum: cannot import curriculum module 'no_such_pkg.mod'"):
         check_parts(load_config(data={"curriculum": "no_such_pkg.mod:Thing"}))
-    with pytest.raises(ConfigError, match="curriculum_options: poet does not take them"):
+    with pytest.raises(ConfigError, match=r"^curriculum_options\.buffer_size: poet has no option 'buffer_size'; "
+                                          r"it takes no options$"):
         check_parts(load_config(data={"curriculum_options": {"buffer_size": 4}}))
+
+
+# Option errors used to be raw TypeErrors ("accel does not take them (... unexpected keyword ...)").
+@pytest.mark.parametrize("data, message", [
+    ({"curriculum": "accel", "curriculum_options": {"buffer_sz": 4}},
+     "curriculum_options.buffer_sz: accel has no option 'buffer_sz'; its options: buffer_size=1000, "
+     "replay_prob=0.9, min_fill=0.5, "),
+    ({"curriculum": "experiments.ladder_curriculum:LadderCurriculum", "curriculum_options": {"rung": 3}},
+     "curriculum_options.rung: experiments.ladder_curriculum:LadderCurriculum has no option 'rung'; its options: "
+     "rungs=4, threshold=200.0, edits=2"),
+    ({"env": {"options": {"course_len": 20}}},
+     "env.options.course_len: family 'terrain' has no option 'course_len'; its options: course_length=80.0, "
+     "max_episode_steps=600"),
+    ({"env": {"family": "bipedal_cppn", "options": {"operator": "reference"}}},
+     "env.options.operator: family 'bipedal_cppn' has no option 'operator'; its options: max_episode_steps=2000, "
+     "operators='reference', "),
+    ({"env": {"family": "mypkg.families:make_family", "options": {"length": 20}}},
+     "env.options.length: family 'mypkg.families:make_family' has no option 'length'; its options: "
+     "course_length=20.0"),
+])
+def test_an_unknown_option_is_named_with_the_known_ones_and_their_defaults(data, message, monkeypatch):
+    from poet.runner import check_parts
+
+    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "tests" / "userpkg"))
+    with pytest.raises(ConfigError) as info:
+        check_parts(load_config(data=data))
+    assert str(info.value).startswith(message)
+
+
+def test_a_curriculums_own_value_check_is_named_with_the_curriculum():
+    from poet.runner import check_parts
+
+    with pytest.raises(ConfigError, match=r"^curriculum_options: experiments\.ladder_curriculum:LadderCurriculum: "
+                                          r".*rungs and edits must be >= 1"):
+        check_parts(load_config(data={"curriculum": "experiments.ladder_curriculum:LadderCurriculum",
+                                      "curriculum_options": {"rungs": 0}}))
+    with pytest.raises(ConfigError, match=r"^curriculum_options: accel: .*replay_prob"):
+        check_parts(load_config(data={"curriculum": "accel", "curriculum_options": {"replay_prob": 2.0}}))
