@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="write PNG figures and index.html of a run")
     rp.add_argument("run_dir", help="the run directory")
     rp.add_argument("--out", help="folder for the report (default: DIR/report)")
+    cp = sub.add_parser("compare", help="PNG figures and index.html putting several runs side by side")
+    cp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="two or more run directories")
+    cp.add_argument("--out", help="folder for the figures (default: runs/compare-<date-time>)")
     rd = sub.add_parser("render", help="animated GIF of one episode of a pair's agent")
     rd.add_argument("run_dir", help="the run directory")
     rd.add_argument("--pair", required=True, help="pair id of the agent (active or archived), e.g. p3")
@@ -61,6 +64,14 @@ def _report(args: argparse.Namespace) -> int:
     from poet.report import write_report
 
     print(write_report(args.run_dir, args.out))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from poet.compare import write_comparison
+
+    out = write_comparison(args.run_dirs, args.out, say=lambda note: print(f"poet: note: {note}", file=sys.stderr))
+    print(out)
     return 0
 
 
@@ -120,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             return _resume(args)
         if args.command == "report":
             return _report(args)
+        if args.command == "compare":
+            return _compare(args)
         if args.command == "render":
             return _render(args)
         if args.command == "profile":
