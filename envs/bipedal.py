@@ -28,7 +28,8 @@ import numpy as np
 from gymnasium.utils import EzPickle
 
 from envs.base import EnvParamError, EnvParams
-from envs.terrain import TerrainFamily
+from envs.profile import CourseProfile
+from envs.terrain import TerrainFamily, describe
 
 try:  # Box2D is optional for the rest of the project; fail when the family is used.
     import Box2D
@@ -226,41 +227,42 @@ def course_obstacles(env: Any) -> list[tuple[str, float, float]]:
     return list(base.obstacles)
 
 
-# =================================================================== rendering
-SKY, GRASS_C, DIRT, OBSTACLE = (206, 228, 250), (96, 158, 72), (120, 90, 60), (150, 150, 150)
+# ===================================================================== profile
+FINISH_X = (TERRAIN_LENGTH - TERRAIN_GRASS) * TERRAIN_STEP  # gymnasium's walker ends the episode past this x
 
 
-def render_course_profile(env: BipedalTerrainEnv, height: int = 200, width: int = 800) -> np.ndarray:
-    """The whole current course of `env` as an RGB (height, width, 3) uint8 image (numpy only)."""
-    from envs import _raster
+def env_profile(env: BipedalTerrainEnv, description: str = "", seed: int | None = None) -> CourseProfile:
+    """The current course of `env` (reset it first) in metres: the ground line (down to a pit's
+    floor inside a pit), the pit walls, the stumps, the start pad and gymnasium's finish x."""
+    base = getattr(env, "unwrapped", env)
+    # terrain_x steps back by < 1 step at a pit's far edge; the ground line keeps it increasing
+    x = np.maximum.accumulate(np.asarray(base.terrain_x, dtype=np.float64))
+    polys = iter(base.obstacle_polys)
+    pits, stumps, walls = [], [], []
+    for kind, x0, size in base.obstacles:
+        # _generate_terrain adds two wall polygons per pit, one block per stump, in this order
+        boxes = [np.asarray(next(polys), dtype=np.float64) for _ in range(2 if kind == "pit" else 1)]
+        rects = [(p[:, 0].min(), p[:, 0].max(), p[:, 1].min(), p[:, 1].max()) for p in boxes]
+        if kind == "pit":
+            pits.append((x0, x0 + size * TERRAIN_STEP))
+            walls.extend(rects)
+        else:
+            stumps.extend(rects)
+    return CourseProfile(base.params.family, x, np.asarray(base.terrain_y, dtype=np.float64),
+                         (0.0, TERRAIN_STARTPAD * TERRAIN_STEP), FINISH_X, tuple(pits),
+                         tuple(tuple(map(float, r)) for r in stumps), tuple(tuple(map(float, r)) for r in walls),
+                         description=description, seed=seed)
 
-    xs = np.asarray(env.terrain_x, dtype=np.float64)
-    ys = np.asarray(env.terrain_y, dtype=np.float64)
-    polys = [np.asarray(p, dtype=np.float64) for p in env.obstacle_polys]
-    lo = min([ys.min()] + [p[:, 1].min() for p in polys])
-    hi = max([ys.max()] + [p[:, 1].max() for p in polys])
-    x_end = float(xs[-1])
-    ppm_x = width / x_end
-    ppm_y = min(ppm_x * 2.0, (height - 20) / max(hi - lo, 1e-6))
-    bottom = lo - (height / ppm_y - (hi - lo)) / 3.0  # ground in the lower part
 
-    col_x = (np.arange(width) + 0.5) / ppm_x
-    # terrain_x may step back by < 1 step at a pit's far edge; keep it sorted for interp.
-    ground = np.interp(col_x, np.maximum.accumulate(xs), ys)
-    top_row = height - (ground - bottom) * ppm_y
-    img = _raster.blank(height, width, SKY)
-    _raster.fill_columns(img, top_row, DIRT)
-    _raster.fill_columns(img, top_row, GRASS_C, bottom=top_row + 3)
-    for p in polys:  # pit walls and stumps are axis-aligned rectangles
-        _raster.fill_rect(
-            img,
-            p[:, 0].min() * ppm_x,
-            height - (p[:, 1].max() - bottom) * ppm_y,
-            p[:, 0].max() * ppm_x,
-            height - (p[:, 1].min() - bottom) * ppm_y,
-            OBSTACLE,
-        )
-    return img
+def family_profile(family: Any, params: EnvParams, seed: int | None, description: str) -> CourseProfile:
+    """`env_profile` of the course a walker family builds for (params, seed); seed None: the
+    ground does not depend on it (built with seed 0)."""
+    env = family.make_env(params)
+    try:
+        env.reset(seed=0 if seed is None else int(seed))
+        return env_profile(env, description, seed)
+    finally:
+        env.close()
 
 
 # ====================================================================== family
@@ -273,16 +275,6 @@ def walker_setup(max_episode_steps: Any) -> tuple[int, Any, Any]:
     spaces = probe.observation_space, probe.action_space
     probe.close()
     return int(max_episode_steps), *spaces
-
-
-def draw_course(family: Any, params: EnvParams, seed: int) -> np.ndarray:
-    """`render_course_profile` of the course a walker family builds for (params, seed)."""
-    env = family.make_env(params)
-    try:
-        env.reset(seed=int(seed))
-        return render_course_profile(env)
-    finally:
-        env.close()
 
 
 class BipedalFamily:
@@ -339,6 +331,6 @@ class BipedalFamily:
         """A gymnasium env on these params (truncates at max_episode_steps)."""
         return BipedalTerrainEnv(params, render_mode=render_mode, max_episode_steps=self.max_episode_steps)
 
-    def render_profile(self, params: EnvParams, seed: int = 0) -> np.ndarray:
-        """An RGB image (200 x 800) of the whole course of (params, seed)."""
-        return draw_course(self, params, seed)
+    def course_profile(self, params: EnvParams, seed: int = 0) -> CourseProfile:
+        """The whole course of (params, seed), in metres, for drawing (`envs.profile`)."""
+        return family_profile(self, params, int(seed), describe(params.values))

@@ -55,9 +55,10 @@ from envs.bipedal import (
     TERRAIN_STEP,
     BipedalTerrainEnv,
     BipedalWalker,
-    draw_course,
+    family_profile,
     walker_setup,
 )
+from envs.profile import CourseProfile
 
 FAMILY = "bipedal_cppn"
 AMPLITUDE_MIN = 0.25  # metres; amplitude "normalised" (ours) uses the reference's window
@@ -274,6 +275,9 @@ class BipedalCPPNFamily:
             params, render_mode=render_mode, max_episode_steps=self.max_episode_steps, amplitude=self.amplitude
         )
 
-    def render_profile(self, params: EnvParams, seed: int = 0) -> np.ndarray:
-        """An RGB image (200 x 800) of the whole ground (the seed changes nothing here)."""
-        return draw_course(self, params, seed)
+    def course_profile(self, params: EnvParams, seed: int = 0) -> CourseProfile:  # noqa: ARG002
+        """The whole ground, in metres, for drawing (`envs.profile`); the seed changes nothing here."""
+        stats = self.flat(params)
+        words = (f"{stats['hidden_nodes']:.0f} hidden nodes · {stats['connections']:.0f} connections · "
+                 f"amplitude {stats['amplitude']:.2f} m · max slope {stats['max_slope']:.2f}")
+        return family_profile(self, params, None, words)

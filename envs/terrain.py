@@ -22,6 +22,7 @@ from gymnasium import spaces
 
 from envs import _raster
 from envs.base import EnvParamError, EnvParams
+from envs.profile import CourseProfile, runs, span_text
 
 FAMILY = "terrain"
 
@@ -489,16 +490,24 @@ def render_frame(course: Course, x: float, y: float, height: int = 200, width: i
     return img
 
 
-def render_profile(course: Course, height: int = 200) -> np.ndarray:
-    """The whole course (one column per 0.1 m cell) scaled to fit `height` rows."""
-    solid = course.height[~course.pit]
-    lo, hi = float(min(solid.min(), course.base.min())), float(solid.max())
-    ppm = min(1.0 / RES, (height - 30) / (hi - lo + 2.0))
-    bottom = lo - max(1.0, (height / ppm - (hi - lo)) / 3)  # ground in the lower third
-    img = _raster.blank(height, course.n_cells, SKY)
-    _draw_ground(img, course, np.arange(course.n_cells) * RES + RES / 2, bottom, ppm)
-    _raster.checkered_line(img, course.course_length / RES)
-    return img
+def describe(values: dict[str, Any]) -> str:
+    """The three parameter groups in words: 'roughness 2.4 · pit gap 0.8-2.4 · stump height 0.4-1.2'."""
+    pit, stump = values["pit_gap"], values["stump_height"]
+    return " · ".join([f"roughness {float(values['roughness']):g}",
+                       f"pit gap {span_text(pit)}" if pit else "no pits",
+                       f"stump height {span_text(stump)}" if stump else "no stumps"])
+
+
+def course_profile(course: Course, description: str = "", seed: int | None = None) -> CourseProfile:
+    """The whole course (start pad to the end of the run-out) in metres: the ground (none over
+    a pit: pits are bottomless here), the stumps standing on it, the start pad and the finish."""
+    x = np.arange(course.n_cells) * RES
+    ground = np.where(course.pit, np.nan, course.base)
+    pits = tuple((a * RES, b * RES) for a, b in runs(course.pit))
+    stumps = tuple((a * RES, b * RES, float(course.base[a:b].min()), float(course.height[a:b].max()))
+                   for a, b in runs(course.stump))
+    return CourseProfile(FAMILY, x, ground, (0.0, START_PAD), course.course_length, pits, stumps,
+                         description=description, seed=seed)
 
 
 def _draw_ground(img: np.ndarray, course: Course, col_x: np.ndarray, bottom: float, ppm: float) -> None:
@@ -639,6 +648,6 @@ class TerrainFamily:
             raise ValueError(f"max_steps must be >= 1, got {max_steps!r}")
         return TerrainBatch([self.course(p, s) for p, s in zip(params, seeds)], int(max_steps))
 
-    def render_profile(self, params: EnvParams, seed: int = 0) -> np.ndarray:
-        """An RGB image (200 x n_cells) of the whole course of (params, seed)."""
-        return render_profile(self.course(params, seed))
+    def course_profile(self, params: EnvParams, seed: int = 0) -> CourseProfile:
+        """The whole course of (params, seed), in metres, for drawing (`envs.profile`)."""
+        return course_profile(self.course(params, seed), describe(params.values), int(seed))

@@ -1,13 +1,16 @@
-"""Animated GIFs of a run's agents: one deterministic episode of a pair's agent on an env.
+"""Animated GIFs of a run's agents (one deterministic episode of a pair's agent on an env),
+and the course profile of any env a run admitted.
 
     render_gif("runs/demo", "p3", "p3.gif")                    # the pair's own env
     render_gif("runs/demo", "p3", "p3-on-p5.gif", env_id=...)  # any env the run admitted
+    render_profile_png("runs/demo", "course.png", pair_id="p3")  # the whole course of p3's env
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -17,13 +20,24 @@ from envs import EnvFamily, EnvParams
 from poet import checkpoint
 from poet.analysis import load_run
 from poet.config import ConfigError, load_config
-from poet.images import write_gif, write_png
+from poet.images import check_figure_out, course_figure, write_figure, write_gif
 from poet.pair import Pair
 from poet.policies import MLPPolicy, PolicySpec, to_actions
 from poet.runner import RunParts, read_parts
 
 MAX_FRAMES = 300  # longer episodes are subsampled so GIFs stay small
 LISTED = 20  # ids named in an error message
+GIF_FORMATS = (".gif",)  # what `render_gif` writes
+
+
+@dataclass
+class Episode:
+    """One rendered episode: its frames (reset, then every step), return and length in steps."""
+
+    frames: list[np.ndarray] = field(repr=False)
+    ret: float
+    length: int
+    seed: int  # the env's reset seed (a pinned env's course seed)
 
 
 def _listing(ids: Sequence[str]) -> str:
@@ -97,27 +111,37 @@ def _frame(env: gym.Env, name: str) -> np.ndarray:
 
 
 @torch.no_grad()
-def episode_frames(family: EnvFamily, spec: PolicySpec, theta: np.ndarray, params: EnvParams, seed: int,
-                   max_steps: int, name: str = "?") -> list[np.ndarray]:
-    """Frames of one deterministic episode of the policy `theta` on `params` (reset, then every step).
+def play_episode(family: EnvFamily, spec: PolicySpec, theta: np.ndarray, params: EnvParams, seed: int,
+                 max_steps: int, name: str = "?") -> Episode:
+    """One deterministic episode of the policy `theta` on `params`: frames, return and length.
 
     An env pinned to a course (`params.course_seed`) runs that course whatever `seed` says.
     """
     policy = MLPPolicy(spec)
     policy.load_flat(theta)
     env = _make_rgb_env(family, params, name)
+    reset_seed = params.reset_seed(seed)
+    ret, steps = 0.0, 0
     try:
-        obs, _ = env.reset(seed=params.reset_seed(seed))
+        obs, _ = env.reset(seed=reset_seed)
         frames = [_frame(env, name)]
         for _ in range(int(max_steps)):
             raw = policy(torch.as_tensor(np.asarray(obs, dtype=np.float32)).reshape(1, -1))
-            obs, _, terminated, truncated, _ = env.step(to_actions(spec, raw)[0])
+            obs, reward, terminated, truncated, _ = env.step(to_actions(spec, raw)[0])
+            ret += float(reward)
+            steps += 1
             frames.append(_frame(env, name))
             if terminated or truncated:
                 break
     finally:
         env.close()
-    return frames
+    return Episode(frames, ret, steps, reset_seed)
+
+
+def episode_frames(family: EnvFamily, spec: PolicySpec, theta: np.ndarray, params: EnvParams, seed: int,
+                   max_steps: int, name: str = "?") -> list[np.ndarray]:
+    """Frames of one deterministic episode (`play_episode`): reset, then every step."""
+    return play_episode(family, spec, theta, params, seed, max_steps, name).frames
 
 
 def subsample(frames: Sequence[np.ndarray], limit: int = MAX_FRAMES) -> tuple[list[np.ndarray], int]:
@@ -129,27 +153,57 @@ def subsample(frames: Sequence[np.ndarray], limit: int = MAX_FRAMES) -> tuple[li
     return kept, k
 
 
+def check_gif_out(out: str | Path) -> Path:
+    """`out` if it names a GIF file, else ConfigError naming the supported extensions."""
+    path = Path(out)
+    if path.suffix.lower() not in GIF_FORMATS:
+        raise ConfigError(f"--out {str(path)!r}: poet render writes an animated GIF; supported extensions: "
+                          f"{', '.join(GIF_FORMATS)} (got {path.suffix or 'none'})")
+    return path
+
+
 def render_gif(run_dir: str | Path, pair_id: str, out: str | Path, env_id: str | None = None, seed: int = 0,
-               max_steps: int | None = None, fps: float = 20) -> Path:
-    """One episode of a pair's agent (newest checkpoint) on its own env or on `env_id`, as an animated GIF."""
+               max_steps: int | None = None, fps: float = 20,
+               on_episode: Callable[[Episode], None] | None = None) -> Path:
+    """One episode of a pair's agent (newest checkpoint) on its own env or on `env_id`, as an animated GIF.
+
+    `on_episode` is called with the episode as soon as it ends, before the GIF is written.
+    """
+    check_gif_out(out)
     if fps <= 0:
         raise ConfigError(f"fps must be > 0, got {fps}")
     parts, snapshot = load_agents(run_dir)
     pair = find_pair(snapshot, pair_id)
     params = pair.env if env_id is None else find_env(run_dir, env_id)
     steps = parts.cfg.evaluation.max_steps if max_steps is None else int(max_steps)
-    frames = episode_frames(parts.family, parts.spec, pair.theta, params, seed, steps, parts.cfg.env.family)
-    kept, k = subsample(frames)
+    episode = play_episode(parts.family, parts.spec, pair.theta, params, seed, steps, parts.cfg.env.family)
+    if on_episode is not None:
+        on_episode(episode)
+    kept, k = subsample(episode.frames)
     return write_gif(kept, out, fps, k)
 
 
-def render_profile_png(run_dir: str | Path, env_id: str, out: str | Path, seed: int = 0) -> Path:
-    """The whole course of one env the run admitted (its own course when pinned, else `seed`'s), as a PNG."""
+def find_pair_env(run_dir: str | Path, pair_id: str) -> str:
+    """The env id of a pair's own env, from the run's envs table (ConfigError listing the pairs)."""
+    envs = load_run(run_dir).envs
+    rows = envs[envs["pair_id"] == pair_id]
+    if not len(rows):
+        known = _listing([str(p) for p in dict.fromkeys(envs["pair_id"])])
+        raise ConfigError(f"--pair: unknown pair {pair_id!r}; pairs of this run: {known}")
+    return str(rows["env_id"].iloc[-1])
+
+
+def render_profile_png(run_dir: str | Path, env_id: str | None, out: str | Path, seed: int = 0,
+                       pair_id: str | None = None) -> Path:
+    """The whole course of one env the run admitted (by env id, or the env of `pair_id`; its own
+    course when pinned, else `seed`'s) as a figure: PNG, SVG or PDF by the extension of `out`."""
+    check_figure_out(out)
+    if (env_id is None) == (pair_id is None):
+        raise ConfigError("give exactly one of --env ENV_ID and --pair PAIR_ID")
     path = Path(run_dir)
     _check_run_dir(path)
     parts = read_parts(load_config(path / "config.yaml"))
+    if env_id is None:
+        env_id = find_pair_env(path, str(pair_id))
     params = find_env(path, env_id)
-    draw = getattr(parts.family, "render_profile", None)
-    if draw is None:
-        raise ConfigError(f"env family {parts.cfg.env.family!r} draws no terrain profile")
-    return write_png(draw(params, seed=params.reset_seed(seed)), out)
+    return write_figure(course_figure(parts.family, params, seed, env_id, parts.cfg.env.family), out)

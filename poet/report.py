@@ -24,7 +24,7 @@ import envs
 from envs import EnvParams
 from poet.analysis import Run, load_run
 from poet.config import ConfigError, RunConfig
-from poet.images import write_png
+from poet.images import course_figure, figure_rgb, write_png
 
 # Columns of `run.envs` that are not env parameters.
 NON_PARAM_COLUMNS = {"env_id", "family", "pair_id", "parent_env_id", "created_iteration", "retired_iteration",
@@ -325,20 +325,20 @@ def figure_png(fig: Figure, dpi: int = 100) -> bytes:
 # ---------------------------------------------------------------- courses
 
 def course_images(run: Run, limit: int = MAX_COURSES) -> dict[str, np.ndarray]:
-    """Course profile (RGB array) of each env of the run, the newest `limit`, rebuilt from
-    the records; empty when the run's family draws no profile or is not registered here."""
+    """Course profile (RGB array of `poet.images.course_figure`: env id and parameters in the
+    title, axes in metres, a legend) of each env of the run, the newest `limit`, rebuilt from
+    the records; empty when the run's family gives no profile or is not registered here."""
     env_cfg = run.config.get("env") or {}
     try:
         family = envs.make_family(env_cfg.get("family"), env_cfg.get("options") or {})
     except (KeyError, ValueError, TypeError, ImportError, FileNotFoundError):
         return {}
-    draw = getattr(family, "render_profile", None)
-    if draw is None or not len(run.envs):
+    if getattr(family, "course_profile", None) is None or not len(run.envs):
         return {}
     rows = run.envs.sort_values("created_iteration", kind="stable").tail(limit)
     params = [EnvParams.from_json(text) for text in rows["params_json"]]
     # an env pinned to a course is drawn on it; others on the course of seed 0
-    return {env_id: draw(p, seed=p.reset_seed(0)) for env_id, p in zip(rows["env_id"], params)}
+    return {env_id: figure_rgb(course_figure(family, p, 0, env_id)) for env_id, p in zip(rows["env_id"], params)}
 
 
 def course_file(env_id: str) -> str:

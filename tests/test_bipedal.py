@@ -151,11 +151,27 @@ def test_render_rgb_array_and_profile(family) -> None:
     assert frame.ndim == 3 and frame.shape[2] == 3 and frame.dtype == np.uint8
     assert frame.std() > 0
     env.close()
-    img = family.render_profile(p, seed=2)
-    assert img.ndim == 3 and img.shape[2] == 3 and img.dtype == np.uint8
-    assert len(np.unique(img.reshape(-1, 3), axis=0)) >= 3  # sky, ground, obstacles
-    flat = family.render_profile(family.initial(), seed=2)
-    assert flat.shape == img.shape
+
+    # the course profile (what `poet profile` draws) is the env's own course, in metres
+    profile = family.course_profile(p, seed=2)
+    env = family.make_env(p)
+    env.reset(seed=2)
+    assert np.array_equal(profile.y, env.terrain_y) and profile.x[0] == 0.0 and np.all(np.diff(profile.x) >= 0)
+    obstacles = course_obstacles(env)
+    env.close()
+    pits = [(x, w) for kind, x, w in obstacles if kind == "pit"]
+    stumps = [(x, h) for kind, x, h in obstacles if kind == "stump"]
+    assert pits and stumps and len(profile.pits) == len(pits) and len(profile.stumps) == len(stumps)
+    assert len(profile.solids) == 2 * len(pits)  # each pit's two walls
+    for (x0, x1), (x, width) in zip(profile.pits, pits):
+        assert x0 == x and x1 - x0 == pytest.approx(width * TERRAIN_STEP)
+    for (x0, x1, bottom, top), (x, height) in zip(profile.stumps, stumps):
+        assert x0 == x and x1 - x0 == pytest.approx(TERRAIN_STEP)
+        assert top - bottom == pytest.approx(max(height * TERRAIN_STEP, 0.01))
+    assert profile.start == (0.0, 20 * TERRAIN_STEP) and profile.finish == pytest.approx((200 - 10) * TERRAIN_STEP)
+    assert profile.description == "roughness 1 · pit gap 0.8-1.6 · stump height 0.4-1" and profile.seed == 2
+    flat = family.course_profile(family.initial(), seed=2)
+    assert np.all(flat.y == TERRAIN_HEIGHT) and not flat.pits and not flat.stumps and not flat.solids
 
 
 def test_gymnasium_id() -> None:

@@ -266,8 +266,10 @@ def test_same_params_same_terrain_and_returns(family, chain100) -> None:
         assert np.array_equal(ys1, ys2) and np.array_equal(ys1, ys3) and np.array_equal(xs1, xs3)
         assert np.array_equal(ys1, ground_heights(p["genome"]))
         assert _returns(family, p, seed=3) == _returns(family, EnvParams.from_json(p.to_json()), seed=3)
-    img = family.render_profile(chain100[-1], seed=0)
-    assert img.shape == (200, 800, 3) and img.dtype == np.uint8
+    profile = family.course_profile(chain100[-1], seed=0)  # what `poet profile` draws
+    assert np.array_equal(profile.y, ground_heights(chain100[-1]["genome"])) and profile.seed is None
+    assert family.course_profile(chain100[-1], seed=9).y.tolist() == profile.y.tolist()
+    assert profile.description.startswith(f"{family.flat(chain100[-1])['hidden_nodes']:.0f} hidden nodes · ")
 
 
 def test_poet_run_rebuilds_every_env_from_records(tmp_path) -> None:

@@ -22,6 +22,7 @@ import poet
 from envs import EnvParams
 from poet import checkpoint
 from poet.analysis import load_run
+from poet.images import course_figure, figure_rgb
 from poet.render import episode_frames, find_env, load_agents, render_gif, subsample
 from poet.report import FIGURES, write_report
 from tests.conftest import ROOT, tiny_config
@@ -82,9 +83,9 @@ def cli(run_dir, pairs, cli_out) -> dict[str, subprocess.CompletedProcess]:
 
 
 def _ok(proc: subprocess.CompletedProcess) -> Path:
-    """Exit 0; the one line printed is a path that exists."""
+    """Exit 0; the last line printed is a path that exists (`poet render` prints the episode's return before it)."""
     assert proc.returncode == 0, proc.stderr
-    path = Path(proc.stdout.strip())
+    path = Path(proc.stdout.strip().splitlines()[-1])
     assert path.is_file(), proc.stdout
     return path
 
@@ -128,7 +129,7 @@ def test_report_draws_every_envs_course_from_the_records(cli, cli_out, run_dir):
         params = EnvParams.from_json(text)
         assert params.course_seed is not None  # evaluation.course: fixed, the default
         with Image.open(index.parent / "courses" / f"{env_id}.png") as png:
-            expected = family.render_profile(params, seed=params.course_seed)  # the course it trained on
+            expected = figure_rgb(course_figure(family, params, 0, env_id))  # the course it trained on
             assert np.array_equal(np.asarray(png.convert("RGB")), expected)
     assert "the initial env, created at iteration 0" in page
 
@@ -189,7 +190,8 @@ def test_profile_cli_draws_the_env_course(cli, cli_out, run_dir, pairs):
     family = load_agents(run_dir)[0].family
     with Image.open(path) as png:
         # a pinned env is drawn on its own course; --seed only matters for unpinned ones
-        assert np.array_equal(np.asarray(png.convert("RGB")), family.render_profile(params, seed=params.course_seed))
+        expected = figure_rgb(course_figure(family, params, 0, env_id))
+        assert np.array_equal(np.asarray(png.convert("RGB")), expected)
     _one_error_line(cli["bad_profile_env"], "'nope'", env_id)
 
 

@@ -102,8 +102,6 @@ def test_spaces_render_and_truncation() -> None:
     for t in range(7):
         _, _, term, trunc, _ = env.step(np.zeros(2, np.float32))
         assert not term and trunc == (t == 6)
-    profile = fam.render_profile(terrain(3.0, [1.0, 3.0], [1.0, 2.0]), seed=1)
-    assert profile.ndim == 3 and profile.shape[0] == 200 and profile.shape[2] == 3 and profile.dtype == np.uint8
 
 
 def test_registry_builds_family_and_options_are_validated() -> None:
@@ -413,3 +411,27 @@ def test_interpolate_moves_every_number_linearly_and_ends_on_the_target() -> Non
     # t = 0.5: roughness 2.0; pits [0.6, 1.2]; stumps [0.25, 0.75]
     half = family.interpolate(start, target, 0.5).values
     assert half == {"roughness": 2.0, "pit_gap": [0.6, 1.2], "stump_height": [0.25, 0.75]}
+
+
+def test_course_profile_is_the_course_in_metres() -> None:
+    """The profile a figure is drawn from: the course's own ground, pits and stumps, in metres."""
+    fam = TerrainFamily(course_length=40.0)
+    params = terrain(3.0, [1.0, 3.0], [1.0, 2.0])
+    course = fam.course(params, 1)
+    profile = fam.course_profile(params, seed=1)
+    assert profile.family == "terrain" and profile.seed == 1
+    assert profile.description == "roughness 3 · pit gap 1-3 · stump height 1-2"
+    assert profile.start == (0.0, START_PAD) and profile.finish == 40.0
+    assert np.allclose(profile.x, np.arange(course.n_cells) * RES)
+    assert np.array_equal(np.isnan(profile.y), course.pit)  # bottomless pits: no ground at all
+    assert np.array_equal(profile.y[~course.pit], course.base[~course.pit])
+    kinds = [k for k, _, _ in course.obstacles]
+    assert len(profile.pits) == kinds.count("pit") > 0 and len(profile.stumps) == kinds.count("stump") > 0
+    for (x0, x1), (_, start, width) in zip(profile.pits, [o for o in course.obstacles if o[0] == "pit"]):
+        assert x0 == pytest.approx(start) and x1 - x0 == pytest.approx(width, abs=RES)
+    for (x0, x1, bottom, top), (_, start, height) in zip(profile.stumps,
+                                                         [o for o in course.obstacles if o[0] == "stump"]):
+        assert x0 == pytest.approx(start) and top - bottom >= height - 1e-9
+    flat = fam.course_profile(fam.initial(), seed=1)
+    assert flat.description == "roughness 0 · no pits · no stumps" and not flat.pits and not flat.stumps
+    assert np.all(flat.y == 0.0)

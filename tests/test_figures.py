@@ -1,0 +1,178 @@
+"""Course profiles a reader can read, and `poet render` / `poet profile` on the command line.
+
+The figures are checked through matplotlib's objects (title, axis labels, legend entries,
+limits), never through pixels.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+from PIL import Image
+
+import envs
+import poet
+from envs import EnvParams
+from envs.profile import CourseProfile
+from poet.analysis import load_run
+from poet.evaluation.inprocess import InProcessEvaluator
+from poet.evaluation.protocol import EvalRequest
+from poet.images import course_figure, profile_figure
+from poet.render import find_pair, load_agents
+from tests.conftest import ROOT, tiny_config
+
+POET_COURSE = {"roughness": 2.4, "pit_gap": [0.8, 2.4], "stump_height": [0.4, 1.2]}
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _legend(fig: Figure) -> list[str]:
+    legend = fig.axes[0].get_legend()
+    assert legend is not None
+    return [t.get_text() for t in legend.get_texts()]
+
+
+def _check_axes(fig: Figure, profile: CourseProfile) -> None:
+    """Labelled axes in metres whose limits hold the whole course."""
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "distance along the course (m)"
+    assert ax.get_ylabel().startswith("height (m)")
+    assert ax.get_xlim() == (profile.x[0], profile.x[-1])
+    lo, hi = profile.extent
+    assert ax.get_ylim()[0] < lo and ax.get_ylim()[1] > hi
+
+
+@pytest.mark.parametrize("name", ["terrain", "bipedal"])
+def test_obstacle_course_figure_has_title_axes_and_legend(name):
+    family = envs.make_family(name)
+    params = EnvParams.create(name, POET_COURSE)
+    profile = family.course_profile(params, seed=0)
+    assert profile.pits and profile.stumps
+    fig = profile_figure(profile, params.id)
+    title = fig.axes[0].get_title()
+    assert title == (f"{name} env {params.id} · roughness 2.4 · pit gap 0.8-2.4 · stump height 0.4-1.2 · "
+                     "course seed 0")
+    _check_axes(fig, profile)
+    assert _legend(fig) == ["ground", f"pit ({len(profile.pits)})", f"stump ({len(profile.stumps)})", "start pad",
+                            "finish"]
+    # the y label says how much the heights are stretched against the distances
+    assert "vertical ×" in fig.axes[0].get_ylabel()
+
+
+@pytest.mark.parametrize("name", ["terrain", "bipedal"])
+def test_flat_course_figure_says_what_is_missing(name):
+    family = envs.make_family(name)
+    fig = course_figure(family, family.initial(), seed=5, env_id=family.initial().id)
+    assert fig.axes[0].get_title().endswith("roughness 0 · no pits · no stumps · course seed 5")
+    assert _legend(fig) == ["ground", "start pad", "finish"]
+    assert fig.axes[0].get_xlabel() and fig.axes[0].get_ylabel()
+
+
+def test_cppn_figure_names_the_genome_and_no_seed():
+    family = envs.make_family("bipedal_cppn")
+    rng = np.random.default_rng(7)
+    params = family.initial(rng)
+    for _ in range(10):
+        params = family.mutate(params, rng)
+    profile = family.course_profile(params, seed=3)
+    assert profile.seed is None and not profile.pits and not profile.stumps
+    stats = family.flat(params)
+    fig = profile_figure(profile, params.id)
+    title = fig.axes[0].get_title()
+    assert title.startswith(f"bipedal_cppn env {params.id} · {stats['hidden_nodes']:.0f} hidden nodes · ")
+    assert f"amplitude {stats['amplitude']:.2f} m" in title and "seed" not in title
+    _check_axes(fig, profile)
+    assert _legend(fig) == ["ground", "start pad", "finish"]
+
+
+def test_course_figure_needs_a_family_with_profiles():
+    with pytest.raises(poet.ConfigError, match="'cartpole' has no course profile"):
+        course_figure(envs.make_family("cartpole"), envs.make_family("cartpole").initial(), name="cartpole")
+
+
+# ---------------------------------------------------------------- command line
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A tiny POET run with checkpoints."""
+    out = tmp_path_factory.mktemp("figures") / "run"
+    poet.run(tiny_config(iterations=8, checkpoint={"every": 4}), out=out, progress=False)
+    return out
+
+
+def _cli(*args: object) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "poet.cli", *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _refused(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("poet: error: "), proc.stderr
+    assert all(n in lines[0] for n in needles), lines[0]
+    assert proc.stdout == ""
+    return lines[0]
+
+
+def test_render_refuses_other_formats_before_any_work(tmp_path):
+    # not even a run directory: the extension is looked at first
+    outs = [tmp_path / name for name in ("x.png", "x.mp4", "x")]
+    with ThreadPoolExecutor(len(outs)) as pool:
+        procs = list(pool.map(lambda out: _cli("render", tmp_path / "no-run", "--pair", "p0", "--out", out), outs))
+    for out, proc in zip(outs, procs):
+        line = _refused(proc, repr(str(out)), "supported extensions: .gif")
+        assert "not a run directory" not in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_render_prints_the_episode_return_the_evaluator_computes(run_dir, tmp_path):
+    parts, snapshot = load_agents(run_dir)
+    evaluator = InProcessEvaluator(parts.family, parts.spec)
+    for pair_id, env_id, seed in (("p0", None, 0), ("p0", load_run(run_dir).envs["env_id"].iloc[-1], 4)):
+        pair = find_pair(snapshot, pair_id)
+        params = pair.env if env_id is None else EnvParams.from_json(
+            load_run(run_dir).envs.set_index("env_id").loc[env_id, "params_json"])
+        ref = evaluator.put(pair.theta)
+        result = evaluator.evaluate([EvalRequest(ref, params, 1, seed, parts.cfg.evaluation.max_steps)])[0]
+        out = tmp_path / f"{pair_id}-{seed}.gif"
+        proc = _cli("render", run_dir, "--pair", pair_id, *(["--env", env_id] if env_id else []), "--seed", seed,
+                    "--out", out)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        episode, path = proc.stdout.splitlines()
+        where = f"env {env_id}" if env_id else "its own env"
+        assert episode == (f"episode: {pair_id} on {where} (course seed {params.course_seed}): "
+                           f"return {result.returns[0]:.2f} over {result.lengths[0]} steps")
+        assert Path(path) == out
+        with Image.open(out) as gif:
+            assert gif.format == "GIF" and gif.n_frames > 1
+
+
+def test_profile_writes_a_png_by_env_or_by_pair(run_dir, tmp_path):
+    env_id = load_run(run_dir).envs.set_index("pair_id").loc["p0", "env_id"]
+    commands = {
+        "env.png": ["--env", env_id, "--out", tmp_path / "env.png"],
+        "pair.png": ["--pair", "p0", "--out", tmp_path / "pair.png"],
+        "c.svg": ["--pair", "p0", "--out", tmp_path / "c.svg"],
+        "gif": ["--pair", "p0", "--out", tmp_path / "c.gif"],
+        "bad_pair": ["--pair", "p99", "--out", tmp_path / "c.png"],
+    }
+    with ThreadPoolExecutor(len(commands)) as pool:
+        futures = {name: pool.submit(_cli, "profile", run_dir, *args) for name, args in commands.items()}
+        procs = {name: f.result() for name, f in futures.items()}
+    for name in ("env.png", "pair.png", "c.svg"):
+        assert procs[name].returncode == 0, procs[name].stderr
+        assert procs[name].stdout.strip() == str(tmp_path / name)
+    for name in ("env.png", "pair.png"):
+        assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC
+    with Image.open(tmp_path / "env.png") as a, Image.open(tmp_path / "pair.png") as b:
+        assert np.array_equal(np.asarray(a), np.asarray(b))  # --pair p0 is p0's env
+    assert (tmp_path / "c.svg").read_text().lstrip().startswith("<?xml")
+    _refused(procs["gif"], "'" + str(tmp_path / "c.gif") + "'", ".png, .svg, .pdf")
+    _refused(procs["bad_pair"], "'p99'", "p0")
+    assert not (tmp_path / "c.gif").exists() and not (tmp_path / "c.png").exists()
