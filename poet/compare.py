@@ -171,11 +171,28 @@ def steps_text(steps: float) -> str:
 
 
 STEPS_FORMAT = FuncFormatter(lambda value, _: steps_text(value))
+# minor ticks of a log axis: 2 and 5 times a power of ten labelled, the rest left bare
+MINOR_STEPS_FORMAT = FuncFormatter(
+    lambda value, _: steps_text(value) if value > 0 and round(value / 10 ** math.floor(math.log10(value))) in (2, 5)
+    else "")
+LOG_RATIO = 4.0  # runs whose budgets differ more than this many times share a log env-step axis
 
 
-def _steps_axis(ax: Axes) -> None:
+def _log_steps(runs: Sequence[Run]) -> bool:
+    """Whether the env-step axis of these runs is logarithmic: their budgets differ over LOG_RATIO
+    times (one run of a tenth of another's steps would be squeezed into a corner)."""
+    budgets = [float(steps.iloc[-1]) for steps in map(training_steps, runs) if len(steps) and steps.iloc[-1] > 0]
+    return len(budgets) > 1 and max(budgets) > LOG_RATIO * min(budgets)
+
+
+def _steps_axis(ax: Axes, log: bool, label: str | None = STEPS_LABEL) -> None:
+    """Env steps on the x axis, in k and M; log scale where the runs' budgets are far apart."""
+    if log:
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(MINOR_STEPS_FORMAT)
     ax.xaxis.set_major_formatter(STEPS_FORMAT)
-    ax.set_xlabel(STEPS_LABEL)
+    if label is not None:
+        ax.set_xlabel(label + (", log scale" if log else ""))
 
 
 def heldout_levels_figure(runs: Sequence[Run]) -> Figure:
@@ -232,10 +249,11 @@ def heldout_curves_figure(runs: Sequence[Run]) -> Figure:
     nrows = max(1, math.ceil(len(panels) / ncols))
     fig = Figure(figsize=(4.2 * ncols, 3.0 * nrows + 1.0), layout="constrained")
     fig.suptitle("Held-out levels over training: best agent's score")
+    log = _log_steps(runs)
     if not panels:
         ax = fig.add_subplot()
         _note(ax, f"{NO_HELDOUT} in any run (set evaluation.test_every)")
-        _steps_axis(ax)
+        _steps_axis(ax, log)
         return fig
     axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True).ravel()
     labels, colors = run_labels(runs), run_colors(runs)
@@ -253,13 +271,13 @@ def heldout_curves_figure(runs: Sequence[Run]) -> Figure:
                     marker="o", ms=3.5, lw=1.4)
         _threshold_lines(ax, runs)
         ax.set_title(f"mean over {len(common)} levels" if panel == "mean" else panel)
-        ax.xaxis.set_major_formatter(STEPS_FORMAT)
+        _steps_axis(ax, log, label=None)
         ax.set_ylabel("score")
     for ax in axes[len(panels):]:
         ax.set_axis_off()
     for ax in axes[max(0, len(panels) - ncols):len(panels)]:
-        ax.set_xlabel(STEPS_LABEL if ncols == 1 else "training env steps")
-        ax.xaxis.set_tick_params(labelbottom=True)
+        ax.set_xlabel(STEPS_LABEL if ncols == 1 else "training env steps" + (", log scale" if log else ""))
+        ax.xaxis.set_tick_params(which="both", labelbottom=True)
     handles = [Line2D([], [], color=color, marker="o", ms=3.5, lw=1.4,
                       label=label if len(table) else f"{label}: {NO_HELDOUT}, not drawn",
                       alpha=1.0 if len(table) else 0.4)
@@ -298,7 +316,7 @@ def training_scores_figure(runs: Sequence[Run]) -> Figure:
     ax.set(ylabel="best agent's score on its training level",
            title="Training score over env steps" + (f" ({window_text})" if window_text else "")
            + "\neach curriculum trains on its own levels: compare them on the held-out levels")
-    _steps_axis(ax)
+    _steps_axis(ax, _log_steps(runs))
     if not windows:
         _note(ax, "no run has iterations and phases recorded")
     ax.legend(handles=handles, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,

@@ -122,6 +122,10 @@ def test_figure_functions_take_loaded_runs(runs):
     assert table["iteration"].unique().tolist() == [3, 7, 11]
     assert table["env_steps"].tolist() == [steps[i] for i in table["iteration"]]
     assert (table["best"] >= table["mean"]).all()
+    # budgets over 4 times apart (POET trains several pairs): a log env-step axis, else a linear one
+    assert steps.iloc[-1] > 4 * training_steps(loaded[1]).iloc[-1]
+    assert curves.axes[0].get_xscale() == "log" and "log scale" in FIGURES["training_scores"](loaded).axes[0].get_xlabel()
+    assert FIGURES["training_scores"](loaded[1:]).axes[0].get_xscale() == "linear"
     row = summary(loaded).set_index("run").loc["poet (poet)"]
     assert row["held-out evaluations"] == 3 and set(LEVELS) <= set(row.index)
 

@@ -197,22 +197,45 @@ def test_held_out_evaluation_needs_test_levels(tiny, tmp_path):
         poet.run(cfg, out=tmp_path / "r")
 
 
-def test_compare_curricula_quick_writes_its_table_and_json(tmp_path):
+def test_compare_curricula_quick_runs_poet_beside_ued_and_compares_them(tmp_path):
     import json
     import subprocess
     import sys
 
-    out = tmp_path / "compare.json"
-    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "compare_curricula.py"), "--quick", "--json", str(out)],
+    out, runs = tmp_path / "compare.json", tmp_path / "runs"
+    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "compare_curricula.py"), "--quick",
+                          "--curricula", "poet", "accel", "dr", "--json", str(out), "--out", str(runs)],
                          cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "| curriculum | flat | pits | stumps | rough | combined |" in run.stdout
+    assert "| curriculum | flat | pits | stumps | rough | combined | iterations |" in run.stdout
     data = json.loads(out.read_text())
-    assert [s["curriculum"] for s in data["summary"]] == ["accel", "robust_plr", "dr"]
+    assert [s["curriculum"] for s in data["summary"]] == ["poet", "accel", "dr"]
+    # each curriculum on its own config, every run on the same held-out levels
+    assert data["configs"] == {"poet": "experiments/quickstart.yaml", "accel": "experiments/ued_terrain.yaml",
+                               "dr": "experiments/ued_terrain.yaml"}
     for row in data["summary"]:
         assert set(row["combined"]) == {"mean", "min", "max"} and row["env_steps_mean"] > 0
     assert all(r["heldout_curve"] for r in data["runs"])
+    assert len({tuple(r["heldout"]) for r in data["runs"]}) == 1
+    # then `poet compare` on the runs
+    assert data["compare"] == [str(runs / "compare-s0")]
+    assert f"poet compare (seed 0): {runs / 'compare-s0' / 'index.html'}" in run.stdout
+    for name in ("heldout_levels", "heldout_curves", "training_scores"):
+        assert (runs / "compare-s0" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "poet-s0 (poet)" in (runs / "compare-s0" / "index.html").read_text()
+
+
+def test_compare_curricula_checks_every_config_before_running(tmp_path):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "compare_curricula.py"), "--quick",
+                          "--curricula", "poet", "nosuch", "--out", str(tmp_path / "runs")],
+                         cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 2 and run.stderr.splitlines()[-1].startswith("compare_curricula: error: nosuch: curriculum:")
+    assert len(run.stderr.splitlines()) == 1 and not (tmp_path / "runs").exists()
 
 
 # ------------------------------------------------------------ PLR phases with fake services
