@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from envs import EnvParamError
-from poet.config import ConfigError
+from poet import __version__
+from poet.config import ConfigError, check_overrides
 from poet.errors import EvaluationFailed, RunInterrupted
 
 QUICKSTART = Path("experiments") / "quickstart.yaml"
@@ -21,6 +22,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `poet` command."""
     parser = _Parser(prog="poet", description="POET and Enhanced POET runs.")
+    parser.add_argument("--version", action="version", version=f"poet {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="start a new run")
     r.add_argument("config", nargs="?", help=f"YAML config (default: {QUICKSTART})")
@@ -32,14 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", choices=["ray", "inprocess"], help="where rollouts run (default: ray)")
     r.add_argument("--address", help="join this Ray cluster instead of starting a local one (e.g. auto)")
     r.add_argument("--workers", type=int, help="Ray workers (default: the CPUs Ray sees)")
-    r.add_argument("--quiet", action="store_true", help="no progress bar or phase lines")
+    r.add_argument("--quiet", action="store_true",
+                   help="no progress bar or phase lines (the run directory and the closing line still print)")
     rs = sub.add_parser("resume", help="continue a run from its newest checkpoint")
     rs.add_argument("run_dir", help="the run directory")
-    rs.add_argument("--iterations", type=int, help="new total number of iterations (default: the run's)")
-    rs.add_argument("--backend", choices=["ray", "inprocess"], help="where rollouts run from now on")
-    rs.add_argument("--address", help="Ray cluster to continue on (ray.address)")
-    rs.add_argument("--workers", type=int, help="pool size from now on (ray.workers)")
-    rs.add_argument("--quiet", action="store_true", help="no progress bar or phase lines")
+    rs.add_argument("--iterations", type=int, help="new total number of iterations (default: the run's; "
+                    "saved in the run's config.yaml)")
+    rs.add_argument("--backend", choices=["ray", "inprocess"], help="where rollouts run, this resume only")
+    rs.add_argument("--address", help="Ray cluster to continue on (ray.address), this resume only")
+    rs.add_argument("--workers", type=int, help="pool size (ray.workers), this resume only")
+    rs.add_argument("--quiet", action="store_true",
+                    help="no progress bar or phase lines (the run directory and the closing line still print)")
     rp = sub.add_parser("report", help="write PNG figures and index.html of a run")
     rp.add_argument("run_dir", help="the run directory")
     rp.add_argument("--out", help="folder for the report (default: DIR/report)")
@@ -102,9 +107,37 @@ def _profile(args: argparse.Namespace) -> int:
 POOL_FLAGS = (("backend", "evaluation.backend"), ("address", "ray.address"), ("workers", "ray.workers"))
 
 
-def _flag_overrides(args: argparse.Namespace, flags: tuple[tuple[str, str], ...]) -> list[str]:
-    """`key=value` overrides for the given command-line flags that were set."""
-    return [f"{key}={getattr(args, flag)}" for flag, key in flags if getattr(args, flag) is not None]
+def _given(args: argparse.Namespace, flags: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    """(as written on the command line, `key=value`) for each flag of `flags` that was set."""
+    return [(f"--{flag} {getattr(args, flag)}", f"{key}={getattr(args, flag)}")
+            for flag, key in flags if getattr(args, flag) is not None]
+
+
+def _check_sets(args: argparse.Namespace, flags: tuple[tuple[str, str], ...]) -> list[str]:
+    """The overrides of `--set` and of `flags`, checked before any file is read: each `--set` is
+    KEY=VALUE and no field is given twice. Returns them as `key=value` strings."""
+    sets = getattr(args, "overrides", [])
+    for text in sets:
+        if "=" not in text:
+            hint = ""
+            # `--set iterations 5`: argparse gave `iterations` to --set and took `5` for CONFIG
+            after = [args.argv[i + 2] for i in range(len(args.argv) - 2)
+                     if args.argv[i] == "--set" and args.argv[i + 1] == text]
+            if getattr(args, "config", None) is not None and args.config in after:
+                hint = f"; the {args.config!r} after it was taken for CONFIG (the config file): write --set {text}={args.config}"
+            raise ConfigError(f"--set {text!r}: expected key=value, e.g. --set {text}=VALUE" if not hint
+                              else f"--set {text!r}: expected key=value{hint}")
+    given = [*((f"--set {text}", text) for text in sets), *_given(args, flags)]
+    check_overrides(sorted(given, key=lambda item: _position(args.argv, *item[0].split(" ", 1))))  # in typed order
+    return [text for _, text in given]
+
+
+def _position(argv: list[str], flag: str, value: str) -> int:
+    """Where `flag value` (or `flag=value`) stands in argv (its end if not found as such)."""
+    for i, word in enumerate(argv):
+        if (word == flag and argv[i + 1:i + 2] == [value]) or word == f"{flag}={value}":
+            return i
+    return len(argv)
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -112,7 +145,7 @@ def _resume(args: argparse.Namespace) -> int:
 
     if args.iterations is not None and args.iterations < 0:
         raise ConfigError(f"--iterations: must be >= 0, got {args.iterations}")
-    overrides = _flag_overrides(args, POOL_FLAGS)
+    overrides = _check_sets(args, POOL_FLAGS)
     resume(args.run_dir, iterations=args.iterations, progress=False if args.quiet else None, overrides=overrides)
     return 0
 
@@ -120,19 +153,21 @@ def _resume(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from poet.runner import run
 
+    overrides = _check_sets(args, (("iterations", "iterations"), ("seed", "seed"), *POOL_FLAGS))
     config = args.config
     if config is None:
         if not QUICKSTART.exists():
             raise ConfigError(f"no CONFIG given and {QUICKSTART} not found; run from the project root or name a config")
         config = str(QUICKSTART)
-    overrides = [*args.overrides, *_flag_overrides(args, (("iterations", "iterations"), ("seed", "seed"), *POOL_FLAGS))]
     run(config, out=args.out, overrides=overrides, progress=False if args.quiet else None)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `poet` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv  # for messages that need the order of the words (`--set KEY VALUE`)
     try:
         if args.command == "run":
             return _run(args)

@@ -356,8 +356,11 @@ class RunResult:
     active: int
     archived: int
     annecs: int
-    seconds: float
-    annecs_reference: int = 0  # the reference code's counter (Enhanced POET)
+    seconds: float  # the whole wall time, Ray's start included
+    # Enhanced POET: admitted envs on which the best archived agent passed the MC (the reference
+    # code's ANNECS count, beside the paper's `annecs`)
+    annecs_reference: int = 0
+    ray_start_seconds: float = 0.0  # of `seconds`, starting Ray and the pool (0 in process)
 
 
 class StopRequest:
@@ -427,7 +430,13 @@ def _resolve(config: RunConfig | str | Path | Mapping | None, overrides: Sequenc
 
 def run(config: RunConfig | str | Path | Mapping | None = None, out: str | Path | None = None,
         overrides: Sequence[str] = (), progress: bool | None = None) -> RunResult:
-    """Run POET from a RunConfig, a YAML path or a mapping; returns where the run directory is."""
+    """Run POET from a RunConfig, a YAML path or a mapping; returns where the run directory is.
+
+    `overrides` are `key=value` strings as `--set` takes them (a later one wins). Every problem
+    is a ConfigError before any work. `progress` (default: the config's) shows the progress bar
+    and phase lines; without it the run still prints its first line (run directory) and its
+    closing line to stderr. The run directory's config.yaml is the resolved config.
+    """
     cfg = _resolve(config, overrides)
     parts = check_parts(cfg)
     config_path = config if isinstance(config, (str, Path)) else None
@@ -446,44 +455,80 @@ def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | 
     """Continue a run from its newest usable checkpoint, to `iterations` (default: the config's).
 
     `overrides` may change only what does not change results (`ray.*`, `evaluation.backend`,
-    `evaluation.batch_rows`, `evaluation.run_ahead`, `checkpoint.*`, `progress`): continue on another pool.
+    `evaluation.batch_rows`, `evaluation.run_ahead`, `checkpoint.*`, `progress`): continue on
+    another pool. They hold for this resume only; of what it is given, only a new `iterations`
+    target is saved in the run's config.yaml (a later plain resume goes on to it).
+
+    A run already at its target returns at once, saying so. A run stopped before its first
+    checkpoint starts again from iteration 0 (its tables emptied), as a fresh run would.
     """
     run_dir = Path(run_dir)
     config_path = run_dir / "config.yaml"
-    if not config_path.is_file():
-        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml)")
+    missing = [name for name in ("config.yaml", "run.json") if not (run_dir / name).is_file()]
+    if missing:  # before reading its config: another tool's config.yaml has other keys
+        raise ConfigError(f"{str(run_dir)!r} is not a poet run directory (no {' or '.join(missing)}); "
+                          "`poet run` makes one")
     for text in overrides:
         key = text.split("=", 1)[0].strip()
         if changes_results(key):
             raise ConfigError(f"--set {key}: a resumed run keeps every setting that changes results; only "
                               "ray.*, evaluation.backend, evaluation.batch_rows, evaluation.run_ahead, checkpoint.* and progress may change")
+    saved = load_config(config_path)
     extra = [f"iterations={iterations}"] if iterations is not None else []
-    cfg = load_config(config_path, overrides=[*overrides, *extra])
+    cfg = load_config(data=saved.to_dict(), overrides=[*overrides, *extra])
     parts = check_parts(cfg)
     with RunDirLock(run_dir):  # before touching tables: another process may be writing them
-        try:
-            snapshot = checkpoint.latest(run_dir, identity_text(cfg, parts.family), rows_on_disk=complete_rows(run_dir))
-        except checkpoint.CheckpointError as exc:
-            raise ConfigError(str(exc)) from None
-        truncate_tables(run_dir, snapshot.table_rows)
-        if iterations is not None or overrides:
-            save_config(cfg, config_path)  # a later resume keeps the new target and pool
-        return _drive(parts, run_dir, snapshot, progress)
+        if checkpoint.checkpoints(run_dir):
+            try:
+                snapshot = checkpoint.latest(run_dir, identity_text(cfg, parts.family),
+                                             rows_on_disk=complete_rows(run_dir))
+            except checkpoint.CheckpointError as exc:
+                raise ConfigError(str(exc)) from None
+        else:  # stopped before its first checkpoint: nothing to keep, start again as a fresh run
+            snapshot = None
+        if snapshot is not None and snapshot.iteration >= cfg.iterations:
+            return _already_done(run_dir, snapshot, cfg.iterations)
+        truncate_tables(run_dir, snapshot.table_rows if snapshot is not None else {})
+        if cfg.iterations != saved.iterations:  # only the target: where this resume runs is its own
+            save_config(dataclasses.replace(saved, iterations=cfg.iterations), config_path)
+        return _drive(parts, run_dir, snapshot, progress, restart=snapshot is None)
 
 
-def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None, progress: bool | None) -> RunResult:
-    """Run (or continue) the schedule with progress, periodic checkpoints and signal handling."""
+def _already_done(run_dir: Path, snapshot: checkpoint.Snapshot, target: int) -> RunResult:
+    """The result of a resume with nothing to run (no Ray, no evaluator), with one line saying so."""
+    state, done = snapshot.state, snapshot.iteration
+    pop = state.population
+    initial = {p.env.id for p in pop.all_pairs if p.parent_env_id is None}
+    annecs = sum(1 for env_id in state.solved if env_id not in initial)  # as Orchestrator.annecs counts
+    where = f"already at its target, iteration {done}" if done == target else (
+        f"at iteration {done}, past the target {target}")
+    print(f"poet: {run_dir} is {where}: nothing to run; `poet resume {run_dir} --iterations N` "
+          f"(N > {done}) goes further", file=sys.stderr)
+    return RunResult(run_dir, done, len(pop.active), len(pop.archive), annecs, 0.0, state.annecs_reference)
+
+
+def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None, progress: bool | None,
+           restart: bool = False) -> RunResult:
+    """Run (or continue) the schedule with progress, periodic checkpoints and signal handling
+    (`restart`: a run without a checkpoint, started again)."""
     cfg = parts.cfg
     show = cfg.progress if progress is None else progress
     start = snapshot.iteration if snapshot is not None else 0
-    if show:
-        where = "in this process" if cfg.evaluation.backend == "inprocess" else (
-            f"on Ray at {cfg.ray.address}" if cfg.ray.address else "on a local Ray pool")
-        verb = f"resuming at iteration {start} of" if snapshot is not None else "running"
-        print(f"poet: {verb} {cfg.iterations} iterations of {cfg.curriculum} on {cfg.env.family}, seed {cfg.seed}, "
-              f"rollouts {where}; run directory {run_dir}", file=sys.stderr)
+    # The first and the closing line print even without progress (--quiet): where the run is, how it ended.
+    where = "in this process" if cfg.evaluation.backend == "inprocess" else (
+        f"on Ray at {cfg.ray.address}" if cfg.ray.address else "on a local Ray pool")
+    if snapshot is not None:
+        verb = f"resuming at iteration {start} of"
+    elif restart:
+        verb = "no checkpoint yet: starting again from iteration 0 of"
+    else:
+        verb = "running"
+    print(f"poet: {verb} {cfg.iterations} iterations of {cfg.curriculum} on {cfg.env.family}, seed {cfg.seed}, "
+          f"rollouts {where}; run directory {run_dir}", file=sys.stderr)
     bar = Progress(cfg.iterations, start, show)
+    t_start = time.perf_counter()
     ctx = build_context(parts, run_dir, bar.log)
+    ray_start = time.perf_counter() - t_start if cfg.evaluation.backend == "ray" else 0.0
     try:
         sinks = make_sinks(cfg, run_dir, start)
     except BaseException:
@@ -556,11 +601,14 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
             truncate_tables(run_dir, boundary[0].table_rows)
             raise RunInterrupted(boundary[0].iteration, run_dir)
     pop = ctx.state.population
+    iterating = time.perf_counter() - t0
     result = RunResult(run_dir, orch.iteration, len(pop.active), len(pop.archive), orch.annecs(),
-                       time.perf_counter() - t0, ctx.state.annecs_reference)
-    if show:
-        print(f"done: {result.iterations} iterations in {result.seconds:.0f}s, {result.active} active pairs, "
-              f"{result.archived} archived, ANNECS {result.annecs}"
-              + (f" (reference code's counter {result.annecs_reference})" if getattr(parts.curriculum, "enhanced", False) else "")
-              + f"; run directory {run_dir}", file=sys.stderr)
+                       ray_start + iterating, ctx.state.annecs_reference, ray_start)
+    # the parts rounded first, so that they add up to the whole as printed
+    took = (f"{round(ray_start) + round(iterating)}s (Ray start {round(ray_start)}s, iterations {round(iterating)}s)"
+            if cfg.evaluation.backend == "ray" else f"{round(iterating)}s")
+    reference = (f" ({result.annecs_reference} as the reference code counts: admitted envs the best archived agent "
+                 "passed the MC on)" if getattr(parts.curriculum, "enhanced", False) else "")
+    print(f"done: {result.iterations} iterations in {took}, {result.active} active pairs, {result.archived} archived, "
+          f"ANNECS {result.annecs}{reference}; run directory {run_dir}", file=sys.stderr)
     return result

@@ -187,8 +187,82 @@ def test_unknown_format_version_is_a_clear_error(tiny, tmp_path):
 
 
 def test_resume_of_a_directory_without_a_run(tmp_path):
-    with pytest.raises(poet.ConfigError, match="not a run directory"):
+    with pytest.raises(poet.ConfigError, match="not a poet run directory"):
         poet.resume(tmp_path, progress=False)
+
+
+def test_resume_of_another_tools_run_says_it_is_not_a_poet_run(tmp_path):
+    # it used to complain about the foreign config's keys ("model: unknown key ...")
+    (tmp_path / "config.yaml").write_text("model: resnet50\nlr: 0.1\n")
+    proc = subprocess.run([sys.executable, "-m", "poet.cli", "resume", str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"poet: error: {str(tmp_path)!r} is not a poet run directory (no run.json); "
+                           "`poet run` makes one\n")
+
+
+def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "poet.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=timeout)
+
+
+def test_resume_saves_a_new_target_but_never_where_the_run_goes(tiny, tmp_path):
+    run_dir = tmp_path / "r"
+    poet.run(tiny(iterations=2, ray={"workers": 2}), out=run_dir, progress=False)
+    before = yaml.safe_load((run_dir / "config.yaml").read_text())
+    # the run is in-process: --workers and --address are taken and not used; none may stay behind
+    proc = _cli("resume", str(run_dir), "--iterations", "3", "--workers", "1", "--address", "auto", "--quiet")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    after = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert after == {**before, "iterations": 3}  # ray.workers still 2, ray.address still unset
+    poet.resume(run_dir, iterations=4, overrides=["ray.workers=1", "checkpoint.keep=7", "progress=true"],
+                progress=False)
+    assert yaml.safe_load((run_dir / "config.yaml").read_text()) == {**before, "iterations": 4}
+
+
+def test_resume_of_a_run_at_its_target_returns_at_once_saying_so(tiny, tmp_path):
+    run_dir = tmp_path / "r"
+    poet.run(tiny(iterations=3), out=run_dir, progress=False)
+    rows = (run_dir / "records" / "iterations.jsonl").read_bytes()
+    # an unreachable Ray address: a resume that started Ray or an evaluator would fail or hang
+    proc = _cli("resume", str(run_dir), "--backend", "ray", "--address", "127.0.0.1:9")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (f"poet: {run_dir} is already at its target, iteration 3: nothing to run; "
+                           f"`poet resume {run_dir} --iterations N` (N > 3) goes further\n")
+    proc = _cli("resume", str(run_dir), "--iterations", "2", "--quiet")
+    assert proc.returncode == 0 and "at iteration 3, past the target 2: nothing to run" in proc.stderr
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["iterations"] == 3
+    assert (run_dir / "records" / "iterations.jsonl").read_bytes() == rows
+    result = poet.resume(run_dir, progress=False)
+    assert (result.iterations, result.seconds, result.active) == (3, 0.0, len(checkpoint.latest(run_dir).state.population.active))
+
+
+@pytest.mark.parametrize("rows", [0, 3])
+def test_a_run_killed_before_its_first_checkpoint_resumes_from_iteration_0(tiny, tmp_path, rows):
+    """Killed at once (rows=0) or after a few iterations, with no checkpoint yet: `poet resume`
+    starts it again from iteration 0, and it ends as a straight run does."""
+    cfg = tiny(iterations=400, checkpoint={"every": 100})
+    config = _write_config(tmp_path / "cfg.yaml", cfg)
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(killed), "--quiet"],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    table = killed / "records" / "iterations.jsonl"
+    deadline = time.monotonic() + 240
+    try:
+        while not (killed / "run.json").exists() or (rows and (not table.exists() or
+                                                              len(table.read_text().splitlines()) < rows)):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not checkpoint.checkpoints(killed)
+    out = _cli("resume", str(killed), "--iterations", "5", "--quiet")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "no checkpoint yet: starting again from iteration 0 of 5 iterations" in out.stderr
+    poet.run({**cfg, "iterations": 5}, out=tmp_path / "straight", progress=False)
+    _assert_same_run(tmp_path / "straight", killed)
 
 
 def test_checkpoint_keeps_the_last_k(tiny, tmp_path):
@@ -246,7 +320,8 @@ def test_resume_on_any_pool_equals_the_straight_run(ray_local, tiny, tmp_path):
         assert out.returncode == 0, out.stderr[-2000:]
         _assert_same_run(tmp_path / "straight", run_dir)
     saved = yaml.safe_load((tmp_path / "local" / "config.yaml").read_text())
-    assert saved["evaluation"]["backend"] == "inprocess"  # a later resume stays on the new pool
+    # where a resume ran is its own: a later plain resume goes where the run was started
+    assert (saved["evaluation"]["backend"], saved["ray"]["workers"], saved["iterations"]) == ("ray", 2, 6)
 
 
 def test_resume_refuses_to_change_what_changes_results(tiny, tmp_path):

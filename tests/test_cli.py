@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -115,6 +116,26 @@ BAD = [
         ("--iterations", "invalid int value", "abc")),
     Bad("out_dir_not_empty", _non_empty_out,
         ("--out", "existing", "already holds files"), after=_check_non_empty_out_untouched),
+    # `--set iterations 5`: argparse gives `iterations` to --set and takes `5` for CONFIG; it used to
+    # say "config file '5' does not exist"
+    Bad("set_key_space_value", lambda d: ["run", "--set", "iterations", "5", *_out(d)],
+        ("--set 'iterations': expected key=value", "'5'", "CONFIG", "write --set iterations=5")),
+    Bad("flag_and_set_give_one_field", lambda d: ["run", QUICKSTART, *_out(d), "--iterations", "5", "--set", "iterations=6"],
+        ("iterations: given twice on the command line (--iterations 5 and --set iterations=6)",)),
+    Bad("set_twice", lambda d: ["run", QUICKSTART, *_out(d), "--set", "seed=1", "--set", "seed=2"],
+        ("seed: given twice on the command line (--set seed=1 and --set seed=2)",)),
+    Bad("yaml_key_twice", lambda d: ["run", _file(d, "c.yaml", "seed: 1\niterations: 2\nseed: 3\n"), *_out(d)],
+        ("c.yaml", "key 'seed' is given twice (lines 1 and 3)")),
+    Bad("empty_config", lambda d: ["run", _file(d, "empty.yaml", "# settings to come\n"), *_out(d)],
+        ("empty.yaml", "holds no settings", "quickstart.yaml")),
+    Bad("trainer_options_for_es", lambda d: ["run", "experiments/poet_bipedal.yaml", *_out(d),
+                                             "--set", "trainer.options.population=16"],
+        ("trainer.options: options of the built-in trainer 'es' go under trainer.es",)),
+    Bad("unknown_curriculum_option", lambda d: ["run", QUICKSTART, *_out(d), "--set", "curriculum=accel",
+                                                "--set", "curriculum_options.buffer_sz=4"],
+        ("curriculum_options.buffer_sz: accel has no option 'buffer_sz'", "buffer_size=1000")),
+    Bad("unknown_env_option", lambda d: ["run", QUICKSTART, *_out(d), "--set", "env.options.course_len=20"],
+        ("env.options.course_len: family 'terrain' has no option 'course_len'", "course_length=80.0")),
 ]
 
 
@@ -257,6 +278,25 @@ def test_tiny_run_saves_the_resolved_config(tiny_run):
     expected = load_config(REPO_ROOT / QUICKSTART, overrides=[
         "trainer.es.population=8", "env.options.course_length=20", "iterations=3"])
     assert cfg == expected
+
+
+def test_quiet_prints_the_run_directory_and_the_closing_line(jobs, tiny_run):
+    # --quiet used to print nothing at all; the closing line used to leave Ray's start out
+    lines = jobs.result("tiny_run").stderr.splitlines()
+    assert len(lines) == 2, lines  # no bar, no phase lines
+    assert lines[0].startswith("poet: running 3 iterations of poet on terrain") and lines[0].endswith(
+        f"run directory {tiny_run}")
+    m = re.fullmatch(r"done: 3 iterations in (\d+)s \(Ray start (\d+)s, iterations (\d+)s\), \d+ active pairs, "
+                     rf"\d+ archived, ANNECS \d+; run directory {re.escape(str(tiny_run))}", lines[1])
+    assert m, lines[1]
+    assert int(m[1]) == int(m[2]) + int(m[3])
+
+
+def test_version_prints_the_package_version():
+    import poet as package
+
+    proc = poet(["--version"])
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"poet {package.__version__}\n", "")
 
 
 def test_tiny_run_json(tiny_run):
