@@ -40,6 +40,7 @@ import numpy as np
 
 from envs import EnvCache, EnvFamily, EnvParams
 from poet.errors import WaveInterrupted
+from poet.evaluation.cluster import TOKEN_HELP, ClusterError, check_cluster
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.links import (TRANSPORTS, LinkUnreachable, RayLink, SocketLink, WorkerEndpoint, WorkerLost,
                                    connect)
@@ -197,15 +198,28 @@ def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: 
     loopback; Ray (>= 2.52, the oldest this project accepts) starts a new local instance
     with token authentication unless RAY_AUTH_MODE says otherwise, so nothing without the
     token (~/.ray/auth_token) joins or submits work.
+
+    An address is checked first (`check_cluster`): one that does not answer, or a cluster
+    that refuses this driver's authentication, is a `ClusterError` within seconds instead
+    of minutes of Ray's retries.
     """
     import ray
+    from ray.exceptions import AuthenticationError
 
     if ray.is_initialized():
         return False
+    if address is not None:
+        check_cluster(address)
     local = {"address": "local", "num_cpus": num_cpus, "_node_ip_address": "127.0.0.1"}
-    ray.init(**(local if address is None else {"address": address}), include_dashboard=False,
-             logging_level=logging.ERROR, log_to_driver=log_to_driver, configure_logging=True,
-             **({"runtime_env": runtime_env} if runtime_env else {}))
+    try:
+        ray.init(**(local if address is None else {"address": address}), include_dashboard=False,
+                 logging_level=logging.ERROR, log_to_driver=log_to_driver, configure_logging=True,
+                 **({"runtime_env": runtime_env} if runtime_env else {}))
+    except AuthenticationError as exc:  # e.g. RAY_AUTH_MODE=token and no token anywhere
+        if address is None:
+            raise
+        raise ClusterError(f"ray.address: cannot authenticate to the Ray cluster at {address}: "
+                           f"{exc.message.rstrip('.')}; give {TOKEN_HELP}") from None
     return True
 
 

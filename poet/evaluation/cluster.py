@@ -1,0 +1,179 @@
+"""Checks a Ray cluster's address before joining it, so a wrong one fails in seconds.
+
+`ray.init(address=...)` on an address where nothing listens, or on a cluster that wants
+an authentication token this driver lacks, retries for minutes and fills the terminal with
+its C++ warnings before an error that names neither the address nor the token. Before
+`ray.init`, `check_cluster` resolves the address as Ray would (`auto`: RAY_ADDRESS, then
+the cluster a `ray start` on this machine recorded), makes one TCP connection with a short
+timeout and, to a head's GCS, one gRPC call carrying the token Ray would send; each way it
+can fail is one `ClusterError` line naming `ray.address`.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+CONNECT_TIMEOUT_S = 5.0  # a TCP connection or the GCS's answer; a head that is up answers in milliseconds
+RESOLVE_TIMEOUT_S = 10.0  # a host name lookup (a resolver that never answers must not hang the run)
+TOKEN_HELP = ("the cluster's token in RAY_AUTH_TOKEN, or in a file named by RAY_AUTH_TOKEN_PATH "
+              "(default ~/.ray/auth_token); `ray get-auth-token` on the head prints it")
+
+
+class ClusterError(ConnectionError):
+    """A Ray cluster that cannot be joined; its text is one line naming ray.address."""
+
+
+def _resolve(host: str, port: int) -> list[tuple]:
+    """getaddrinfo, bounded by RESOLVE_TIMEOUT_S; raises socket.gaierror or TimeoutError."""
+    box: dict[str, object] = {}
+
+    def lookup() -> None:
+        try:
+            box["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=lookup, daemon=True)  # daemon: a lookup stuck past the bound is left behind
+    thread.start()
+    thread.join(RESOLVE_TIMEOUT_S)
+    if thread.is_alive():
+        raise TimeoutError(f"no answer from the resolver within {RESOLVE_TIMEOUT_S:g} s")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["infos"]  # type: ignore[return-value]
+
+
+def _connect(host: str, port: int, shown: str, start: str) -> None:
+    """One TCP connection to host:port, or a ClusterError saying why not (`start`: how the
+    server there is started)."""
+    try:
+        infos = _resolve(host, port)
+    except (socket.gaierror, TimeoutError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) and exc.strerror else str(exc)
+        raise ClusterError(f"ray.address: cannot resolve host {host!r} of {shown} ({reason})") from None
+    last: OSError | None = None
+    for family, kind, proto, _name, sockaddr in infos:
+        try:
+            with socket.socket(family, kind, proto) as s:
+                s.settimeout(CONNECT_TIMEOUT_S)
+                s.connect(sockaddr)
+            return
+        except OSError as exc:
+            last = exc
+    if isinstance(last, ConnectionRefusedError):
+        why = f"nothing is listening at {shown}: is the head started, with `{start}`?"
+    elif isinstance(last, TimeoutError):
+        why = f"no answer from {shown} within {CONNECT_TIMEOUT_S:g} s (host down, or a firewall drops the port)"
+    else:
+        why = f"cannot reach {shown} ({getattr(last, 'strerror', None) or last})"
+    raise ClusterError(f"ray.address: {why}")
+
+
+def _token_mode(auto: bool) -> tuple[bool, bool, tuple]:
+    """Whether this driver uses token authentication, whether it has a token, and the gRPC
+    metadata to add by hand (Ray's channel adds the token itself under RAY_AUTH_MODE=token).
+
+    An explicit address (RAY_ADDRESS included) uses tokens only under RAY_AUTH_MODE=token;
+    `auto` also does, as `ray.init` decides, when RAY_AUTH_MODE is unset and a token exists."""
+    from ray._private.authentication.authentication_utils import is_token_auth_enabled
+    from ray._raylet import AuthenticationTokenLoader
+    from ray.exceptions import AuthenticationError
+
+    loader = AuthenticationTokenLoader.instance()
+    try:
+        has_token = loader.has_token(ignore_auth_mode=True)
+    except AuthenticationError as exc:  # e.g. RAY_AUTH_TOKEN_PATH names no readable file
+        raise ClusterError(f"ray.address: cannot read this driver's authentication token "
+                           f"({exc.message.rstrip('.')}): give {TOKEN_HELP}") from None
+    if is_token_auth_enabled():
+        return True, has_token, ()
+    if auto and "RAY_AUTH_MODE" not in os.environ and has_token:
+        return True, True, tuple(loader.get_token_for_http_header(ignore_auth_mode=True).items())
+    return False, has_token, ()
+
+
+def _token_source() -> str:
+    """Where Ray takes this driver's token from (RAY_AUTH_TOKEN first, then a file)."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "RAY_AUTH_TOKEN"
+    if os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return f"RAY_AUTH_TOKEN_PATH={os.environ['RAY_AUTH_TOKEN_PATH']}"
+    return "~/.ray/auth_token"
+
+
+def _ask_gcs(gcs: str, shown: str, auto: bool) -> None:
+    """One call to the GCS at `gcs`, with the token (and TLS) Ray would use; a ClusterError
+    unless it answers."""
+    import grpc
+    from ray._private.gcs_utils import create_gcs_channel
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    token_mode, has_token, metadata = _token_mode(auto)
+    channel = create_gcs_channel(gcs)
+    try:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=CONNECT_TIMEOUT_S,
+                          metadata=metadata or None)
+    except grpc.RpcError as exc:
+        code = exc.code() if callable(getattr(exc, "code", None)) else None
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            if not token_mode:
+                raise ClusterError(f"ray.address: the Ray cluster at {shown} requires authentication: run with "
+                                   f"RAY_AUTH_MODE=token and {TOKEN_HELP}") from None
+            if not has_token:
+                raise ClusterError(f"ray.address: the Ray cluster at {shown} requires authentication and "
+                                   f"RAY_AUTH_MODE=token finds no token: give {TOKEN_HELP}") from None
+            raise ClusterError(f"ray.address: the Ray cluster at {shown} rejected the authentication token "
+                               f"from {_token_source()}: give {TOKEN_HELP}") from None
+        port = ("give the port the head was started with (`ray start --head --port=PORT`, "
+                "6379 by default)")
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise ClusterError(f"ray.address: {shown} accepts connections but no Ray head's GCS answers there "
+                               f"within {CONNECT_TIMEOUT_S:g} s; {port}") from None
+        name = code.name if code is not None else type(exc).__name__
+        raise ClusterError(f"ray.address: {shown} does not answer as a Ray head's GCS ({name}); {port}") from None
+    finally:
+        channel.close()
+
+
+def check_cluster(address: str) -> None:
+    """Raise ClusterError (one line naming ray.address) unless a Ray cluster at `address`
+    answers, and, for a head's GCS address, accepts this driver's authentication.
+
+    `address` is what `ray.init` would take: `auto`, HOST:PORT of the head's GCS, or
+    `ray://HOST:PORT` (Ray Client: only the connection is checked). Other schemes are left
+    to Ray."""
+    from ray._common.network_utils import parse_address
+    from ray._private import services
+
+    # As ray.init: RAY_ADDRESS stands for `auto`, and is then an explicit address (one that
+    # never turns token authentication on by itself)
+    auto = address == "auto" and not os.environ.get("RAY_ADDRESS")
+    if address == "auto" and not auto:
+        address = os.environ["RAY_ADDRESS"]
+    if address == "local":  # a new local instance, nothing to join
+        return
+    if "://" in address:
+        scheme, rest = address.split("://", 1)
+        if scheme != "ray":
+            return
+        parsed = parse_address(rest.rstrip("/"))
+        if parsed is None or not parsed[1].isdigit() or not 0 < int(parsed[1]) < 65536:
+            raise ClusterError(f"ray.address: {address!r} is not ray://HOST:PORT")
+        _connect(parsed[0], int(parsed[1]), address, f"ray start --head --ray-client-server-port={parsed[1]}")
+        return
+    try:
+        # Ray's own resolution: `auto` finds the cluster; localhost becomes this node's address
+        gcs = services.canonicalize_bootstrap_address(address)
+    except ConnectionError:
+        raise ClusterError(f"ray.address: {address!r} finds no running Ray cluster (no RAY_ADDRESS, and no "
+                           "`ray start` on this machine); give HEAD_IP:PORT") from None
+    except ValueError:
+        raise ClusterError(f"ray.address: {address!r} is not HOST:PORT, ray://HOST:PORT or auto") from None
+    parsed = parse_address(gcs) if gcs else None
+    if parsed is None or not parsed[1].isdigit() or not 0 < int(parsed[1]) < 65536:
+        raise ClusterError(f"ray.address: {address!r} is not HOST:PORT, ray://HOST:PORT or auto")
+    shown = address if address == gcs else f"{address} (as {gcs})"
+    _connect(parsed[0], int(parsed[1]), shown, f"ray start --head --port={parsed[1]}")
+    _ask_gcs(gcs, shown, auto)
