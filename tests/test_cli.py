@@ -341,3 +341,18 @@ def test_no_config_uses_quickstart(jobs):
     assert cfg.trainer.es == {"population": 8, "noise_table_size": 100_000}
     rows = (run_dir / "records" / "iterations.jsonl").read_text().splitlines()
     assert len([r for r in rows if r.strip()]) == 1
+
+
+# ---------------------------------------------------------------- the closing line, in-process
+
+def test_enhanced_poets_closing_line_names_what_its_second_count_counts(tiny, tmp_path, capsys):
+    # it used to say "(reference code's counter N)", which tells a reader nothing
+    import poet as package
+
+    result = package.run(tiny(curriculum="enhanced_poet", iterations=2), out=tmp_path / "r", progress=False)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("poet: running 2 iterations of enhanced_poet")
+    assert re.fullmatch(rf"done: 2 iterations in \d+s, \d+ active pairs, \d+ archived, ANNECS {result.annecs} "
+                        rf"\({result.annecs_reference} as the reference code counts: admitted envs the best archived "
+                        rf"agent passed the MC on\); run directory {re.escape(str(tmp_path / 'r'))}", lines[1]), lines[1]
+    assert result.ray_start_seconds == 0.0  # in process: nothing started
