@@ -338,6 +338,14 @@ def caption(name: str) -> str:
 
 # ---------------------------------------------------------------- summary and page
 
+def _iterations_run(run: Run) -> int:
+    """Iterations the run has done: the last one any table records, plus one (an iteration of a
+    level-buffer curriculum that only explored trains no agent and has no `iterations` row)."""
+    found = [int(t["iteration"].max()) for t in (run.iterations, run.phases, run.heldout)
+             if len(t) and t["iteration"].notna().any()]
+    return max(found, default=-1) + 1
+
+
 def summary(runs: Sequence[Run]) -> pd.DataFrame:
     """One row per run: what it is, its budget and its last held-out scores (best agent) on the shared levels."""
     _, common = _levels(runs)
@@ -346,7 +354,7 @@ def summary(runs: Sequence[Run]) -> pd.DataFrame:
         table, steps = best_heldout(run), training_steps(run)
         row = {"run": label, "directory": str(run.path), "curriculum": curriculum_of(run.config),
                "family": (run.config.get("env") or {}).get("family", "?"), "seed": run.config.get("seed", "?"),
-               "iterations": int(run.iterations["iteration"].nunique()) if len(run.iterations) else 0,
+               "iterations": _iterations_run(run),
                "training env steps": f"{int(steps.iloc[-1]):,}" if len(steps) else "?",
                "held-out evaluations": int(table["iteration"].nunique()) if len(table) else 0}
         last = table[table["iteration"] == table["iteration"].max()].set_index("level")["best"] if len(table) else {}

@@ -128,6 +128,8 @@ def test_figure_functions_take_loaded_runs(runs):
     assert FIGURES["training_scores"](loaded[1:]).axes[0].get_xscale() == "linear"
     row = summary(loaded).set_index("run").loc["poet (poet)"]
     assert row["held-out evaluations"] == 3 and set(LEVELS) <= set(row.index)
+    # iterations done, also those where ACCEL only explored (no `iterations` row)
+    assert summary(loaded)["iterations"].tolist() == [12, 12, 6]
 
 
 def test_runs_with_other_levels_compare_on_the_levels_they_share(runs, tmp_path):
