@@ -397,3 +397,126 @@ def test_env_start_given_with_its_course_keeps_the_course(tiny, tmp_path):
     poet.run(tiny(curriculum="direct", iterations=2, env={"start": start.to_dict()}), out=tmp_path / "r", progress=False)
     first = load_run(tmp_path / "r").envs.iloc[0]
     assert EnvParams.from_json(first["params_json"]) == start and first["course_seed"] == 4242
+
+
+# ------------------------------------------------------------ level-buffer runs: progress, options, shipped config
+def test_level_buffer_progress_fields_say_what_the_iteration_did(tmp_path):
+    import envs
+
+    ctx, cur, _ = _plr_ctx(tmp_path, "accel", buffer_size=10, new_levels=3)  # min fill 0.5: 5 levels
+    cur.run_iteration(ctx, 0, _phase)  # an empty buffer: explore 3
+    assert cur.progress_fields(ctx) == {"levels": "3/5 before first replay"}
+    family = envs.make_family("terrain", {})
+    levels = [family.sample(np.random.default_rng(i)).with_course_seed(i) for i in range(2)]
+    ctx, cur, _ = _plr_ctx(tmp_path / "full", "robust_plr", levels, buffer_size=2, replay_prob=1.0, min_fill=0.0)
+    assert cur.progress_fields(ctx) == {"buffer": "2/2", "replays": 0, "replay_score": "none yet"}
+    cur.run_iteration(ctx, 5, _phase)  # replays: one trainer step, the fake scorer's 10 after it
+    assert cur.progress_fields(ctx) == {"buffer": "2/2", "replays": 1, "replay_score": "10"}
+
+
+def test_progress_bar_of_a_level_buffer_run_says_it_is_filling_never_nan(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from poet.runner import Progress
+
+    ctx, cur, _ = _plr_ctx(tmp_path, "accel")  # dcd's defaults: 1000 levels, min fill 0.5, 16 per cycle
+    bar = Progress(30, 0, True)
+    for iteration in range(2):
+        cur.run_iteration(ctx, iteration, _phase)
+        bar.update(SimpleNamespace(ctx=ctx, curriculum=cur, last_steps_per_second=1234.0, annecs=lambda: 0))
+    bar.close()
+    err = capsys.readouterr().err
+    assert "levels=32/500 before first replay" in err, err
+    assert "nan" not in err and "best=" not in err and "steps_per_s=1,234" in err
+
+
+def test_cli_progress_bar_of_a_short_accel_run(tiny, tmp_path):
+    """`poet run` with dcd's buffer defaults: 3 iterations only explore, and the bar says so."""
+    import subprocess
+    import sys
+
+    config = _write_config(tmp_path / "cfg.yaml", tiny(curriculum="accel", iterations=3, progress=True))
+    run = subprocess.run([sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(tmp_path / "r")],
+                         cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "levels=48/500 before first replay" in run.stderr, run.stderr[-2000:]
+    assert "nan" not in run.stderr
+
+
+@pytest.mark.parametrize("curriculum, option, value, message", [
+    ("robust_plr", "min_fill", 2, "min_fill: must be in [0, 1], got 2"),
+    ("robust_plr", "replay_prob", -0.5, "replay_prob: must be in [0, 1], got -0.5"),
+    ("accel", "staleness_coef", 1.5, "staleness_coef: must be in [0, 1], got 1.5"),
+    ("accel", "buffer_size", 0, "buffer_size: must be >= 1, got 0"),
+    ("accel", "new_levels", 2.5, "new_levels: must be a whole number >= 1, got 2.5"),
+    ("accel", "buffer_size", "big", "buffer_size: must be a whole number >= 1, got 'big'"),
+    ("robust_plr", "temperature", 0, "temperature: must be > 0, got 0"),
+    ("robust_plr", "temperature", "hot", "temperature: must be a number, got 'hot'"),
+    ("accel", "score", "regret", "score: must be one of auto, positive_value_loss, maxmc, got 'regret'"),
+    ("accel", "buffer_priority", "age", "buffer_priority: must be one of replay_support, score, got 'age'"),
+    ("accel", "edits", 0, "edits: must be >= 1, got 0"),
+])
+def test_level_buffer_option_errors_name_the_option_and_the_bound(curriculum, option, value, message):
+    with pytest.raises(ValueError) as info:
+        CURRICULA[curriculum](**{option: value})
+    assert str(info.value) == message
+
+
+def test_cli_bad_level_buffer_option_is_one_error_line(tmp_path):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "poet.cli", "run", "experiments/ued_terrain.yaml", "--set",
+                          "curriculum_options.min_fill=2", "--out", str(tmp_path / "r")], cwd=ROOT,
+                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("poet: error: ") and "curriculum_options" in lines[0], run.stderr
+    assert "min_fill: must be in [0, 1], got 2" in lines[0]
+    assert not (tmp_path / "r").exists()
+
+
+UED = ROOT / "experiments" / "ued_terrain.yaml"
+
+
+def test_ued_terrain_config_is_the_quickstart_with_a_buffer_scaled_to_the_run():
+    """Same env, policy, evaluation and ES as the quickstart; its buffer lets replays start within
+    the first tenth of the run, where dcd's 1000 levels would take a third of it."""
+    from poet.config import load_config
+    from poet.curricula.level_buffer import LevelBuffer
+    from poet.runner import check_parts
+
+    ued, quick = load_config(UED), load_config(ROOT / "experiments" / "quickstart.yaml")
+    assert ued.curriculum == "accel" and ued.env == quick.env and ued.policy == quick.policy
+    assert (ued.evaluation.max_steps, ued.evaluation.eval_episodes, ued.evaluation.test_every) == (400, 3, 20)
+    assert ued.trainer.name == "es" and ued.trainer.es == quick.trainer.es
+    accel = check_parts(ued).curriculum
+    cycles = -(-LevelBuffer.levels_to_replay(accel.buffer_size, accel.min_fill) // accel.new_levels)
+    assert cycles <= ued.iterations // 10
+    defaults = CURRICULA["accel"]()
+    assert -(-LevelBuffer.levels_to_replay(defaults.buffer_size, defaults.min_fill) // defaults.new_levels) > 30
+    for curriculum in ("robust_plr", "dr"):  # the other UED curricula run from it as it is
+        assert check_parts(load_config(UED, overrides=[f"curriculum={curriculum}"])).curriculum.name == curriculum
+
+
+@pytest.mark.parametrize("curriculum", ["accel", "robust_plr", "dr"])
+def test_ued_terrain_config_runs_each_ued_curriculum(curriculum, tmp_path):
+    """A few iterations of experiments/ued_terrain.yaml, cut down, with `--set curriculum=...`."""
+    import subprocess
+    import sys
+
+    small = ["iterations=6", "evaluation.backend=inprocess", "evaluation.max_steps=60", "evaluation.test_every=3",
+             "trainer.es.population=8", "env.options.course_length=20", f"curriculum={curriculum}"]
+    sets = [x for s in small for x in ("--set", s)]
+    run = subprocess.run([sys.executable, "-m", "poet.cli", "run", str(UED), *sets, "--out", str(tmp_path / "r"),
+                          "--quiet"], cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    records = load_run(tmp_path / "r")
+    assert sorted(records.heldout["iteration"].unique()) == [2, 5]
+    if curriculum == "dr":
+        assert len(records.iterations) == 6
+    else:  # 16 new levels per cycle: 4 cycles fill the 100-level buffer to its minimum of 50
+        assert (records.events["kind"] == "explored").sum() >= 16 * 4 or len(records.iterations) == 0

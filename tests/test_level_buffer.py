@@ -83,3 +83,15 @@ def test_plain_data_round_trip() -> None:
     assert again == b
     with pytest.raises(KeyError):
         LevelBuffer.from_data({"capacity": 3})
+
+
+@pytest.mark.parametrize("capacity, min_fill, needed", [(1000, 0.5, 500), (100, 0.07, 7), (100, 0.29, 29), (7, 0.5, 4),
+                                                        (10, 0.0, 1), (10, 1.0, 10), (3, 0.34, 2)])
+def test_levels_to_replay_is_the_fewest_levels_the_replay_decision_accepts(capacity, min_fill, needed) -> None:
+    assert LevelBuffer.levels_to_replay(capacity, min_fill) == needed
+    # the replay decision agrees: it can replay with `needed` levels, never with one fewer
+    b = LevelBuffer(capacity=capacity)
+    b.levels, b.scores, b.staleness = ["x"] * needed, [0.0] * needed, [0.0] * needed
+    assert b.replay_decision(_Uniform(0.0), replay_prob=1.0, min_fill=min_fill) is True
+    del b.levels[-1]
+    assert b.replay_decision(_Uniform(0.0), replay_prob=1.0, min_fill=min_fill) is False

@@ -20,6 +20,7 @@ All randomness comes from the Generator passed in.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,17 @@ class LevelBuffer:
     def fill(self) -> float:
         """The fraction of the buffer in use."""
         return len(self.levels) / self.capacity
+
+    @staticmethod
+    def levels_to_replay(capacity: int, min_fill: float) -> int:
+        """How many levels a buffer of `capacity` must hold before `replay_decision` can
+        replay: the fewest n >= 1 with n / capacity >= min_fill."""
+        n = max(1, math.ceil(min_fill * capacity))
+        while n > 1 and (n - 1) / capacity >= min_fill:  # the rounded product may miss by one
+            n -= 1
+        while n < capacity and n / capacity < min_fill:
+            n += 1
+        return n
 
     def weights(self) -> np.ndarray:
         """The replay distribution over the buffer's levels."""

@@ -46,6 +46,35 @@ def maxmc(max_return: float, current_return: float) -> float:
     return float(max_return) - float(current_return)
 
 
+def _check_number(option: str, value: object) -> float:
+    """`value` as a float; a ValueError naming the option when it is not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{option}: must be a number, got {value!r}")
+    return float(value)
+
+
+def _check_fraction(option: str, value: object) -> float:
+    """A number in [0, 1]."""
+    number = _check_number(option, value)
+    if not 0 <= number <= 1:
+        raise ValueError(f"{option}: must be in [0, 1], got {value!r}")
+    return number
+
+
+def _check_int(option: str, value: object, low: int) -> int:
+    """A whole number >= low."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
+        raise ValueError(f"{option}: must be a whole number >= {low}, got {value!r}")
+    if value < low:
+        raise ValueError(f"{option}: must be >= {low}, got {value!r}")
+    return int(value)
+
+
+def _check_choice(option: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{option}: must be one of {', '.join(choices)}, got {value!r}")
+
+
 class RobustPLR:
     """Robust prioritized level replay: train only on replayed levels."""
 
@@ -55,17 +84,32 @@ class RobustPLR:
     def __init__(self, buffer_size: int = 1000, replay_prob: float = 0.5, min_fill: float = 0.5,
                  temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16, score: str = "auto",
                  buffer_priority: str = "replay_support"):
-        problems = [(score in SCORES, f"score one of {', '.join(SCORES)}"), (buffer_size >= 1, "buffer_size >= 1"),
-                    (buffer_priority in PRIORITIES, f"buffer_priority one of {', '.join(PRIORITIES)}"),
-                    (0 <= replay_prob <= 1, "replay_prob in [0, 1]"), (0 <= min_fill <= 1, "min_fill in [0, 1]"),
-                    (temperature > 0, "temperature > 0"), (0 <= staleness_coef <= 1, "staleness_coef in [0, 1]"),
-                    (new_levels >= 1, "new_levels >= 1")]
-        bad = [msg for ok, msg in problems if not ok]
-        if bad:
-            raise TypeError(f"{self.name}: {'; '.join(bad)}")
-        self.buffer_size, self.replay_prob, self.min_fill = int(buffer_size), float(replay_prob), float(min_fill)
-        self.temperature, self.staleness_coef, self.new_levels = float(temperature), float(staleness_coef), int(new_levels)
+        _check_choice("score", score, SCORES)
+        _check_choice("buffer_priority", buffer_priority, PRIORITIES)
+        self.buffer_size = _check_int("buffer_size", buffer_size, 1)
+        self.new_levels = _check_int("new_levels", new_levels, 1)
+        self.replay_prob = _check_fraction("replay_prob", replay_prob)
+        self.min_fill = _check_fraction("min_fill", min_fill)
+        self.staleness_coef = _check_fraction("staleness_coef", staleness_coef)
+        self.temperature = _check_number("temperature", temperature)
+        if not self.temperature > 0:
+            raise ValueError(f"temperature: must be > 0, got {temperature!r}")
         self.score, self.buffer_priority = score, buffer_priority
+
+    def progress_fields(self, ctx: RunContext) -> dict[str, object] | None:
+        """What the progress bar shows after an iteration: while the buffer fills, how many
+        levels it holds of the number the first replay needs (`min_fill`); then its size,
+        the replays so far (one trainer step each) and the agent's score after the last."""
+        data = ctx.state.curriculum_data.get(KEY)
+        if data is None or not ctx.state.population.active:
+            return None
+        held, capacity = len(data["levels"]), int(data["capacity"])
+        needed = LevelBuffer.levels_to_replay(capacity, self.min_fill)
+        scores = ctx.state.population.active[0].scores  # one per trainer step: every step is a replay
+        if held < needed and not scores:
+            return {"levels": f"{held}/{needed} before first replay"}
+        return {"buffer": f"{held}/{capacity}", "replays": len(scores),
+                "replay_score": f"{scores[-1]:.0f}" if scores else "none yet"}
 
     def uses_value_loss(self, ctx: RunContext) -> bool:
         """Whether levels are scored by positive value loss (else MaxMC)."""
@@ -164,9 +208,7 @@ class ACCEL(RobustPLR):
                  score: str = "auto", buffer_priority: str = "replay_support"):
         super().__init__(buffer_size, replay_prob, min_fill, temperature, staleness_coef, new_levels, score,
                          buffer_priority)
-        if edits < 1:
-            raise TypeError(f"accel: edits must be >= 1, got {edits}")
-        self.edits = int(edits)
+        self.edits = _check_int("edits", edits, 1)
 
     def check(self, family: EnvFamily) -> str | None:
         """ACCEL's new levels are easy random ones or the family's start: any family will do."""
