@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import inspect
 import io
 import re
 from pathlib import Path
@@ -24,6 +25,7 @@ import envs
 from envs import EnvParams
 from poet.analysis import Run, load_run
 from poet.config import ConfigError, RunConfig
+from poet.curricula.level_buffer import LevelBuffer
 from poet.images import course_figure, figure_rgb, write_png
 
 # Columns of `run.envs` that are not env parameters.
@@ -31,6 +33,11 @@ NON_PARAM_COLUMNS = {"env_id", "family", "pair_id", "parent_env_id", "created_it
                      "solved_iteration", "params_json", "course_seed"}
 SOLVED_COLOR, UNSOLVED_COLOR = "tab:green", "tab:gray"
 MAX_COURSES = 48  # the report draws the courses of the newest envs up to this many
+LEVEL_BUFFER_CURRICULA = ("robust_plr", "accel")
+POET_CURRICULA = ("poet", "enhanced_poet")
+NO_REPRODUCTION = (*LEVEL_BUFFER_CURRICULA, "dr", "direct", "path")  # registered curricula that admit no envs by reproduction
+MAX_TREE_NODES = 60  # the env tree draws at most this many envs (readable labels) ...
+MAX_TREE_INCHES = 14.0  # ... in a figure at most this tall
 
 
 def _pair_order(run: Run) -> list[str]:
@@ -56,14 +63,67 @@ def _threshold(run: Run) -> float:
     return float(run.config.get("solved_threshold", RunConfig.solved_threshold))
 
 
+def _is_level_buffer(run: Run) -> bool:
+    """Whether the run is one of a level-buffer curriculum (robust PLR, ACCEL): one agent that
+    trains only on levels replayed from its buffer."""
+    if curriculum_of(run.config) in LEVEL_BUFFER_CURRICULA:
+        return True
+    return bool(len(run.events)) and bool(run.events["kind"].isin(["replayed", "explored"]).any())
+
+
+def _last_iteration(run: Run) -> int:
+    """The last iteration any table of the run records (-1: none)."""
+    found = [int(t["iteration"].max()) for t in (run.iterations, run.events, run.phases, run.heldout)
+             if len(t) and t["iteration"].notna().any()]
+    return max(found, default=-1)
+
+
+def _buffer_settings(run: Run) -> tuple[int, float]:
+    """The run's level-buffer capacity and minimum fill before the first replay: its
+    `curriculum_options`, else the curriculum's defaults (registered curricula only: reading
+    a run never imports code it names)."""
+    from poet.curricula import CURRICULA
+
+    cls = CURRICULA.get(curriculum_of(run.config), CURRICULA["robust_plr"])
+    defaults = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()}
+    options = run.config.get("curriculum_options") or {}
+    values = []
+    for key, kind in (("buffer_size", int), ("min_fill", float)):
+        value = options.get(key, defaults.get(key))
+        try:
+            values.append(kind(value))
+        except (TypeError, ValueError):
+            values.append(kind(defaults[key]))
+    capacity, min_fill = values
+    return max(1, capacity), min(1.0, max(0.0, min_fill))
+
+
+def _buffer_fill(run: Run) -> pd.Series:
+    """Levels held in the buffer after each iteration, from the `explored` and `edited`
+    events ("buffer slot N": slots fill in order, so the highest slot so far + 1)."""
+    last = _last_iteration(run)
+    index = pd.RangeIndex(0, last + 1, name="iteration")
+    ev = run.events
+    if not len(ev):
+        return pd.Series(0, index=index, dtype="int64")
+    offered = ev[ev["kind"].isin(["explored", "edited"])]
+    slots = offered["detail"].astype(str).str.extract(r"buffer slot (\d+)")[0].astype(float)
+    per_iteration = (slots + 1).groupby(offered["iteration"].astype(int)).max()
+    held = per_iteration.reindex(index).cummax().ffill().fillna(0)
+    return held.astype("int64")
+
+
 # ---------------------------------------------------------------- figures
 
 def scores_figure(run: Run) -> Figure:
-    """Every pair's score on its own env over the iterations (a heat map, smoothed), and the best and median pair, with the solved threshold.
+    """Training scores with the solved threshold: every pair's on its own env (a heat map, smoothed, and the best and median pair); for robust PLR and ACCEL the agent's after each replay, and the buffer's fill.
 
     One row per pair in creation order; white where the pair was not active. The window of
     the moving average (in iterations) is in the title; the colour bar marks the threshold.
+    A level-buffer run trains only on replayed levels, so its figure is `replay_scores_figure`.
     """
+    if _is_level_buffer(run):
+        return replay_scores_figure(run)
     fig = Figure(figsize=(9, 6), layout="constrained")
     heat, lines = fig.subplots(2, 1, sharex=True, height_ratios=[2.2, 1])
     it = run.iterations
@@ -98,6 +158,43 @@ def scores_figure(run: Run) -> Figure:
     lines.axhline(threshold, color="k", ls="--", lw=1, label=f"solved ({threshold:g})")
     lines.set(xlabel="iteration", ylabel="score")
     lines.legend(fontsize="small", loc="lower right", ncol=3)
+    return fig
+
+
+def replay_scores_figure(run: Run) -> Figure:
+    """A level-buffer run (robust PLR, ACCEL): the agent's score after each replay (one trainer
+    step on a level drawn from the buffer) with its moving average and the solved threshold;
+    below, the levels in the buffer over the iterations and the fill the first replay needs.
+    Before any replay the top panel says so, with how far the buffer has filled."""
+    fig = Figure(figsize=(9, 6), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[2.2, 1])
+    threshold = _threshold(run)
+    capacity, min_fill = _buffer_settings(run)
+    needed = LevelBuffer.levels_to_replay(capacity, min_fill)
+    fill = _buffer_fill(run)
+    it = run.iterations.sort_values("iteration", kind="stable")
+    if len(it):
+        x, y = it["iteration"].astype(float).to_numpy(), it["score"].astype(float).to_numpy()
+        window = max(1, len(it) // 20)
+        top.scatter(x, y, s=14, color="tab:blue", alpha=0.6, label="after a replay")
+        top.plot(x, pd.Series(y).rolling(window, min_periods=1).mean().to_numpy(), color="tab:blue", lw=1.4,
+                 label=f"moving average over {window} replays")
+        top.axhline(threshold, color="k", ls="--", lw=1, label=f"solved ({threshold:g})")
+        top.legend(fontsize="small", loc="lower right", ncol=3)
+        top.set_title(f"The agent's score after each of its {len(it)} replays (one trainer step each)")
+    else:
+        explored = int((run.events["kind"] == "explored").sum()) if len(run.events) else 0
+        _note(top, f"no training yet: {explored} levels explored, buffer fills to {needed} "
+                   f"(of {capacity}) before the first replay")
+        top.set_title("The agent's score after each replay")
+    top.set(ylabel="score")
+    if len(fill):
+        bottom.step(fill.index, fill.to_numpy(), where="post", color="tab:purple", label="levels in the buffer")
+    bottom.axhline(needed, color="tab:red", ls="--", lw=1, label=f"replays possible from {needed}")
+    bottom.axhline(capacity, color="0.5", ls=":", lw=1, label=f"capacity {capacity}")
+    bottom.set(xlabel="iteration", ylabel="levels", ylim=(0, capacity * 1.08))
+    bottom.legend(fontsize="small", loc="lower right", ncol=3)
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
     return fig
 
 
@@ -161,33 +258,128 @@ def _tree_layout(envs: pd.DataFrame) -> dict[str, float]:
     return y
 
 
+def _env_label(params_json: object, env_id: str) -> str:
+    """A node's label: a terrain family's obstacles (roughness, pit gap and stump height
+    ranges), a few scalar parameters as name value, else the env id's first 8 characters."""
+    try:
+        values = EnvParams.from_json(str(params_json)).values
+    except (TypeError, ValueError, KeyError):
+        return str(env_id)[:8]
+    if {"roughness", "pit_gap", "stump_height"} <= set(values):
+        parts = [f"rough {_num(values['roughness'])}"]
+        for key, short in (("pit_gap", "pits"), ("stump_height", "stumps")):
+            group = values[key]
+            if isinstance(group, (list, tuple)) and len(group) == 2:
+                parts.append(f"{short} {_num(group[0])}-{_num(group[1])}")
+        return ", ".join(parts)
+    numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    if values and len(numbers) == len(values) <= 3:
+        return ", ".join(f"{k} {_num(v)}" for k, v in numbers.items())
+    return str(env_id)[:8]
+
+
+def _num(value: object) -> str:
+    try:
+        return f"{round(float(value), 2):g}"
+    except (TypeError, ValueError):
+        return "?"
+
+
+def _tree_selection(run: Run, envs: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, str]:
+    """The envs the tree draws, their replay counts (level-buffer runs; empty otherwise) and a
+    line saying what was left out ("" when nothing was).
+
+    A level-buffer run draws the levels it replayed (the most replayed first) with their
+    ancestors, never the levels it only explored or made by edits and never trained on;
+    other runs draw every env, the newest first, with its ancestors. Either stops at
+    MAX_TREE_NODES envs."""
+    parent = dict(zip(envs["env_id"], envs["parent_env_id"]))
+    buffer_run = _is_level_buffer(run)
+    replays = pd.Series(dtype="int64")
+    if buffer_run:
+        ev = run.events
+        replayed = ev[ev["kind"] == "replayed"] if len(ev) else ev
+        replays = replayed.groupby("env_id").size() if len(replayed) else replays
+        last = replayed.groupby("env_id")["iteration"].max() if len(replayed) else pd.Series(dtype=float)
+        wanted = sorted((e for e in replays.index if e in parent), key=lambda e: (-replays[e], -last[e]))
+    else:
+        wanted = list(envs["env_id"])[::-1]
+    chosen: dict[str, None] = {}
+    for env_id in wanted:
+        lineage, node = [], env_id
+        while isinstance(node, str) and node in parent and node not in chosen and node not in lineage:
+            lineage.append(node)
+            node = parent[node]
+        if len(chosen) + len(lineage) <= MAX_TREE_NODES:  # else a shorter lineage may still fit
+            chosen.update(dict.fromkeys(lineage))
+    if not chosen:  # no lineage fits: the first envs wanted, without ancestors
+        chosen = dict.fromkeys(wanted[:MAX_TREE_NODES])
+    drawn_wanted = sum(1 for env_id in wanted if env_id in chosen)
+    shown = envs[envs["env_id"].isin(chosen)]
+    notes = []
+    if buffer_run:
+        never = len(envs) - len(set(replays.index) & set(parent))
+        if never:
+            notes.append(f"{never} of {len(envs)} levels were never replayed (explored or edited, not trained "
+                         "on): only ancestors of replayed levels among them are drawn")
+        if drawn_wanted < len(wanted):
+            notes.append(f"{len(wanted) - drawn_wanted} replayed levels beyond {MAX_TREE_NODES} nodes left out "
+                         "(the most replayed are drawn, with their ancestors)")
+    elif len(shown) < len(envs):
+        notes.append(f"{len(envs) - len(shown)} of {len(envs)} envs left out: at most {MAX_TREE_NODES} are "
+                     "drawn, the newest with their ancestors")
+    return shown, replays, "; ".join(notes)
+
+
 def env_tree_figure(run: Run) -> Figure:
-    """The tree of environments (parent to child) by creation iteration, coloured by solved or not."""
+    """The tree of environments (parent to child) by creation iteration, each labelled by its parameters; for robust PLR and ACCEL only the replayed levels and their ancestors."""
     envs = run.envs.drop_duplicates("env_id").sort_values("created_iteration", kind="stable")
-    fig = Figure(figsize=(9, min(30.0, max(3.0, 0.45 * len(envs) + 1.5))), layout="constrained")
+    shown, replays, left_out = _tree_selection(run, envs) if len(envs) else (envs, pd.Series(dtype="int64"), "")
+    buffer_run = _is_level_buffer(run)
+    y = _tree_layout(shown) if len(shown) else {}
+    rows = int(max(y.values(), default=0)) + 1
+    fig = Figure(figsize=(10, min(MAX_TREE_INCHES, max(3.0, 0.3 * rows + 2.0))), layout="constrained")
     ax = fig.add_subplot()
-    ax.set(xlabel="creation iteration", title="Env tree", yticks=[])
-    if not len(envs):
-        _note(ax, "no envs")
+    title = "Env tree" if not buffer_run else "Level tree: the replayed levels and their ancestors"
+    if not len(shown):
+        ax.set(xlabel="creation iteration", title=title, yticks=[])
+        _note(ax, "no envs" if not len(envs) else f"no level replayed yet: {len(envs)} levels, none trained on")
         return fig
-    y = _tree_layout(envs)
-    x = dict(zip(envs["env_id"], envs["created_iteration"].astype(float)))
-    for env_id, parent in zip(envs["env_id"], envs["parent_env_id"]):
+    ax.set(xlabel="creation iteration", title=title + (f"\n{left_out}" if left_out else ""), yticks=[])
+    ax.title.set_fontsize("small" if left_out else "medium")
+    x = dict(zip(shown["env_id"], shown["created_iteration"].astype(float)))
+    for env_id, parent in zip(shown["env_id"], shown["parent_env_id"]):
         if isinstance(parent, str) and parent in x:
             ax.annotate("", xy=(x[env_id], y[env_id]), xytext=(x[parent], y[parent]),
                         arrowprops={"arrowstyle": "->", "color": "0.5", "lw": 1, "shrinkA": 6, "shrinkB": 6})
-    solved = envs["solved_iteration"].notna().to_numpy()
-    retired = envs["retired_iteration"].notna().to_numpy()
-    xs, ys = envs["env_id"].map(x).to_numpy(float), envs["env_id"].map(y).to_numpy(float)
-    colors = np.where(solved, SOLVED_COLOR, UNSOLVED_COLOR)
-    ax.scatter(xs, ys, s=90, c=list(colors), edgecolors=np.where(retired, "k", "none").tolist(), zorder=3)
-    for xi, yi, label in zip(xs, ys, envs["pair_id"]):
-        ax.annotate(str(label), (xi, yi), xytext=(6, 5), textcoords="offset points", fontsize="small")
-    handles = [Line2D([], [], ls="", marker="o", color=SOLVED_COLOR, label="solved"),
-               Line2D([], [], ls="", marker="o", color=UNSOLVED_COLOR, label="not solved"),
-               Line2D([], [], ls="", marker="o", mfc="w", mec="k", label="retired (black edge)")]
+    xs, ys = shown["env_id"].map(x).to_numpy(float), shown["env_id"].map(y).to_numpy(float)
+    if buffer_run:
+        times = shown["env_id"].map(replays).fillna(0).to_numpy(int)
+        colors = np.where(times > 0, "tab:blue", UNSOLVED_COLOR)
+        ax.scatter(xs, ys, s=40 + 25 * np.sqrt(times), c=list(colors), zorder=3)
+        handles = [Line2D([], [], ls="", marker="o", color="tab:blue", label="replayed (size: how often)"),
+                   Line2D([], [], ls="", marker="o", color=UNSOLVED_COLOR, label="ancestor, never replayed")]
+    else:
+        solved = shown["solved_iteration"].notna().to_numpy()
+        retired = shown["retired_iteration"].notna().to_numpy()
+        colors = np.where(solved, SOLVED_COLOR, UNSOLVED_COLOR)
+        ax.scatter(xs, ys, s=90, c=list(colors), edgecolors=np.where(retired, "k", "none").tolist(), zorder=3)
+        handles = [Line2D([], [], ls="", marker="o", color=SOLVED_COLOR, label="solved"),
+                   Line2D([], [], ls="", marker="o", color=UNSOLVED_COLOR, label="not solved"),
+                   Line2D([], [], ls="", marker="o", mfc="w", mec="k", label="retired (black edge)")]
+    # one agent per env (POET): its pair id after the env's label; one agent for all: none
+    several = shown["pair_id"].nunique() > 1
+    for xi, yi, (_, row) in zip(xs, ys, shown.iterrows()):
+        label = _env_label(row.get("params_json"), row["env_id"])
+        if several and isinstance(row["pair_id"], str):
+            label += f" ({row['pair_id']})"
+        ax.annotate(label, (xi, yi), xytext=(6, 4), textcoords="offset points",
+                    fontsize="x-small" if len(shown) > 20 else "small")
     ax.legend(handles=handles, fontsize="small", loc="best")
-    ax.margins(x=0.08, y=0.15)
+    low, high = float(np.min(xs)), float(np.max(xs))
+    span = max(high - low, 1.0)
+    ax.set_xlim(low - 0.05 * span, high + 0.4 * span)  # room for the labels right of the nodes
+    ax.margins(y=0.5 / max(1, rows) + 0.05)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     return fig
 
@@ -237,14 +429,27 @@ def transfer_matrix_figure(run: Run) -> Figure:
 
 
 def annecs_figure(run: Run) -> Figure:
-    """ANNECS (novel environments created and solved) after each iteration: the paper's and the reference code's counts.
+    """ANNECS (novel environments created and solved) after each iteration: the paper's and the reference code's counts; for curricula without POET's reproduction, the levels solved.
 
     The paper counts envs that passed the MC when created and were later solved; the
     reference code counts admissions on which the best archived agent passes the MC.
+    A curriculum that admits no envs by reproduction (ACCEL, robust PLR, DR, direct, path)
+    shows the levels it solved instead, and those of them made from another level.
     """
     fig = Figure(figsize=(9, 3.5), layout="constrained")
     ax = fig.add_subplot()
     annecs = run.annecs
+    name = curriculum_of(run.config)
+    if name in NO_REPRODUCTION and len(annecs):
+        solved = _solved_levels(run)
+        ax.step(solved.index, solved.to_numpy(), where="post", color="tab:green",
+                label=f"levels solved (score >= {_threshold(run):g} after a trainer step)")
+        ax.step(annecs.index, annecs.to_numpy(), where="post", color="tab:purple", linestyle="--",
+                label="of them made from another level (edits, stages)")
+        ax.legend(fontsize="small", loc="upper left")
+        ax.set(xlabel="iteration", ylabel="levels", title=f"Levels solved ({name} has no reproduction, so no ANNECS)")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        return fig
     if len(annecs):
         ax.step(annecs.index, annecs.to_numpy(), where="post", color="tab:purple",
                 label="ANNECS (paper: passed the MC when created, later solved)")
@@ -258,6 +463,13 @@ def annecs_figure(run: Run) -> Figure:
     ax.set(xlabel="iteration", ylabel="ANNECS", title="ANNECS")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     return fig
+
+
+def _solved_levels(run: Run) -> pd.Series:
+    """Distinct envs solved by each iteration (from the `solved` events)."""
+    ev = run.events
+    solved = ev[ev["kind"] == "solved"].groupby("env_id")["iteration"].min() if len(ev) else pd.Series(dtype="int64")
+    return run._per_iteration(solved.astype("int64"), "solved")
 
 
 def population_figure(run: Run) -> Figure:
@@ -361,25 +573,57 @@ def _course_caption(env_id: str, row: pd.Series) -> str:
 # ---------------------------------------------------------------- summary and page
 
 def summary(run: Run) -> dict[str, object]:
-    """The report's summary table: size of the run and what it achieved."""
-    it, t = run.iterations, run.transfers
-    annecs = run.annecs
+    """The report's summary table: size of the run and what it achieved, in the terms of its
+    curriculum (POET's envs, transfers and ANNECS; a level buffer's levels and replays; the
+    trainer steps of the one-agent baselines), then wall time and env steps per phase."""
+    it = run.iterations
+    name = curriculum_of(run.config)
     throughput = {
         f"{phase}: wall time, env steps, steps/s": f"{row.seconds:.1f} s, {int(row.env_steps):,}, {row.steps_per_second:,.0f}"
         for phase, row in run.throughput().iterrows()
     } if len(run.phases) else {}
-    return {
-        "curriculum": curriculum_of(run.config),
+    out: dict[str, object] = {
+        "curriculum": name,
         "family": run.config.get("env", {}).get("family", "?"),
         "seed": run.config.get("seed", "?"),
-        "iterations": int(it["iteration"].nunique()) if len(it) else 0,
-        "envs admitted": len(run.envs),
-        "envs admitted by reproduction": int(run.envs["parent_env_id"].notna().sum()),
-        "transfers accepted / attempted": f"{int(t['accepted'].sum()) if len(t) else 0} / {len(t)}",
-        "final ANNECS (paper's definition)": int(annecs.iloc[-1]) if len(annecs) else 0,
-        "final ANNECS (reference code's counter)": int(run.annecs_reference.iloc[-1]) if len(annecs) else 0,
-        **throughput,
+        "iterations": _last_iteration(run) + 1,
     }
+    last_score = f"{float(it.sort_values('iteration', kind='stable')['score'].iloc[-1]):.1f}" if len(it) else None
+    if _is_level_buffer(run):
+        kinds = run.events["kind"].value_counts() if len(run.events) else pd.Series(dtype="int64")
+        capacity, min_fill = _buffer_settings(run)
+        fill = _buffer_fill(run)
+        held = int(fill.iloc[-1]) if len(fill) else 0
+        out["new levels explored (scored, not trained on)"] = int(kinds.get("explored", 0))
+        if name == "accel" or kinds.get("edited", 0):
+            out["levels made by editing a replayed one"] = int(kinds.get("edited", 0))
+        out["replays (one trainer step each)"] = len(it)
+        out["levels in the buffer / capacity"] = (f"{held} / {capacity} (replays start at "
+                                                  f"{LevelBuffer.levels_to_replay(capacity, min_fill)})")
+        out["agent's score after its last replay"] = last_score or "no replay yet"
+        out[f"levels solved (score >= {_threshold(run):g} after a replay)"] = _count_solved(run)
+    elif name in POET_CURRICULA or (len(run.transfers) and name not in ("dr", "direct", "path")):
+        t, annecs = run.transfers, run.annecs
+        out["envs admitted"] = len(run.envs)
+        out["envs admitted by reproduction"] = int(run.envs["parent_env_id"].notna().sum())
+        out["transfers accepted / attempted"] = f"{int(t['accepted'].sum()) if len(t) else 0} / {len(t)}"
+        out["final ANNECS (paper's definition: envs made by reproduction and later solved)"] = (
+            int(annecs.iloc[-1]) if len(annecs) else 0)
+        if name == "enhanced_poet":
+            out["final ANNECS as the reference code counts it (admitted envs the best archived agent "
+                "passed the MC on)"] = int(run.annecs_reference.iloc[-1]) if len(annecs) else 0
+    else:  # one agent on levels the curriculum picks: dr, direct, path, a user's
+        out["trainer steps"] = len(it)
+        out["envs trained on"] = int(it["env_id"].nunique()) if len(it) else 0
+        out["agent's score after its last trainer step"] = last_score or "no training yet"
+        out[f"envs solved (score >= {_threshold(run):g} after a trainer step)"] = _count_solved(run)
+    out.update(throughput)
+    return out
+
+
+def _count_solved(run: Run) -> int:
+    ev = run.events
+    return int(ev.loc[ev["kind"] == "solved", "env_id"].nunique()) if len(ev) else 0
 
 
 def _html(run: Run, names: list[str], courses: list[str]) -> str:

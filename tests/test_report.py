@@ -302,3 +302,104 @@ def test_scores_figure_is_a_heat_map_of_pairs_by_iterations_with_at_most_20_labe
     assert image.shape == (pairs, iterations)
     assert len(heat.get_yticklabels()) <= 20 and "moving average" in heat.get_title()
     assert {line.get_label() for line in fig.axes[1].get_lines()} >= {"best pair", "median pair"}
+
+
+# ---------------------------------------------------------------- level-buffer runs (ACCEL), summaries
+
+@pytest.fixture(scope="module")
+def accel_runs(tmp_path_factory) -> dict[str, Path]:
+    """Two tiny ACCEL runs: dcd's buffer (1000 levels, replays from 500), whose 3 iterations
+    only explore; and a 12-level buffer that replays and edits over 30 iterations."""
+    base = tmp_path_factory.mktemp("accel")
+    poet.run(tiny_config(curriculum="accel", iterations=3), out=base / "explore", progress=False)
+    poet.run(tiny_config(curriculum="accel", curriculum_options={"buffer_size": 12, "new_levels": 4}, iterations=30),
+             out=base / "replay", progress=False)
+    return {"explore": base / "explore", "replay": base / "replay"}
+
+
+def _texts(fig: Figure) -> str:
+    """Every text of a figure's axes (titles, notes, annotations) on one line each."""
+    return "\n".join([ax.get_title() for ax in fig.axes] + [t.get_text() for ax in fig.axes for t in ax.texts])
+
+
+def test_report_of_a_run_that_only_explored_says_no_training_yet(accel_runs):
+    from poet.report import env_tree_figure, scores_figure, summary
+
+    index = _ok(_cli(["report", accel_runs["explore"]]))
+    _check_pngs(index.parent)
+    run = load_run(accel_runs["explore"])
+    assert len(run.iterations) == 0
+    assert ("no training yet: 48 levels explored, buffer fills to 500 (of 1000) before the first replay"
+            in _texts(scores_figure(run)))
+    assert "no level replayed yet: 49 levels, none trained on" in _texts(env_tree_figure(run))
+    table = summary(run)
+    assert table["iterations"] == 3 and table["replays (one trainer step each)"] == 0
+    assert table["levels in the buffer / capacity"] == "48 / 1000 (replays start at 500)"
+    assert table["agent's score after its last replay"] == "no replay yet"
+    assert not [k for k in table if "ANNECS" in k or "transfers" in k]
+    with Image.open(index.parent / "env_tree.png") as png:
+        assert png.size[0] <= 1000 and png.size[1] <= 1400
+
+
+def test_report_of_a_replaying_accel_run_draws_its_scores_and_a_bounded_tree(accel_runs, monkeypatch):
+    import poet.report as report
+
+    index = _ok(_cli(["report", accel_runs["replay"]]))
+    run = load_run(accel_runs["replay"])
+    replayed = set(run.events.loc[run.events["kind"] == "replayed", "env_id"])
+    assert len(run.iterations) >= len(replayed) >= 3
+    # the scores figure: one point per replay
+    top = report.scores_figure(run).axes[0]
+    assert len(top.collections[0].get_offsets()) == len(run.iterations) > 0
+    # the tree: the replayed levels and their ancestors only, labelled by their parameters
+    parent = dict(zip(run.envs["env_id"], run.envs["parent_env_id"]))
+    expected = set()
+    for env_id in replayed:
+        while isinstance(env_id, str) and env_id in parent:
+            expected.add(env_id)
+            env_id = parent[env_id]
+    assert len(expected) < len(run.envs)
+    fig = report.env_tree_figure(run)
+    ax = fig.axes[0]
+    assert len(ax.collections[0].get_offsets()) == len(expected)
+    labels = [t.get_text() for t in ax.texts if t.get_text()]
+    assert len(labels) == len(expected) and all(label.startswith("rough ") for label in labels), labels
+    assert "never replayed" in ax.get_title()
+    with Image.open(index.parent / "env_tree.png") as png:
+        assert png.size[0] <= 1000 and png.size[1] <= 1400
+    # past MAX_TREE_NODES the most replayed are drawn and the figure says what was left out
+    monkeypatch.setattr(report, "MAX_TREE_NODES", 3)
+    ax = report.env_tree_figure(run).axes[0]
+    assert len(ax.collections[0].get_offsets()) <= 3 and "beyond 3 nodes left out" in ax.get_title()
+
+
+def test_summary_numbers_are_named_by_what_they_count(run_dir, tmp_path):
+    from poet.report import summary
+
+    enhanced = summary(load_run(run_dir))
+    key = "final ANNECS as the reference code counts it (admitted envs the best archived agent passed the MC on)"
+    assert key in enhanced and not [k for k in enhanced if "counter" in k]
+    poet.run(tiny_config(iterations=2), out=tmp_path / "poet", progress=False)
+    plain = summary(load_run(tmp_path / "poet"))
+    assert "final ANNECS (paper's definition: envs made by reproduction and later solved)" in plain
+    assert not [k for k in plain if "reference" in k]
+    page = write_report(tmp_path / "poet").read_text()
+    table = page[page.index("<table>"):page.index("</table>")]
+    assert "reference code" not in table and "counter" not in table and "ANNECS (paper" in table
+    poet.run(tiny_config(curriculum="dr", iterations=3), out=tmp_path / "dr", progress=False)
+    dr = summary(load_run(tmp_path / "dr"))
+    assert dr["trainer steps"] == 3 and dr["envs trained on"] == 3 and not [k for k in dr if "ANNECS" in k]
+
+
+def test_poet_env_tree_labels_each_env_by_its_parameters_and_pair(run_dir, monkeypatch):
+    import poet.report as report
+
+    run = load_run(run_dir)
+    ax = report.env_tree_figure(run).axes[0]
+    labels = [t.get_text() for t in ax.texts if t.get_text()]
+    assert len(labels) == run.envs["env_id"].nunique()
+    assert all(label.startswith("rough ") and label.endswith(")") for label in labels), labels
+    assert ax.get_title() == "Env tree"
+    monkeypatch.setattr(report, "MAX_TREE_NODES", 2)
+    ax = report.env_tree_figure(run).axes[0]
+    assert len(ax.collections[0].get_offsets()) <= 2 and "left out" in ax.get_title()
