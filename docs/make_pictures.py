@@ -1,20 +1,34 @@
-"""Redraw the README's environment pictures in docs/ (deterministic: same files every run).
+"""Redraw every picture the README shows (deterministic: the same files on every run).
 
-    python docs/make_pictures.py
+    python docs/make_pictures.py                          # all of them
+    python docs/make_pictures.py --only profiles frames   # some groups (or single pictures)
+    python docs/make_pictures.py --only tree --run runs/quickstart-...   # the tree of a run you made
 
-* bipedal_mutated.png, bipedal_frame.png, terrain_mutated.png: one mutated POET course
-  (roughness 2.4, pit gap [0.8, 2.4], stump height [0.4, 1.2]) drawn by the `bipedal` and
-  `terrain` families, and the walker's own view of its start on `bipedal`;
-* bipedal_cppn_mutated.png, bipedal_cppn_frame.png: the ground of a CPPN that took
-  CPPN_MUTATIONS seeded mutations from Enhanced POET's random start (the reference's
-  operators), and the walker on it.
+Groups and the files they write:
 
-docs/quickstart_env_tree.png is a figure of `poet report` on the quickstart run instead.
+* profiles: docs/bipedal_mutated.png, docs/terrain_mutated.png (one mutated POET course:
+  roughness 2.4, pit gap [0.8, 2.4], stump height [0.4, 1.2], on the `bipedal` and `terrain`
+  families) and docs/bipedal_cppn_mutated.png (the ground of a CPPN that took CPPN_MUTATIONS
+  seeded mutations from Enhanced POET's random start), drawn as `poet profile` draws a course;
+* frames: docs/bipedal_frame.png, docs/bipedal_cppn_frame.png: the walker on those two
+  courses as gymnasium renders it (the frames of `poet render`'s GIFs);
+* tree: docs/quickstart_env_tree.png: `poet.report.env_tree_figure` (the report's own
+  figure) of a run of experiments/quickstart.yaml, the run `make run` makes; `--run DIR`
+  draws an existing one, otherwise the quickstart runs first (into a temporary folder);
+* reproduce: experiments/results/reproduce_poet/targets.png and annecs.png, redrawn by
+  experiments/reproduce_poet.py's own `figures` from the results.json next to them (the
+  experiment itself takes some 20 minutes: `python experiments/reproduce_poet.py`).
 """
 from __future__ import annotations
 
+import argparse
+import importlib.util
+import json
 import os
+import sys
+import tempfile
 from pathlib import Path
+from typing import Callable
 
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
@@ -22,9 +36,11 @@ import numpy as np  # noqa: E402
 
 import envs  # noqa: E402
 from envs import EnvParams  # noqa: E402
-from poet.images import write_png  # noqa: E402
 
 DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
+REPRODUCE = ROOT / "experiments" / "results" / "reproduce_poet"
 POET_COURSE = {"roughness": 2.4, "pit_gap": [0.8, 2.4], "stump_height": [0.4, 1.2]}
 CPPN_SEED, CPPN_MUTATIONS = 7, 40
 FRAME_STEPS = 40  # the walker stands still this many steps, so the frame shows it on the ground
@@ -51,23 +67,106 @@ def cppn_course(family: envs.EnvFamily) -> EnvParams:
     return params
 
 
-def main() -> None:
-    bipedal, terrain, cppn = (envs.make_family(n) for n in ("bipedal", "terrain", "bipedal_cppn"))
-    course = EnvParams.create("bipedal", POET_COURSE)
-    pictures = {
-        "bipedal_mutated.png": bipedal.render_profile(course, seed=0),
-        "bipedal_frame.png": walker_frame(bipedal, course),
-        "terrain_mutated.png": terrain.render_profile(EnvParams.create("terrain", POET_COURSE), seed=0),
+def courses() -> dict[str, tuple[envs.EnvFamily, EnvParams]]:
+    """The family and params of each course picture, by family name."""
+    cppn = envs.make_family("bipedal_cppn")
+    return {
+        "bipedal": (envs.make_family("bipedal"), EnvParams.create("bipedal", POET_COURSE)),
+        "terrain": (envs.make_family("terrain"), EnvParams.create("terrain", POET_COURSE)),
+        "bipedal_cppn": (cppn, cppn_course(cppn)),
     }
-    grown = cppn_course(cppn)
-    pictures["bipedal_cppn_mutated.png"] = cppn.render_profile(grown)
-    pictures["bipedal_cppn_frame.png"] = walker_frame(cppn, grown)
-    for name, image in pictures.items():
-        print(write_png(image, DOCS / name))
-    stats = cppn.flat(grown)
+
+
+def draw_profiles(args: argparse.Namespace) -> list[Path]:
+    """docs/<family>_mutated.png: each course as `poet profile` draws it (seed 0)."""
+    from poet.images import course_figure, write_figure
+
+    out = []
+    for name, (family, params) in courses().items():
+        out.append(write_figure(course_figure(family, params, seed=0, env_id=params.id), DOCS / f"{name}_mutated.png"))
+    family, grown = courses()["bipedal_cppn"]
+    stats = family.flat(grown)
     print(f"cppn course: {stats['hidden_nodes']:.0f} hidden nodes, {stats['connections']:.0f} connections, "
           f"amplitude {stats['amplitude']:.2f} m, max slope {stats['max_slope']:.2f}")
+    return out
+
+
+def draw_frames(args: argparse.Namespace) -> list[Path]:
+    """docs/bipedal_frame.png, docs/bipedal_cppn_frame.png: the walker on its course."""
+    from poet.images import write_png
+
+    found = courses()
+    return [write_png(walker_frame(*found[name]), DOCS / f"{name}_frame.png") for name in ("bipedal", "bipedal_cppn")]
+
+
+def draw_tree(args: argparse.Namespace) -> list[Path]:
+    """docs/quickstart_env_tree.png: the report's env tree of a quickstart run (`--run`, or a new one)."""
+    import poet
+    from poet.analysis import load_run
+    from poet.report import env_tree_figure, figure_png
+
+    if args.run is not None:
+        return [_write_tree(load_run(args.run), env_tree_figure, figure_png)]
+    with tempfile.TemporaryDirectory() as tmp:
+        overrides = [] if args.workers is None else [f"ray.workers={args.workers}"]
+        result = poet.run(QUICKSTART, out=Path(tmp) / "quickstart", overrides=overrides, progress=False)
+        return [_write_tree(load_run(result.run_dir), env_tree_figure, figure_png)]
+
+
+def _write_tree(run, env_tree_figure: Callable, figure_png: Callable) -> Path:
+    path = DOCS / "quickstart_env_tree.png"
+    path.write_bytes(figure_png(env_tree_figure(run)))
+    return path
+
+
+def draw_reproduce(args: argparse.Namespace) -> list[Path]:
+    """targets.png and annecs.png of the POET reproduction, from its results.json."""
+    spec = importlib.util.spec_from_file_location("reproduce_poet", ROOT / "experiments" / "reproduce_poet.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = json.loads((REPRODUCE / "results.json").read_text())
+    threshold = _reproduce_threshold(result)
+    module.figures(result, threshold, REPRODUCE)
+    return [REPRODUCE / "targets.png", REPRODUCE / "annecs.png"]
+
+
+def _reproduce_threshold(result: dict) -> float:
+    """The solved threshold the reproduction ran with (its results.md states it too)."""
+    for line in (REPRODUCE / "results.md").read_text().splitlines():
+        if line.startswith("solved threshold "):
+            return float(line.split()[2].rstrip(";"))
+    raise SystemExit(f"{REPRODUCE / 'results.md'}: no 'solved threshold' line")
+
+
+# What each group writes, relative to the repository root (the README shows every one).
+PICTURES: dict[str, list[str]] = {
+    "profiles": ["docs/bipedal_mutated.png", "docs/terrain_mutated.png", "docs/bipedal_cppn_mutated.png"],
+    "frames": ["docs/bipedal_frame.png", "docs/bipedal_cppn_frame.png"],
+    "tree": ["docs/quickstart_env_tree.png"],
+    "reproduce": ["experiments/results/reproduce_poet/targets.png", "experiments/results/reproduce_poet/annecs.png"],
+}
+GROUPS: dict[str, Callable[[argparse.Namespace], list[Path]]] = {
+    "profiles": draw_profiles,
+    "frames": draw_frames,
+    "tree": draw_tree,
+    "reproduce": draw_reproduce,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", choices=list(GROUPS), metavar="GROUP",
+                        help=f"draw only these groups: {', '.join(GROUPS)} (default: all)")
+    parser.add_argument("--run", type=Path, help="tree: an existing run of experiments/quickstart.yaml to draw")
+    parser.add_argument("--workers", type=int, help="tree: Ray workers for the quickstart run (default: all CPUs)")
+    args = parser.parse_args(argv)
+    for name in args.only or list(GROUPS):
+        written = GROUPS[name](args)
+        assert [p.relative_to(ROOT).as_posix() for p in written] == PICTURES[name], (name, written)
+        for path in written:
+            print(path.relative_to(ROOT))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

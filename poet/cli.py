@@ -54,14 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     rd = sub.add_parser("render", help="animated GIF of one episode of a pair's agent")
     rd.add_argument("run_dir", help="the run directory")
     rd.add_argument("--pair", required=True, help="pair id of the agent (active or archived), e.g. p3")
-    rd.add_argument("--env", dest="env_id", help="env id to run on (default: the pair's own env)")
+    rd.add_argument("--env", dest="env_id",
+                    help="env id to run on, or a pair id for that pair's env (default: the pair's own env)")
     rd.add_argument("--seed", type=int, default=0, help="episode seed, for envs not pinned to one course (default: 0)")
     rd.add_argument("--out", required=True, help="GIF file to write (.gif); prints the episode's return and length")
     pf = sub.add_parser("profile", help="figure of the whole course of one env (terrain families)")
     pf.add_argument("run_dir", help="the run directory")
-    which = pf.add_mutually_exclusive_group(required=True)
-    which.add_argument("--env", dest="env_id", help="env id (see the envs table or `poet report`)")
-    which.add_argument("--pair", help="pair id: that pair's own env, e.g. p3")
+    pf.add_argument("--env", dest="env_id", required=True,
+                    help="env id (see the envs table or `poet report`), or a pair id for its own env, e.g. p3")
     pf.add_argument("--seed", type=int, default=0, help="course seed, for envs not pinned to one course (default: 0)")
     pf.add_argument("--out", required=True, help="figure to write: .png, .svg or .pdf")
     return parser
@@ -88,9 +88,9 @@ def _render(args: argparse.Namespace) -> int:
     check_gif_out(args.out)  # before the run is read: a wrong extension costs nothing
 
     def done(ep: Episode) -> None:
-        where = f"env {args.env_id}" if args.env_id else "its own env"
-        print(f"episode: {args.pair} on {where} (course seed {ep.seed}): return {ep.ret:.2f} over {ep.length} steps",
-              flush=True)
+        whose = "its own env" if args.env_id is None else "env"
+        print(f"episode: {args.pair} on {whose} {ep.env_id} (course seed {ep.seed}): "
+              f"return {ep.ret:.2f} over {ep.length} steps", flush=True)
 
     print(render_gif(args.run_dir, args.pair, args.out, env_id=args.env_id, seed=args.seed, on_episode=done))
     return 0
@@ -99,7 +99,7 @@ def _render(args: argparse.Namespace) -> int:
 def _profile(args: argparse.Namespace) -> int:
     from poet.render import render_profile_png
 
-    print(render_profile_png(args.run_dir, args.env_id, args.out, seed=args.seed, pair_id=args.pair))
+    print(render_profile_png(args.run_dir, args.env_id, args.out, seed=args.seed))
     return 0
 
 

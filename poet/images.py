@@ -60,7 +60,7 @@ def profile_figure(profile: CourseProfile, env_id: str | None = None,
     fig = Figure(figsize=size)
     # fixed margins rather than a layout engine: the axes' size is known before drawing (for the
     # stretch below) and a report's many courses are drawn in one pass each
-    left, right, bottom, top = 0.8 / size[0], 1 - 1.55 / size[0], 0.55 / size[1], 1 - 0.35 / size[1]
+    left, right, bottom, top = 1.0 / size[0], 1 - 1.55 / size[0], 0.55 / size[1], 1 - 0.35 / size[1]
     fig.subplots_adjust(left=left, right=right, bottom=bottom, top=top)
     ax = fig.add_subplot()
     ax.set_facecolor(SKY)

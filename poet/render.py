@@ -3,7 +3,7 @@ and the course profile of any env a run admitted.
 
     render_gif("runs/demo", "p3", "p3.gif")                    # the pair's own env
     render_gif("runs/demo", "p3", "p3-on-p5.gif", env_id=...)  # any env the run admitted
-    render_profile_png("runs/demo", "course.png", pair_id="p3")  # the whole course of p3's env
+    render_profile_png("runs/demo", "p3", "course.png")        # the whole course of p3's env
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ class Episode:
     ret: float
     length: int
     seed: int  # the env's reset seed (a pinned env's course seed)
+    env_id: str  # the env's content id
 
 
 def _listing(ids: Sequence[str]) -> str:
@@ -77,13 +78,17 @@ def find_pair(snapshot: checkpoint.Snapshot, pair_id: str) -> Pair:
 
 
 def find_env(run_dir: str | Path, env_id: str) -> EnvParams:
-    """Params of any env the run admitted, by env id (ConfigError listing the known ids)."""
+    """Params of any env the run admitted, by env id or by the id of the pair it was made for
+    (ConfigError listing the known ids)."""
     envs = load_run(run_dir).envs
     rows = envs[envs["env_id"] == env_id]
     if not len(rows):
+        rows = envs[envs["pair_id"] == env_id]  # a pair's own env: the one made for it
+    if not len(rows):
         known = _listing([f"{e} ({p})" for e, p in zip(envs["env_id"], envs["pair_id"])])
-        raise ConfigError(f"--env: unknown env {env_id!r}; envs of this run: {known}")
-    return EnvParams.from_json(rows["params_json"].iloc[0])
+        raise ConfigError(f"--env: unknown env {env_id!r} (neither an env id nor a pair id of this run); "
+                          f"envs of this run: {known}")
+    return EnvParams.from_json(rows["params_json"].iloc[-1])
 
 
 def _make_rgb_env(family: EnvFamily, params: EnvParams, name: str) -> gym.Env:
@@ -135,7 +140,7 @@ def play_episode(family: EnvFamily, spec: PolicySpec, theta: np.ndarray, params:
                 break
     finally:
         env.close()
-    return Episode(frames, ret, steps, reset_seed)
+    return Episode(frames, ret, steps, reset_seed, params.id)
 
 
 def episode_frames(family: EnvFamily, spec: PolicySpec, theta: np.ndarray, params: EnvParams, seed: int,
@@ -183,27 +188,12 @@ def render_gif(run_dir: str | Path, pair_id: str, out: str | Path, env_id: str |
     return write_gif(kept, out, fps, k)
 
 
-def find_pair_env(run_dir: str | Path, pair_id: str) -> str:
-    """The env id of a pair's own env, from the run's envs table (ConfigError listing the pairs)."""
-    envs = load_run(run_dir).envs
-    rows = envs[envs["pair_id"] == pair_id]
-    if not len(rows):
-        known = _listing([str(p) for p in dict.fromkeys(envs["pair_id"])])
-        raise ConfigError(f"--pair: unknown pair {pair_id!r}; pairs of this run: {known}")
-    return str(rows["env_id"].iloc[-1])
-
-
-def render_profile_png(run_dir: str | Path, env_id: str | None, out: str | Path, seed: int = 0,
-                       pair_id: str | None = None) -> Path:
-    """The whole course of one env the run admitted (by env id, or the env of `pair_id`; its own
+def render_profile_png(run_dir: str | Path, env_id: str, out: str | Path, seed: int = 0) -> Path:
+    """The whole course of one env the run admitted (by env id or pair id, see `find_env`; its own
     course when pinned, else `seed`'s) as a figure: PNG, SVG or PDF by the extension of `out`."""
     check_figure_out(out)
-    if (env_id is None) == (pair_id is None):
-        raise ConfigError("give exactly one of --env ENV_ID and --pair PAIR_ID")
     path = Path(run_dir)
     _check_run_dir(path)
     parts = read_parts(load_config(path / "config.yaml"))
-    if env_id is None:
-        env_id = find_pair_env(path, str(pair_id))
     params = find_env(path, env_id)
-    return write_figure(course_figure(parts.family, params, seed, env_id, parts.cfg.env.family), out)
+    return write_figure(course_figure(parts.family, params, seed, params.id, parts.cfg.env.family), out)

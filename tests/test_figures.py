@@ -24,7 +24,7 @@ from poet.analysis import load_run
 from poet.evaluation.inprocess import InProcessEvaluator
 from poet.evaluation.protocol import EvalRequest
 from poet.images import course_figure, profile_figure
-from poet.render import find_pair, load_agents
+from poet.render import find_env, find_pair, load_agents
 from tests.conftest import ROOT, tiny_config
 
 POET_COURSE = {"roughness": 2.4, "pit_gap": [0.8, 2.4], "stump_height": [0.4, 1.2]}
@@ -134,33 +134,39 @@ def test_render_refuses_other_formats_before_any_work(tmp_path):
 def test_render_prints_the_episode_return_the_evaluator_computes(run_dir, tmp_path):
     parts, snapshot = load_agents(run_dir)
     evaluator = InProcessEvaluator(parts.family, parts.spec)
-    for pair_id, env_id, seed in (("p0", None, 0), ("p0", load_run(run_dir).envs["env_id"].iloc[-1], 4)):
+    envs_ = load_run(run_dir).envs
+    last_env = envs_["env_id"].iloc[-1]
+    # the pair's own env; an env by its id; an env by the pair it was made for
+    cases = (("p0", None, 0), ("p0", last_env, 4), ("p1", "p0", 0))
+    outs = [tmp_path / f"{i}.gif" for i in range(len(cases))]
+    with ThreadPoolExecutor(len(cases)) as pool:
+        procs = list(pool.map(lambda case: _cli("render", run_dir, "--pair", case[0][0],
+                                                *(["--env", case[0][1]] if case[0][1] else []),
+                                                "--seed", case[0][2], "--out", case[1]), zip(cases, outs)))
+    for (pair_id, env, seed), out, proc in zip(cases, outs, procs):
         pair = find_pair(snapshot, pair_id)
-        params = pair.env if env_id is None else EnvParams.from_json(
-            load_run(run_dir).envs.set_index("env_id").loc[env_id, "params_json"])
+        params = pair.env if env is None else find_env(run_dir, env)
         ref = evaluator.put(pair.theta)
         result = evaluator.evaluate([EvalRequest(ref, params, 1, seed, parts.cfg.evaluation.max_steps)])[0]
-        out = tmp_path / f"{pair_id}-{seed}.gif"
-        proc = _cli("render", run_dir, "--pair", pair_id, *(["--env", env_id] if env_id else []), "--seed", seed,
-                    "--out", out)
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr
         episode, path = proc.stdout.splitlines()
-        where = f"env {env_id}" if env_id else "its own env"
-        assert episode == (f"episode: {pair_id} on {where} (course seed {params.course_seed}): "
+        whose = "its own env" if env is None else "env"
+        assert episode == (f"episode: {pair_id} on {whose} {params.id} (course seed {params.course_seed}): "
                            f"return {result.returns[0]:.2f} over {result.lengths[0]} steps")
         assert Path(path) == out
         with Image.open(out) as gif:
             assert gif.format == "GIF" and gif.n_frames > 1
+    assert find_env(run_dir, "p0") == EnvParams.from_json(envs_.set_index("pair_id").loc["p0", "params_json"])
 
 
 def test_profile_writes_a_png_by_env_or_by_pair(run_dir, tmp_path):
     env_id = load_run(run_dir).envs.set_index("pair_id").loc["p0", "env_id"]
     commands = {
         "env.png": ["--env", env_id, "--out", tmp_path / "env.png"],
-        "pair.png": ["--pair", "p0", "--out", tmp_path / "pair.png"],
-        "c.svg": ["--pair", "p0", "--out", tmp_path / "c.svg"],
-        "gif": ["--pair", "p0", "--out", tmp_path / "c.gif"],
-        "bad_pair": ["--pair", "p99", "--out", tmp_path / "c.png"],
+        "pair.png": ["--env", "p0", "--out", tmp_path / "pair.png"],
+        "c.svg": ["--env", "p0", "--out", tmp_path / "c.svg"],
+        "gif": ["--env", "p0", "--out", tmp_path / "c.gif"],
+        "bad_pair": ["--env", "p99", "--out", tmp_path / "c.png"],
     }
     with ThreadPoolExecutor(len(commands)) as pool:
         futures = {name: pool.submit(_cli, "profile", run_dir, *args) for name, args in commands.items()}
@@ -171,8 +177,24 @@ def test_profile_writes_a_png_by_env_or_by_pair(run_dir, tmp_path):
     for name in ("env.png", "pair.png"):
         assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC
     with Image.open(tmp_path / "env.png") as a, Image.open(tmp_path / "pair.png") as b:
-        assert np.array_equal(np.asarray(a), np.asarray(b))  # --pair p0 is p0's env
+        assert np.array_equal(np.asarray(a), np.asarray(b))  # --env p0 is p0's env
     assert (tmp_path / "c.svg").read_text().lstrip().startswith("<?xml")
     _refused(procs["gif"], "'" + str(tmp_path / "c.gif") + "'", ".png, .svg, .pdf")
-    _refused(procs["bad_pair"], "'p99'", "p0")
+    _refused(procs["bad_pair"], "'p99'", "neither an env id nor a pair id", env_id)
     assert not (tmp_path / "c.gif").exists() and not (tmp_path / "c.png").exists()
+
+
+# ---------------------------------------------------------------- README pictures
+
+def test_make_pictures_draws_every_picture_the_readme_shows():
+    import importlib.util
+    import re
+
+    spec = importlib.util.spec_from_file_location("make_pictures", ROOT / "docs" / "make_pictures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shown = set(re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", (ROOT / "README.md").read_text()))
+    drawn = {path for paths in module.PICTURES.values() for path in paths}
+    assert shown and shown == drawn
+    assert set(module.PICTURES) == set(module.GROUPS) >= {"profiles", "frames", "tree"}
+    assert all((ROOT / path).is_file() for path in drawn)
