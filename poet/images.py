@@ -96,7 +96,7 @@ def profile_figure(profile: CourseProfile, env_id: str | None = None,
     x_span, y_span = float(profile.x[-1] - profile.x[0]), ceiling - floor
     stretch = (x_span / width) / (y_span / height)  # metres per inch across over metres per inch up
     if not 0.9 <= stretch <= 1.1:
-        ax.set_ylabel(f"height (m)\nvertical ×{stretch:.1f}" if stretch >= 1 else f"height (m)\nvertical ×{stretch:.2f}")
+        ax.set_ylabel(f"height (m)\nvertical ×{stretch:.{1 if stretch >= 1 else 2}f}")
     return fig
 
 
