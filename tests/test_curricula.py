@@ -520,3 +520,19 @@ def test_ued_terrain_config_runs_each_ued_curriculum(curriculum, tmp_path):
         assert len(records.iterations) == 6
     else:  # 16 new levels per cycle: 4 cycles fill the 100-level buffer to its minimum of 50
         assert (records.events["kind"] == "explored").sum() >= 16 * 4 or len(records.iterations) == 0
+
+
+def test_a_score_the_trainer_cannot_give_is_one_error_line_before_any_rollout(tmp_path):
+    """score: positive_value_loss needs PPO's value net; with ES the run stops at its start."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "poet.cli", "run", str(UED), "--set",
+                          "curriculum_options.score=positive_value_loss", "--backend", "inprocess", "--out",
+                          str(tmp_path / "r")], cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.splitlines()[-1] == (
+        "poet: error: curriculum_options.score: positive_value_loss needs a trainer with a value function "
+        "(regret(tasks, evaluator)); trainer 'es' has none")
+    assert load_run(tmp_path / "r").events.empty  # nothing was scored

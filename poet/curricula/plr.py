@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from envs import EnvFamily, EnvParams
+from poet.config import ConfigError
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
 from poet.curricula.dr import needs_random_levels
@@ -115,8 +116,8 @@ class RobustPLR:
         """Whether levels are scored by positive value loss (else MaxMC)."""
         has = callable(getattr(ctx.trainer, "regret", None))
         if self.score == "positive_value_loss" and not has:
-            raise TypeError(f"{self.name}: score positive_value_loss needs a trainer with a value function "
-                            f"(regret(tasks, evaluator)); {ctx.trainer.name!r} has none")
+            raise ConfigError(f"curriculum_options.score: positive_value_loss needs a trainer with a value function "
+                              f"(regret(tasks, evaluator)); trainer {ctx.trainer.name!r} has none")
         return self.score == "positive_value_loss" or (self.score == "auto" and has)
 
     def check(self, family: EnvFamily) -> str | None:
@@ -129,6 +130,7 @@ class RobustPLR:
         return ctx.family.sample(rng)
 
     def start(self, ctx: RunContext) -> None:
+        self.uses_value_loss(ctx)  # a score the trainer cannot give fails before any rollout
         rng = ctx.seeds.rng("plr.start")
         start_pair(ctx, self.new_level(ctx, rng).with_course_seed(course_seed_for(ctx, rng)))
         buffer = LevelBuffer(self.buffer_size, self.temperature, self.staleness_coef, self.buffer_priority)
