@@ -120,12 +120,12 @@ def _refused(proc: subprocess.CompletedProcess, *needles: str) -> str:
     return lines[0]
 
 
-def test_render_refuses_other_formats_before_any_work(tmp_path):
-    # not even a run directory: the extension is looked at first
-    outs = [tmp_path / name for name in ("x.png", "x.mp4", "x")]
-    with ThreadPoolExecutor(len(outs)) as pool:
-        procs = list(pool.map(lambda out: _cli("render", tmp_path / "no-run", "--pair", "p0", "--out", out), outs))
-    for out, proc in zip(outs, procs):
+def test_render_refuses_other_formats_before_any_work(run_dir, tmp_path):
+    # a real run, and not even a run directory: the extension is looked at first
+    cases = [(run_dir, tmp_path / "x.png"), *((tmp_path / "no-run", tmp_path / name) for name in ("x.mp4", "x"))]
+    with ThreadPoolExecutor(len(cases)) as pool:
+        procs = list(pool.map(lambda case: _cli("render", case[0], "--pair", "p0", "--out", case[1]), cases))
+    for (_, out), proc in zip(cases, procs):
         line = _refused(proc, repr(str(out)), "supported extensions: .gif")
         assert "not a run directory" not in line
     assert list(tmp_path.iterdir()) == []
