@@ -82,3 +82,29 @@ def test_enhanced_paper_config_rebuilds_every_env_from_its_record(tmp_path):
                 break
         assert total == pytest.approx(last[pair_id], abs=1e-3), pair_id
     assert checkpoint.checkpoints(tmp_path / "r")
+
+
+def test_the_paper_config_takes_es_options_from_its_section():
+    # with the options under trainer.options (which won over trainer.es), this ran with 512
+    from poet.runner import check_parts
+
+    parts = check_parts(load_config(ROOT / "experiments" / "poet_bipedal.yaml", overrides=["trainer.es.population=16"]))
+    assert (parts.trainer_options.population, parts.trainer_options.sigma) == (16, 0.1)
+
+
+def test_the_small_bipedal_preset_keeps_the_papers_rules_smaller():
+    small = load_config(ROOT / "experiments" / "bipedal_small.yaml")
+    paper = load_config(ROOT / "experiments" / "poet_bipedal.yaml")
+    assert (small.trainer.es["population"], small.evaluation.eval_episodes, small.evaluation.max_steps) == (32, 1, 400)
+    assert (small.reproduction, small.transfer, small.policy, small.env) == (
+        paper.reproduction, paper.transfer, paper.policy, paper.env)
+    assert {k: v for k, v in small.trainer.es.items() if k not in ("population", "noise_table_size")} == {
+        k: v for k, v in paper.trainer.es.items() if k not in ("population", "noise_table_size")}
+
+
+def test_the_small_bipedal_preset_runs_an_iteration_at_its_own_settings(tmp_path):
+    result = poet.run(ROOT / "experiments" / "bipedal_small.yaml", out=tmp_path / "r", progress=False,
+                      overrides=["iterations=1", "evaluation.backend=inprocess"])
+    assert result.iterations == 1
+    run = load_run(tmp_path / "r")
+    assert run.iterations["iteration"].tolist() == [0] and run.envs["family"].tolist() == ["bipedal"]
