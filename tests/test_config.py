@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from poet.config import (
-    ConfigError, RunConfig, apply_override, check_overrides, load_config, parse_override, save_config, validate,
+    BUILTIN_TRAINERS, ConfigError, RunConfig, apply_override, check_overrides, load_config, parse_override, save_config,
+    validate,
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -184,6 +185,8 @@ def test_every_registered_trainer_has_a_config_section():
     from poet.trainers import TRAINERS
 
     assert set(TRAINERS) <= {f.name for f in dataclasses.fields(load_config().trainer)}
+    # what load_config takes for a built-in trainer (trainer.options refused) is what the runner does
+    assert set(BUILTIN_TRAINERS) == set(TRAINERS)
 
 
 def test_override_into_env_options_creates_the_section():
