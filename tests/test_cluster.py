@@ -26,6 +26,9 @@ from poet.evaluation.cluster import ClusterError, check_cluster
 from tests.conftest import ROOT, tiny_config
 
 RAY = str(Path(sys.executable).with_name("ray"))
+# On a busy machine a node's raylet gave up before its agents were up ("Timed out waiting for
+# file .../metrics_agent_port", the node's start failing); with this longer wait it starts.
+SLOW_MACHINE = {"RAY_raylet_start_wait_time_s": "120"}
 
 
 def _free_port() -> int:
@@ -62,7 +65,7 @@ def test_ray_start_cluster_and_poet_run_address_give_the_local_tables(tmp_path):
     temp_dir = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths must stay under 107 chars
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
     env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32), RAY_USAGE_STATS_ENABLED="0",
-               PYTHONPATH=str(ROOT))
+               PYTHONPATH=str(ROOT), **SLOW_MACHINE)
     port = _free_port()
     common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     cfg = tiny_config(iterations=6, evaluation={**tiny_config()["evaluation"], "backend": "ray"})
@@ -189,7 +192,7 @@ def token_head():
             [RAY, "start", "--head", f"--port={port}", "--num-cpus=1", "--node-ip-address=127.0.0.1",
              "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp_dir}",
              f"--dashboard-agent-listen-port={_free_port()}"],
-            env=_clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token), capture_output=True, text=True,
+            env=_clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, **SLOW_MACHINE), capture_output=True, text=True,
             timeout=180)
         assert started.returncode == 0, started.stderr[-2000:]
         yield f"127.0.0.1:{port}", token
