@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 from poet import heldout
 from poet.context import RunContext
 from poet.curricula import Curriculum, PoetCurriculum
+from poet.state import RunState
 
 
 class Orchestrator:
@@ -77,6 +78,10 @@ class Orchestrator:
 
     def annecs(self) -> int:
         """Accumulated number of novel environments created and solved (envs admitted by reproduction)."""
-        pop = self.ctx.state.population
-        initial = {p.env.id for p in pop.all_pairs if p.parent_env_id is None}
-        return sum(1 for env_id in self.ctx.state.solved if env_id not in initial)
+        return annecs(self.ctx.state)
+
+
+def annecs(state: RunState) -> int:
+    """ANNECS of a run's state: solved envs other than the ones the run started from."""
+    initial = {p.env.id for p in state.population.all_pairs if p.parent_env_id is None}
+    return sum(1 for env_id in state.solved if env_id not in initial)

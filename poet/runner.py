@@ -24,13 +24,13 @@ from envs import EnvFamily
 from poet import __version__, checkpoint, heldout
 from poet.config import ConfigError, RunConfig, build_dataclass, load_config, save_config
 from poet.context import RunContext
-from poet.curricula import resolve_curriculum
+from poet.curricula import PoetCurriculum, resolve_curriculum
 from poet.plugins import import_named
 from poet.curricula.poet import start_params
 from poet.errors import RunInterrupted, WaveInterrupted
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
 from poet.evaluation.ahead import AheadEvaluator
-from poet.orchestrator import Orchestrator
+from poet.orchestrator import Orchestrator, annecs
 from poet.policies import PolicySpec, spec_for_spaces
 from poet.records import RecordWriter, complete_rows, truncate_tables
 from poet.rundir_lock import RunDirLock
@@ -246,6 +246,23 @@ def prepare_out_dir(out: str | Path) -> Path:
     return path
 
 
+def check_cluster_address(cfg: RunConfig) -> None:
+    """A cluster to join that does not answer, or refuses this driver, is a ConfigError naming
+    ray.address before the run directory is touched (Ray's own join retries for minutes)."""
+    if cfg.evaluation.backend != "ray" or cfg.ray.address is None:
+        return
+    import ray
+
+    from poet.evaluation.cluster import ClusterError, check_cluster
+
+    if ray.is_initialized():  # this process already joined (the Python API, tests)
+        return
+    try:
+        check_cluster(cfg.ray.address)
+    except ClusterError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
     """The configured evaluation backend."""
     cfg = parts.cfg
@@ -340,7 +357,8 @@ class Progress:
         postfix = fields(orch.ctx) if callable(fields) else None
         if postfix is None:
             best = max((p.scores[-1] for p in pop.active if p.scores), default=float("nan"))
-            postfix = {"active": len(pop.active), "best": f"{best:.0f}", "annecs": orch.annecs()}
+            postfix = {"active": len(pop.active), "best": f"{best:.0f}"}
+            postfix["annecs" if isinstance(orch.curriculum, PoetCurriculum) else "solved"] = orch.annecs()
         self.bar.set_postfix(**postfix, steps_per_s=f"{orch.last_steps_per_second:,.0f}", refresh=False)
         self.bar.update(1)
 
@@ -442,6 +460,7 @@ def run(config: RunConfig | str | Path | Mapping | None = None, out: str | Path 
     """
     cfg = _resolve(config, overrides)
     parts = check_parts(cfg)
+    check_cluster_address(cfg)
     config_path = config if isinstance(config, (str, Path)) else None
     run_dir = prepare_out_dir(out if out is not None else default_out_dir(config_path))
     with RunDirLock(run_dir):  # one writer per run directory
@@ -491,6 +510,7 @@ def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | 
             snapshot = None
         if snapshot is not None and snapshot.iteration >= cfg.iterations:
             return _already_done(run_dir, snapshot, cfg.iterations)
+        check_cluster_address(cfg)
         truncate_tables(run_dir, snapshot.table_rows if snapshot is not None else {})
         if cfg.iterations != saved.iterations:  # only the target: where this resume runs is its own
             save_config(dataclasses.replace(saved, iterations=cfg.iterations), config_path)
@@ -501,13 +521,11 @@ def _already_done(run_dir: Path, snapshot: checkpoint.Snapshot, target: int) -> 
     """The result of a resume with nothing to run (no Ray, no evaluator), with one line saying so."""
     state, done = snapshot.state, snapshot.iteration
     pop = state.population
-    initial = {p.env.id for p in pop.all_pairs if p.parent_env_id is None}
-    annecs = sum(1 for env_id in state.solved if env_id not in initial)  # as Orchestrator.annecs counts
     where = f"already at its target, iteration {done}" if done == target else (
         f"at iteration {done}, past the target {target}")
     print(f"poet: {run_dir} is {where}: nothing to run; `poet resume {run_dir} --iterations N` "
           f"(N > {done}) goes further", file=sys.stderr)
-    return RunResult(run_dir, done, len(pop.active), len(pop.archive), annecs, 0.0, state.annecs_reference)
+    return RunResult(run_dir, done, len(pop.active), len(pop.archive), annecs(state), 0.0, state.annecs_reference)
 
 
 def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None, progress: bool | None,
@@ -610,8 +628,11 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
     # the parts rounded first, so that they add up to the whole as printed
     took = (f"{round(ray_start) + round(iterating)}s (Ray start {round(ray_start)}s, iterations {round(iterating)}s)"
             if cfg.evaluation.backend == "ray" else f"{round(iterating)}s")
-    reference = (f" ({result.annecs_reference} as the reference code counts: admitted envs the best archived agent "
-                 "passed the MC on)" if getattr(parts.curriculum, "enhanced", False) else "")
-    print(f"done: {result.iterations} iterations in {took}, {result.active} active pairs, {result.archived} archived, "
-          f"ANNECS {result.annecs}{reference}; run directory {run_dir}", file=sys.stderr)
+    if isinstance(parts.curriculum, PoetCurriculum):
+        reference = (f" ({result.annecs_reference} as the reference code counts: admitted envs the best archived "
+                     "agent passed the MC on)" if parts.curriculum.enhanced else "")
+        outcome = f"{result.active} active pairs, {result.archived} archived, ANNECS {result.annecs}{reference}"
+    else:  # ANNECS is POET's measure (envs made by reproduction); other curricula solve levels they pick
+        outcome = f"{result.annecs} envs solved besides the first"
+    print(f"done: {result.iterations} iterations in {took}, {outcome}; run directory {run_dir}", file=sys.stderr)
     return result

@@ -356,3 +356,17 @@ def test_enhanced_poets_closing_line_names_what_its_second_count_counts(tiny, tm
                         rf"\({result.annecs_reference} as the reference code counts: admitted envs the best archived "
                         rf"agent passed the MC on\); run directory {re.escape(str(tmp_path / 'r'))}", lines[1]), lines[1]
     assert result.ray_start_seconds == 0.0  # in process: nothing started
+
+
+def test_a_level_buffer_runs_closing_line_counts_envs_solved_not_annecs(tiny, tmp_path, capsys):
+    # ANNECS is POET's count of envs made by reproduction and solved; an ACCEL run's closing
+    # line used to print it for every level it had solved
+    import poet as package
+
+    options = {"buffer_size": 8, "min_fill": 0.25, "new_levels": 2}
+    result = package.run(tiny(curriculum="accel", curriculum_options=options, iterations=6), out=tmp_path / "r",
+                         progress=False)
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert "ANNECS" not in line and "active pairs" not in line, line
+    assert re.fullmatch(rf"done: 6 iterations in \d+s, {result.annecs} envs solved besides the first; "
+                        rf"run directory {re.escape(str(tmp_path / 'r'))}", line), line

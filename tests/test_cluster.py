@@ -134,6 +134,7 @@ def _poet_run_at(address: str, out: Path, env: dict[str, str]) -> str:
     assert lines and all(line.startswith("poet: ") for line in lines), proc.stderr[-3000:]
     assert lines[-1].startswith("poet: error: ray.address: "), lines[-1]
     assert sum(line.startswith("poet: error:") for line in lines) == 1, proc.stderr
+    assert not out.exists(), "a cluster that cannot be joined is found before the run directory is made"
     return lines[-1]
 
 
