@@ -29,7 +29,7 @@ from matplotlib.ticker import FuncFormatter
 
 from poet.analysis import Run, load_run
 from poet.config import ConfigError
-from poet.report import _note, _threshold, curriculum_of, figure_png
+from poet.report import _note, _threshold, curriculum_of, figure_png, html_head
 
 MIN_RUNS = 2  # one run is what `poet report` is for
 HELDOUT_PHASE = "heldout"  # measurement, not training: left out of a run's env-step budget
@@ -379,14 +379,7 @@ def _html(runs: Sequence[Run], names: list[str]) -> str:
     title = html.escape(f"POET runs compared: {', '.join(run_labels(runs))}")
     levels = (f"Last held-out evaluation, best agent, on the levels every run has ({', '.join(common)})."
               if common else "No held-out level is shared by the runs.")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: sans-serif; max-width: 1150px; margin: 2em auto; }}
-table {{ border-collapse: collapse; }} th, td {{ border: 1px solid #ccc; padding: 4px 10px; text-align: left; }}
-figure {{ margin: 2em 0; }} img {{ max-width: 100%; }} figcaption {{ color: #444; }}
-</style></head><body>
-<h1>{title}</h1>
+    return f"""{html_head(title, 1150)}
 <p>{html.escape(levels)}</p>
 <table>
 <tr>{head}</tr>

@@ -626,6 +626,18 @@ def _count_solved(run: Run) -> int:
     return int(ev.loc[ev["kind"] == "solved", "env_id"].nunique()) if len(ev) else 0
 
 
+def html_head(title: str, width: int) -> str:
+    """The start of a report page, down to its heading (`title` already escaped)."""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: sans-serif; max-width: {width}px; margin: 2em auto; }}
+table {{ border-collapse: collapse; }} th, td {{ border: 1px solid #ccc; padding: 4px 10px; text-align: left; }}
+figure {{ margin: 2em 0; }} img {{ max-width: 100%; }} figcaption {{ color: #444; }}
+</style></head><body>
+<h1>{title}</h1>"""
+
+
 def _html(run: Run, names: list[str], courses: list[str]) -> str:
     """The index page: summary table, every figure with its caption, then the envs' courses."""
     rows = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
@@ -641,14 +653,7 @@ def _html(run: Run, names: list[str], courses: list[str]) -> str:
             f"<figcaption>{html.escape(_course_caption(env_id, by_id.loc[env_id]))}</figcaption></figure>"
             for env_id in courses)
     title = html.escape(f"POET run {run.path.resolve().name}")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: sans-serif; max-width: 1000px; margin: 2em auto; }}
-table {{ border-collapse: collapse; }} th, td {{ border: 1px solid #ccc; padding: 4px 10px; text-align: left; }}
-figure {{ margin: 2em 0; }} img {{ max-width: 100%; }} figcaption {{ color: #444; }}
-</style></head><body>
-<h1>{title}</h1>
+    return f"""{html_head(title, 1000)}
 <p>{html.escape(str(run.path))}</p>
 <table>
 {rows}

@@ -97,12 +97,7 @@ def test_ray_start_cluster_and_poet_run_address_give_the_local_tables(tmp_path):
         assert shipped.returncode == 0, shipped.stderr[-3000:]
         assert sorted(load_run(tmp_path / "shipped").iterations["iteration"].unique()) == list(range(6))
     finally:
-        for pid in _cluster_pids(temp_dir):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        _stop_cluster(temp_dir)
     assert not _cluster_pids(temp_dir)
     local = tmp_path / "local"
     poet.run({**cfg, "evaluation": {**cfg["evaluation"], "backend": "inprocess"}}, out=local, progress=False)
