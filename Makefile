@@ -20,7 +20,7 @@ run: $(STAMP)
 	$(BIN)/poet run experiments/quickstart.yaml
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
