@@ -497,8 +497,12 @@ def test_ued_terrain_config_is_the_quickstart_with_a_buffer_scaled_to_the_run():
     assert cycles <= ued.iterations // 10
     defaults = CURRICULA["accel"]()
     assert -(-LevelBuffer.levels_to_replay(defaults.buffer_size, defaults.min_fill) // defaults.new_levels) > 30
-    for curriculum in ("robust_plr", "dr"):  # the other UED curricula run from it as it is
-        assert check_parts(load_config(UED, overrides=[f"curriculum={curriculum}"])).curriculum.name == curriculum
+    # robust PLR runs from it as it is; DR takes no options, and says so rather than ignoring them
+    assert check_parts(load_config(UED, overrides=["curriculum=robust_plr"])).curriculum.name == "robust_plr"
+    dr = load_config(UED, overrides=["curriculum=dr", "curriculum_options={}"])
+    assert check_parts(dr).curriculum.name == "dr"
+    with pytest.raises(poet.ConfigError, match=r"curriculum_options\.buffer_size: dr has no option 'buffer_size'"):
+        check_parts(load_config(UED, overrides=["curriculum=dr"]))
 
 
 @pytest.mark.parametrize("curriculum", ["accel", "robust_plr", "dr"])
@@ -509,6 +513,7 @@ def test_ued_terrain_config_runs_each_ued_curriculum(curriculum, tmp_path):
 
     small = ["iterations=6", "evaluation.backend=inprocess", "evaluation.max_steps=60", "evaluation.test_every=3",
              "trainer.es.population=8", "env.options.course_length=20", f"curriculum={curriculum}"]
+    small += ["curriculum_options={}"] if curriculum == "dr" else []
     sets = [x for s in small for x in ("--set", s)]
     run = subprocess.run([sys.executable, "-m", "poet.cli", "run", str(UED), *sets, "--out", str(tmp_path / "r"),
                           "--quiet"], cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},

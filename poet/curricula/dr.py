@@ -27,14 +27,6 @@ class DomainRandomization:
 
     name = "dr"
 
-    def __init__(self, *, buffer_size: int | None = None, replay_prob: float | None = None,
-                 min_fill: float | None = None, temperature: float | None = None, staleness_coef: float | None = None,
-                 new_levels: int | None = None, score: str | None = None, buffer_priority: str | None = None,
-                 edits: int | None = None):
-        """DR has no options. It accepts the level-buffer options of robust_plr and accel and
-        ignores them, so that one config runs all three (experiments/ued_terrain.yaml with
-        `--set curriculum=dr`); any other option is an error."""
-
     def check(self, family: EnvFamily) -> str | None:
         """Why this curriculum cannot run on `family` (None: it can)."""
         return needs_random_levels(self.name, family)
