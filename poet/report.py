@@ -278,6 +278,16 @@ def _env_label(params_json: object, env_id: str) -> str:
     return str(env_id)[:8]
 
 
+def _two_lines(label: str, longest: int = 24) -> str:
+    """A long node label broken at the ", " nearest its middle: labels of envs made one
+    reproduction apart would otherwise run into each other."""
+    cuts = [i for i in range(len(label)) if label.startswith(", ", i)]
+    if len(label) <= longest or not cuts:
+        return label
+    cut = min(cuts, key=lambda i: abs(i - len(label) / 2))
+    return label[:cut] + "\n" + label[cut + 2:]
+
+
 def _num(value: object) -> str:
     try:
         return f"{round(float(value), 2):g}"
@@ -338,7 +348,7 @@ def env_tree_figure(run: Run) -> Figure:
     buffer_run = _is_level_buffer(run)
     y = _tree_layout(shown) if len(shown) else {}
     rows = int(max(y.values(), default=0)) + 1
-    fig = Figure(figsize=(10, min(MAX_TREE_INCHES, max(3.0, 0.3 * rows + 2.0))), layout="constrained")
+    fig = Figure(figsize=(10, min(MAX_TREE_INCHES, max(3.0, 0.45 * rows + 2.0))), layout="constrained")
     ax = fig.add_subplot()
     title = "Env tree" if not buffer_run else "Level tree: the replayed levels and their ancestors"
     if not len(shown):
@@ -373,7 +383,7 @@ def env_tree_figure(run: Run) -> Figure:
         label = _env_label(row.get("params_json"), row["env_id"])
         if several and isinstance(row["pair_id"], str):
             label += f" ({row['pair_id']})"
-        ax.annotate(label, (xi, yi), xytext=(6, 4), textcoords="offset points",
+        ax.annotate(_two_lines(label), (xi, yi), xytext=(7, 0), textcoords="offset points", va="center",
                     fontsize="x-small" if len(shown) > 20 else "small")
     ax.legend(handles=handles, fontsize="small", loc="best")
     low, high = float(np.min(xs)), float(np.max(xs))

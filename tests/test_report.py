@@ -403,3 +403,12 @@ def test_poet_env_tree_labels_each_env_by_its_parameters_and_pair(run_dir, monke
     monkeypatch.setattr(report, "MAX_TREE_NODES", 2)
     ax = report.env_tree_figure(run).axes[0]
     assert len(ax.collections[0].get_offsets()) <= 2 and "left out" in ax.get_title()
+
+
+def test_a_long_tree_label_breaks_into_two_lines_at_a_comma():
+    # labels of envs one reproduction apart ran into each other on one line
+    from poet.report import _two_lines
+
+    assert _two_lines("rough 0, pits 0.4-1.6, stumps 0.2-0.8 (p5)") == "rough 0, pits 0.4-1.6\nstumps 0.2-0.8 (p5)"
+    assert _two_lines("rough 0 (p0)") == "rough 0 (p0)"
+    assert _two_lines("a_very_long_label_without_any_comma_in_it") == "a_very_long_label_without_any_comma_in_it"
