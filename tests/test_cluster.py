@@ -46,8 +46,11 @@ def _cluster_pids(temp_dir: str) -> list[int]:
             continue
         try:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            state, ppid_text = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+            ppid = int(ppid_text)
         except (OSError, ValueError, IndexError):
+            continue
+        if state in ("Z", "X"):  # dead, not yet reaped: nothing left to stop
             continue
         parents[int(entry)] = ppid
         if temp_dir in cmdline:
@@ -167,12 +170,16 @@ def test_check_cluster_tells_a_port_that_is_not_a_ray_head(monkeypatch):
 
 
 def _stop_cluster(temp_dir: str) -> None:
-    """Kill the processes of the cluster under `temp_dir`, and only those."""
-    for pid in _cluster_pids(temp_dir):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    """Kill the processes of the cluster under `temp_dir`, and only those; again while any is
+    left (one may be forking as the first round lands), for up to 30 s."""
+    deadline = time.monotonic() + 30
+    while (pids := _cluster_pids(temp_dir)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
