@@ -20,14 +20,17 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs import _raster
+from envs import _raster, terrain_core
 from envs.base import EnvParamError, EnvParams
 from envs.profile import CourseProfile, runs, span_text
+from envs.terrain_core import (  # noqa: F401  (part of this module's API)
+    FALL_DEPTH, FALL_REWARD, H, JUMP_SPEED, KILL, MAX_LOOKAHEAD, NO_GROUND, OBS_DIM, OBS_LIMIT, PIT,
+    PROGRESS_REWARD, RES, SLOPE, X, Y,
+)
 
 FAMILY = "terrain"
 
-# ---- course geometry (metres) ----
-RES = 0.1  # grid resolution of the course arrays
+# ---- course geometry (metres); the physics and its constants are in envs/terrain_core.py ----
 RUNOUT = 12.0  # flat grass after the finish so the look-ahead never leaves the arrays
 START_PAD = 5.0
 WALK_STEP = 0.5  # the roughness random walk is sampled this often, then interpolated
@@ -36,39 +39,11 @@ GRASS_MIN, GRASS_MAX = 3.0, 6.0
 PIT_SCALE = 1.0  # metres per pit_gap unit
 STUMP_SCALE = 0.4  # metres per stump_height unit
 STUMP_WIDTH = 1.0
-NO_GROUND = -1000.0  # height stored in pit cells: far below anything, so walls never trigger there
-
-# ---- physics ----
-DT = 0.05
-DRIVE = 12.0  # ground acceleration per unit of a0; with DRAG the top speed is DRIVE / DRAG = 8 m/s
-DRAG = 1.5
-SLOPE_GRAVITY = 9.8  # full g along the slope: slopes steeper than DRIVE / 9.8 = 1.22 need momentum or hops
-AIR_CONTROL = 2.0
-AIR_DRAG = AIR_CONTROL / (DRIVE / DRAG)  # same top speed in the air, so hopping cannot outrun running
-GRAVITY = 15.0
-JUMP_SPEED = 6.0  # apex 6^2 / (2*15) = 1.2 m, air time 0.8 s
-WALL = 0.25  # a step up taller than this blocks the runner
-MAX_DROP = 0.3  # a step down deeper than this makes the runner airborne
-FALL_DEPTH = 0.5  # this far below the rim of a pit the runner has fallen
-FALL_REWARD = -100.0
-PROGRESS_REWARD = 300.0
-ACTION_COST = 0.01
-
-# ---- observation ----
-# 5 state entries + 17 look-ahead samples at 0.5, 1.0, ..., 8.5 m = 22 (further than the
-# longest possible jump, about 6.7 m).
-LIDAR_CELLS = np.arange(5, 90, 5, dtype=np.int64)
-N_STATE = 5
-OBS_DIM = N_STATE + LIDAR_CELLS.size
-OBS_LIMIT = 5.0
 
 PIT_MAX, PIT_DEFAULT, PIT_STEP = 8.0, (0.0, 0.8), 0.4
 STUMP_MAX, STUMP_DEFAULT, STUMP_STEP = 5.0, (0.0, 0.4), 0.2
 ROUGH_MAX, ROUGH_STEP = 10.0, 0.6
 PARAM_NAMES = ("roughness", "pit_gap", "stump_height")
-
-# Table columns gathered in one go per step.
-_H, _SLOPE, _PIT, _KILL = range(4)
 
 
 # ======================================================================== course
@@ -132,8 +107,8 @@ def _build_course(
 
     slope = np.where(pit | stump, 0.0, walk_slope)
     table = np.empty((n, 4))
-    table[:, _H], table[:, _SLOPE], table[:, _PIT] = height, slope, pit
-    table[:, _KILL] = np.where(pit, rim - FALL_DEPTH, -np.inf)
+    table[:, H], table[:, SLOPE], table[:, PIT] = height, slope, pit
+    table[:, KILL] = np.where(pit, rim - FALL_DEPTH, -np.inf)
     arrays = [base, height, pit, rim, stump, slope, table]
     for a in arrays:
         a.flags.writeable = False  # shared through the cache
@@ -283,8 +258,10 @@ def _mutate_range(
 class TerrainBatch:
     """Many terrain episodes stepped together (implements envs.base.BatchEnv).
 
-    Rows that are already done keep their state and last observation, and return zero
-    reward with terminated = truncated = False; callers mask them.
+    Each step is one call of the compiled kernel `terrain_core.step_rows`, which steps every
+    row on its own (no value crosses rows), so a row's numbers never depend on the other rows
+    or on the batch size. Rows that are already done keep their state and last observation,
+    and return zero reward with terminated = truncated = False; callers mask them.
     """
 
     def __init__(self, courses: Sequence[Course], max_steps: int):
@@ -300,107 +277,51 @@ class TerrainBatch:
         self.single_observation_space = observation_space()
         self.single_action_space = action_space()
         m = courses[0].n_cells
-        # Rows laid end to end so that one gather serves all rows.
+        # Rows' courses laid end to end: row r's cells start at table[bases[r]].
         self._table = np.concatenate([c.table for c in courses])
-        self._height = np.ascontiguousarray(self._table[:, _H])
-        self._off = np.arange(self.num_envs, dtype=np.int64) * m
-        self._lidar = self._off[:, None] + LIDAR_CELLS[None, :]
-        self._max_cell = m - 1 - int(LIDAR_CELLS[-1])
+        self._bases = np.arange(self.num_envs, dtype=np.int64) * m
+        self._max_cell = m - 1 - MAX_LOOKAHEAD
         self._progress_scale = PROGRESS_REWARD / self.course_length
-        self._start()
+        self._state = np.zeros((self.num_envs, 4))  # x, y, vx, vy per row
+        self.grounded = np.ones(self.num_envs, dtype=bool)
+        self.done = np.zeros(self.num_envs, dtype=bool)
+        self.cell = np.zeros(self.num_envs, dtype=np.int64)
+        self.reset()
 
-    # ---- state ----
+    @property
+    def x(self) -> np.ndarray:
+        """Each row's position along the course (m)."""
+        return self._state[:, X]
+
+    @property
+    def y(self) -> np.ndarray:
+        """Each row's height (m)."""
+        return self._state[:, Y]
+
     def reset(self) -> np.ndarray:
         """Put every runner at x = 0 on the start pad; returns (num_envs, OBS_DIM) float32."""
-        self._start()
-        return self._observe()
-
-    def _start(self) -> None:
-        n = self.num_envs
         self.t = 0
-        self.x, self.y, self.vx, self.vy = (np.zeros(n) for _ in range(4))
-        self.grounded = np.ones(n, dtype=bool)
-        self.done = np.zeros(n, dtype=bool)
-        self.cell = np.zeros(n, dtype=np.int64)
-        self._here = self._table[self._off]
+        # a new array: the caller may still hold the last one returned
+        self._obs = np.empty((self.num_envs, OBS_DIM), dtype=np.float32)
+        terrain_core.reset_rows(self._table, self._bases, self._state, self.grounded, self.done, self.cell, self._obs)
+        return self._obs
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Advance every row by DT; returns (obs float32, rewards float64, terminated, truncated)."""
-        a = np.asarray(actions, dtype=np.float64).reshape(self.num_envs, 2)
-        a = np.minimum(np.maximum(a, -1.0), 1.0)
-        a0, a1 = a[:, 0], a[:, 1]
-        x, y, vx, vy, g = self.x, self.y, self.vx, self.vy, self.grounded
-        live = ~self.done
+        """Advance every row by DT; returns (obs float32, rewards float64, terminated, truncated).
+        Actions are (num_envs, 2), clipped to [-1, 1]."""
+        a = np.asarray(actions)
+        if a.dtype != np.float32 and a.dtype != np.float64:
+            a = a.astype(np.float64)
+        if a.shape != (self.num_envs, 2):
+            a = a.reshape(self.num_envs, 2)
         self.t += 1
-
-        # Velocities: drive with drag and slope on the ground, slight air control in the air.
-        ground_dv = DRIVE * a0 - DRAG * vx - SLOPE_GRAVITY * self._here[:, _SLOPE]
-        vx = vx + DT * np.where(g, ground_dv, AIR_CONTROL * a0 - AIR_DRAG * vx)
-        jump = g & (a1 > 0.0)
-        air = ~g | jump
-        # Exact ballistic update (constant gravity over the step), so the apex is exactly
-        # JUMP_SPEED^2 / (2 GRAVITY) = 1.2 m and 1.6 m stumps stay out of reach.
-        vy0 = np.where(jump, JUMP_SPEED * a1, vy)
-        vy = np.where(air, vy0 - DT * GRAVITY, 0.0)
-        y_new = np.where(air, y + DT * (vy0 - (0.5 * DT * GRAVITY)), y)
-
-        # Horizontal move, blocked by walls (stump sides, steep bumps) and the start of the course.
-        # The wall test uses the higher end of this step's vertical path: a runner that comes
-        # down faster than WALL per step lands on a ledge it was above instead of bouncing off it.
-        x_new = x + DT * vx
-        cell = self._cell(x_new)
-        blocked = (self._height[self._off + cell] > np.maximum(y, y_new) + WALL) | (x_new < 0.0)
-        x_new = np.where(blocked, x, x_new)
-        vx = np.where(blocked, 0.0, vx)
-        cell = np.where(blocked, self.cell, cell)
-        cell = np.where(live, cell, self.cell)
-        here = self._table[self._off + cell]
-        ground, over_pit = here[:, _H], here[:, _PIT] > 0.5
-
-        # Contact: follow the ground while running, land when coming down onto it.
-        follow = g & ~jump & ~over_pit & (y - ground < MAX_DROP)
-        land = air & (vy <= 0.0) & ~over_pit & (y_new <= ground)
-        contact = follow | land
-        y_new = np.where(contact, ground, y_new)
-        vy = np.where(contact, 0.0, vy)
-
-        fell = y_new < here[:, _KILL]
-        finished = x_new >= self.course_length
-        progress = self._progress_scale * (np.minimum(x_new, self.course_length) - x)
-        reward = np.where(fell, FALL_REWARD, progress - ACTION_COST * (a0 * a0 + a1 * a1))
-        terminated = (fell | finished) & live
-        truncated = live & ~terminated & (self.t >= self.max_steps)
-
-        # Done rows keep their state (and so their last observation).
-        self.x = np.where(live, x_new, x)
-        self.y = np.where(live, y_new, y)
-        self.vx = np.where(live, vx, self.vx)
-        self.vy = np.where(live, vy, self.vy)
-        self.grounded = np.where(live, contact, g)
-        self.cell, self._here = cell, here
-        self.done = self.done | terminated | truncated
-        return self._observe(), np.where(live, reward, 0.0), terminated, truncated
+        self._obs, rewards, terminated, truncated = terrain_core.step_rows(
+            self._table, self._bases, self._max_cell, self.course_length, self._progress_scale,
+            self.t >= self.max_steps, a, self._state, self.grounded, self.done, self.cell, self._obs)
+        return self._obs, rewards, terminated, truncated
 
     def close(self) -> None:
         """Nothing to release."""
-
-    # ---- helpers ----
-    def _cell(self, x: np.ndarray) -> np.ndarray:
-        # x >= 0 always (the start is a wall), so truncation is floor.
-        return np.minimum((x * (1.0 / RES)).astype(np.int64), self._max_cell)
-
-    def _observe(self) -> np.ndarray:
-        obs = np.empty((self.num_envs, OBS_DIM))
-        obs[:, 0] = self.vx * (1.0 / 8.0)
-        obs[:, 1] = self.vy * (1.0 / 6.0)
-        obs[:, 2] = self.grounded
-        obs[:, 3] = (self.y - self._here[:, _H]) * 0.5
-        obs[:, 4] = self._here[:, _PIT]
-        np.minimum(np.maximum(obs[:, :N_STATE], -OBS_LIMIT), OBS_LIMIT, out=obs[:, :N_STATE])
-        # Pit cells hold NO_GROUND, so the look-ahead reports them as -1.
-        ahead = (self._height[self._lidar + self.cell[:, None]] - self.y[:, None]) * 0.5
-        np.minimum(np.maximum(ahead, -1.0), 1.0, out=obs[:, N_STATE:])
-        return obs.astype(np.float32)
 
 
 def observation_space() -> spaces.Box:
