@@ -9,6 +9,7 @@ import functools
 from dataclasses import dataclass
 
 import gymnasium as gym
+import numba
 import numpy as np
 import torch
 from torch import nn
@@ -146,65 +147,119 @@ def to_actions(spec: PolicySpec, raw: torch.Tensor) -> np.ndarray:
     return (low + (torch.tanh(raw) + 1.0) * 0.5 * (high - low)).numpy()
 
 
-NUMPY_ACTIVATIONS = {"tanh": np.tanh, "relu": lambda h, out: np.maximum(h, 0.0, out=out)}
+ACTIVATION_CODES = {"tanh": 0, "relu": 1}
+# tanh(x) ~ x P(s) / Q(s) with s = x^2 / 81 on [-9, 9] (beyond, tanh rounds to +-1 in float32):
+# a rational fit of ours (Lawson iterations on the relative error), evaluated in float64 and
+# rounded once, so it is within 0.85 ulp of the exact float32 tanh (numpy's float32 tanh: 1.37;
+# tests/test_policies.py). A call to libm's tanhf per value cost more than the whole matrix work.
+_TANH_P = (0.9999999794508392, 10.838638314030938, 22.934626605942228, 10.952609390504099, 0.5748855241728988)
+_TANH_Q = (1.0, 37.83862394423677, 169.77915677927356, 174.61307504525502, 33.47598666920573)
+
+
+@numba.njit(cache=True, inline="always")
+def _tanh(v: np.float32) -> np.float32:
+    x = np.float64(v)
+    x = 9.0 if x > 9.0 else x  # comparisons, not min/max: NaN stays NaN
+    x = -9.0 if x < -9.0 else x
+    s = x * x * (1.0 / 81.0)
+    num = (((_TANH_P[4] * s + _TANH_P[3]) * s + _TANH_P[2]) * s + _TANH_P[1]) * s + _TANH_P[0]
+    den = (((_TANH_Q[4] * s + _TANH_Q[3]) * s + _TANH_Q[2]) * s + _TANH_Q[1]) * s + _TANH_Q[0]
+    return np.float32(x * num / den)
+
+
+@numba.njit(cache=True, inline="always")
+def _axpy(acc: np.ndarray, a: np.float32, x: np.ndarray) -> None:
+    for j in range(acc.size):
+        acc[j] += a * x[j]
+
+
+@numba.njit(cache=True)
+def _forward(obs: np.ndarray, weights: np.ndarray, sizes: np.ndarray, activation: int, box: bool,
+             low: np.ndarray, span: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """Raw outputs (box: already squashed to the bounds) of each row's own MLP, float32; rows
+    marked `done` are skipped (their outputs read 0).
+
+    `weights` holds per row each layer's matrix as (in, out) row-major, then its bias. Each
+    output sums its inputs in input order (no fastmath: no reassociation, no fused
+    multiply-add), so the vector width of the CPU never changes a number; the loop over
+    outputs (`_axpy`) is what the compiler vectorises.
+    """
+    n, layers = obs.shape[0], sizes.size - 1
+    out = np.zeros((n, sizes[layers]), dtype=np.float32)
+    h = np.empty(sizes.max(), dtype=np.float32)
+    for r in range(n):
+        if done[r]:
+            continue
+        w = weights[r]
+        h[:sizes[0]] = obs[r]
+        off = 0
+        for layer in range(layers):
+            fan_in, fan_out = sizes[layer], sizes[layer + 1]
+            acc = np.zeros(fan_out, dtype=np.float32)  # its own array: the compiler sees it alias nothing
+            for i in range(fan_in):
+                _axpy(acc, h[i], w[off + i * fan_out:off + (i + 1) * fan_out])
+            off += fan_in * fan_out
+            bias = w[off:off + fan_out]
+            off += fan_out
+            if layer == layers - 1:
+                if box:
+                    for j in range(fan_out):
+                        out[r, j] = low[j] + (_tanh(acc[j] + bias[j]) + np.float32(1.0)) * np.float32(0.5) * span[j]
+                else:
+                    for j in range(fan_out):
+                        out[r, j] = acc[j] + bias[j]
+            elif activation == 0:
+                for j in range(fan_out):
+                    h[j] = _tanh(acc[j] + bias[j])
+            else:
+                for j in range(fan_out):
+                    v = acc[j] + bias[j]
+                    h[j] = np.float32(0.0) if v < 0.0 else v  # NaN stays NaN
+    return out
 
 
 class BatchedPolicy:
-    """Forward pass for many episodes, each row with its own parameter vector (numpy).
+    """Forward pass for many episodes, each row with its own parameter vector.
 
-    Every row is computed as its own vector-matrix product (`np.matmul` over a stack of
-    (1, in) x (in, out) products), so a row's output does not depend on which other rows
-    share the batch: evaluation results stay a function of their request only. numpy
-    rather than torch: at these sizes torch's per-call overhead cost more than the
-    arithmetic (the same floats as `MLPPolicy` up to round-off).
+    One compiled call per forward (`_forward`) runs every row's MLP on its own, so a row's
+    output does not depend on which other rows share the batch: evaluation results stay a
+    function of their request only. float32 throughout, deliberately: the weights are stored
+    as float32 (the trainers' and the torch module's dtype) and observations arrive as
+    float32, so float64 arithmetic would only add conversions and halve the SIMD width without
+    bringing the numbers closer to the torch module's (the same floats up to round-off).
     """
 
     def __init__(self, spec: PolicySpec, flats: np.ndarray):
         self.spec = spec
-        flats = np.ascontiguousarray(flats, dtype=np.float32)
+        flats = np.asarray(flats, dtype=np.float32)
         if flats.ndim != 2 or flats.shape[1] != spec.num_params:
             raise ValueError(f"expected (rows, {spec.num_params}) weights, got {tuple(flats.shape)}")
-        self._act = NUMPY_ACTIVATIONS[spec.activation]
-        self.weights: list[np.ndarray] = []
-        self.biases: list[np.ndarray] = []
-        sizes, offset, n = spec.layer_sizes, 0, flats.shape[0]
-        for i in range(len(sizes) - 1):
-            fan_in, fan_out = sizes[i], sizes[i + 1]
+        self._sizes = np.asarray(spec.layer_sizes, dtype=np.int64)
+        # The flat layout stores each matrix (out, in); the kernel reads it (in, out).
+        parts, offset, n = [], 0, flats.shape[0]
+        for fan_in, fan_out in zip(spec.layer_sizes[:-1], spec.layer_sizes[1:]):
             w = flats[:, offset:offset + fan_in * fan_out].reshape(n, fan_out, fan_in)
             offset += fan_in * fan_out
-            b = flats[:, offset:offset + fan_out].reshape(n, 1, fan_out)
+            parts += [w.transpose(0, 2, 1).reshape(n, -1), flats[:, offset:offset + fan_out]]
             offset += fan_out
-            self.weights.append(np.ascontiguousarray(w.transpose(0, 2, 1)))  # (n, in, out)
-            self.biases.append(np.ascontiguousarray(b))
-        if spec.action_kind == "box":
-            self._low = np.asarray(spec.action_low, dtype=np.float32)
-            self._range = np.asarray(spec.action_high, dtype=np.float32) - self._low
+        self._weights = np.ascontiguousarray(np.concatenate(parts, axis=1))
+        self._box = spec.action_kind == "box"
+        self._activation = ACTIVATION_CODES[spec.activation]
+        low = spec.action_low if self._box else (0.0,) * spec.act_dim
+        high = spec.action_high if self._box else (0.0,) * spec.act_dim
+        self._low = np.asarray(low, dtype=np.float32)
+        self._span = np.asarray(high, dtype=np.float32) - self._low
+        self._none_done = np.zeros(n, dtype=bool)
 
-    def select(self, rows: np.ndarray) -> "BatchedPolicy":
-        """A copy with only some rows (used when episodes finish)."""
-        out = object.__new__(BatchedPolicy)
-        out.spec, out._act = self.spec, self._act
-        out.weights = [w[rows] for w in self.weights]
-        out.biases = [b[rows] for b in self.biases]
-        if self.spec.action_kind == "box":
-            out._low, out._range = self._low, self._range
-        return out
+    @property
+    def rows(self) -> int:
+        """Number of rows (policies) in the batch."""
+        return int(self._weights.shape[0])
 
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        """Actions for one observation per row: low + (tanh(raw) + 1) * 0.5 * (high - low), or argmax."""
-        h = np.ascontiguousarray(obs, dtype=np.float32)[:, None, :]
-        last = len(self.weights) - 1
-        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
-            h = np.matmul(h, w)
-            h += b
-            if i < last:
-                self._act(h, out=h)
-        raw = h[:, 0, :]
-        if self.spec.action_kind == "discrete":
-            return raw.argmax(axis=-1)
-        np.tanh(raw, out=raw)
-        raw += 1.0
-        raw *= 0.5
-        raw *= self._range
-        raw += self._low
-        return raw
+    def act(self, obs: np.ndarray, done: np.ndarray | None = None) -> np.ndarray:
+        """Actions for one observation per row: low + (tanh(raw) + 1) * 0.5 * (high - low), or
+        argmax. Rows marked in the bool mask `done` are skipped (a box action reads 0 there)."""
+        obs = np.asarray(obs, dtype=np.float32)
+        out = _forward(obs, self._weights, self._sizes, self._activation, self._box, self._low, self._span,
+                       self._none_done if done is None else done)
+        return out if self._box else out.argmax(axis=-1)

@@ -451,9 +451,10 @@ def test_batched_policy_matches_mlp_policy(fixture, request) -> None:
             assert np.all(acts[i] >= -1.0) and np.all(acts[i] <= 1.0)
     if spec.action_kind == "discrete":
         assert len(set(acts.tolist())) == spec.act_dim  # both actions occur
-    # a row's output does not depend on the other rows or on select()
-    sub = BatchedPolicy(spec, flats).select(np.array([5, 2]))
-    np.testing.assert_array_equal(sub.act(obs[[5, 2]]), acts[[5, 2]])
+    # a row's output does not depend on the other rows, nor on rows skipped as done
+    done = np.ones(n, dtype=bool)
+    done[[5, 2]] = False
+    np.testing.assert_array_equal(BatchedPolicy(spec, flats).act(obs, done)[[5, 2]], acts[[5, 2]])
     for i in (0, 3):
         np.testing.assert_array_equal(BatchedPolicy(spec, flats[i:i + 1]).act(obs[i:i + 1])[0], acts[i])
 
@@ -633,3 +634,29 @@ def test_result_mean_is_numpys_mean_and_nan_on_error_or_no_episode() -> None:
     err = EvalError(message="boom", env_json="{}", tag="", seed=0)
     assert np.isnan(EvalResult(returns=np.zeros(1), lengths=np.zeros(1, dtype=np.int64), error=err).mean)
     assert np.isnan(EvalResult(returns=np.zeros(0), lengths=np.zeros(0, dtype=np.int64)).mean)
+
+
+def test_the_compiled_tanh_is_within_one_ulp_and_keeps_nan() -> None:
+    """The forward's tanh against the exact tanh (float64) over the whole range a layer can
+    produce, tiny values and the saturated tails; NaN stays NaN."""
+    import numba
+
+    from poet.policies import _tanh
+
+    @numba.njit
+    def tanh_all(x):
+        out = np.empty_like(x)
+        for i in range(x.size):
+            out[i] = _tanh(x[i])
+        return out
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-12, 12, 400_000), rng.uniform(-0.01, 0.01, 100_000),
+                        10.0 ** rng.uniform(-30, 1.2, 100_000) * rng.choice([-1, 1], 100_000),
+                        [0.0, -0.0, 9.0, -9.0, 1e30, -1e30]]).astype(np.float32)
+    y = tanh_all(x)
+    exact = np.tanh(x.astype(np.float64))
+    ulps = np.abs(y.astype(np.float64) - exact) / np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    assert ulps.max() <= 1.0 and np.abs(y).max() <= 1.0
+    assert np.array_equal(np.signbit(y), np.signbit(x))
+    assert np.isnan(tanh_all(np.array([np.nan], np.float32))[0])

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+import numba
 import numpy as np
 from gymnasium.wrappers import OrderEnforcing, TimeLimit
 
@@ -119,49 +120,51 @@ def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest],
     return _step_batch(family, spec, params, seeds, caps_arr, row_flats, should_stop)
 
 
+@numba.njit(cache=True)
+def _tally(rewards: np.ndarray, obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, caps: np.ndarray,
+           returns: np.ndarray, lengths: np.ndarray, done: np.ndarray, bad: np.ndarray) -> bool:
+    """Add one lock-step to every row not yet done; returns whether all rows are done.
+
+    A row ends at termination, truncation, its step cap or a non-finite reward or observation
+    (then it is `bad` and that step's reward is not added)."""
+    all_done = True
+    for r in range(returns.size):
+        if done[r]:
+            continue
+        finite = np.isfinite(rewards[r])
+        for k in range(obs.shape[1]):
+            finite = finite and np.isfinite(obs[r, k])
+        if finite:
+            returns[r] += rewards[r]
+        else:
+            bad[r] = True
+        lengths[r] += 1
+        done[r] = terminated[r] or truncated[r] or lengths[r] >= caps[r] or not finite
+        all_done = all_done and done[r]
+    return all_done
+
+
 def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[int], caps_arr: np.ndarray,
                 row_flats: list[np.ndarray], should_stop: StopCheck) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All rows in lock-step through the family's batched path."""
+    """All rows in lock-step through the family's batched path: three compiled calls per step
+    (the policy's forward, the family's step when it is compiled, the tally)."""
     n = len(params)
     env = make_batch_env(family, params, seeds, int(caps_arr.max()))
     try:
         obs = env.reset()
         policy = BatchedPolicy(spec, np.stack(row_flats))
-        policy_rows = np.arange(n)  # rows the current `policy` covers
         returns = np.zeros(n, dtype=np.float64)
         lengths = np.zeros(n, dtype=np.int64)
         bad = np.zeros(n, dtype=bool)
         done = np.zeros(n, dtype=bool)
-        act_shape = (n,) if spec.action_kind == "discrete" else (n, spec.act_dim)
-        act_dtype = np.int64 if spec.action_kind == "discrete" else np.float32
-        t = 0
-        while not done.all():
+        t, all_done = 0, False
+        while not all_done:
             t += 1
             if should_stop is not None and t % STOP_POLL_STEPS == 0 and should_stop():
                 raise WaveInterrupted("stop requested during a batch of rollouts")
-            live = ~done
-            if policy_rows.size == n:  # no row dropped yet: whole arrays, no gathering
-                actions = policy.act(obs)
-            else:
-                actions = np.zeros(act_shape, dtype=act_dtype)
-                actions[policy_rows] = policy.act(obs[policy_rows])
-            # Shrinking the weight batch costs a copy; do it only when many rows are done.
-            if np.count_nonzero(live) <= 0.75 * policy_rows.size:
-                keep = np.flatnonzero(live[policy_rows])
-                policy, policy_rows = policy.select(keep), policy_rows[keep]
-            obs, rew, term, trunc = env.step(actions)
-            if _all_finite(np.add.reduce(rew), obs):  # the usual case, on whole arrays
-                np.add(returns, rew, out=returns, where=live)  # finished rows return 0 anyway
-                lengths += live
-                done |= live & (term | trunc | (lengths >= caps_arr))
-                continue
-            active = np.flatnonzero(live)
-            rew_a = rew[active]
-            finite = _finite_rows(rew_a, obs[active])
-            returns[active] += np.where(finite, rew_a, 0.0)
-            lengths[active] += 1
-            bad[active] |= ~finite
-            done[active] = term[active] | trunc[active] | (lengths[active] >= caps_arr[active]) | ~finite
+            obs, rew, term, trunc = env.step(policy.act(obs, done))
+            all_done = _tally(np.asarray(rew, dtype=np.float64), obs.reshape(n, -1), np.asarray(term),
+                              np.asarray(trunc), caps_arr, returns, lengths, done, bad)
         return returns, lengths, bad
     finally:
         close = getattr(env, "close", None)
