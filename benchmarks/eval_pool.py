@@ -16,7 +16,11 @@ a population of 64), is evaluated three ways, with W workers:
          env reused and renewed before its next episode (the fastest of 1, 4 and 8 at a
          time: `--raw-widths` times them in one process). Throughput is the sum over
          processes of steps / own wall time, i.e. raw gets perfect load balance for free,
-         and no process waits for another between waves.
+         and no process waits for another between waves. The terrain family's batch is its
+         compiled core, with the compiled batched forward (the same kernels the pool runs).
+- raw_numpy, raw_fused (terrain): the same raw processes with the numpy core the family had
+         before it was compiled and a batched numpy forward (the previous limit), and with each
+         process's whole batch inside one compiled call, policy included (no lock-step).
          Also reported, from the same run: raw as an ES loop would be, waiting for every
          process to finish a wave before the next (per wave, the longest process's time).
 - pool:  `RayEvaluator(..., workers=W).evaluate(requests)`, one call per wave, after a
@@ -62,21 +66,28 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import gymnasium as gym
+import numba
 import numpy as np
 import torch
 
 from envs import EnvFamily, EnvParams, make_family
 from envs.base import EnvParamError
 from envs.generic import renew_gym_env
+from envs import terrain_core
 from envs.terrain import TerrainFamily
+from poet import policies
 from poet.evaluation.protocol import EvalRequest, PolicyRef
 from poet.evaluation.ray_pool import RayEvaluator
+from poet.evaluation.rollout import _tally as tally
 from poet.evaluation.rollout import simulated_steps
-from poet.policies import MLPPolicy, PolicySpec, init_flat, spec_for_spaces
+from poet.policies import BatchedPolicy, MLPPolicy, PolicySpec, init_flat, spec_for_spaces
 from poet.seeding import episode_seeds
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from test_terrain_core import FrozenNumpyCore  # noqa: E402  (the numpy core before compilation, frozen)
 TARGETS = {"efficiency": {"terrain": 0.85, "bipedal": 0.93}, "speedup_vs_naive_terrain": 5.0,
+           "pool_vs_raw_numpy_terrain": 2.0,
            "rss_growth_1000_vs_10": 0.10, "pool_vs_evotorch": 1.5}
 HIDDEN, ACTIVATION = (40, 40), "tanh"
 EVOTORCH_NETWORK = "Linear(obs_length, 40) >> Tanh() >> Linear(40, 40) >> Tanh() >> Linear(40, act_length) >> Tanh()"
@@ -346,20 +357,50 @@ def raw_walkers(setup: Setup, copies: int) -> Callable[..., int]:
     return run
 
 
-def raw_batch(setup: Setup, episodes: list[Episode], low: np.ndarray, high: np.ndarray) -> int:
-    """All `episodes` in one `make_batch` batch, one batched numpy forward per step; returns steps."""
-    env = setup.family.make_batch([setup.envs[e] for _, e, _ in episodes], [s for _, _, s in episodes],
-                                  setup.max_steps)
-    layers = numpy_layers(setup.spec, np.stack([setup.policies[p] for p, _, _ in episodes]))
+def raw_batch(setup: Setup, episodes: list[Episode], low: np.ndarray, high: np.ndarray, core: str = "compiled") -> int:
+    """All `episodes` in one batch (`raw_rows`); returns the steps taken."""
     n = len(episodes)
-    obs, rows = env.reset(), np.arange(n)
+    return raw_rows(setup.family, setup.spec, [setup.envs[e] for _, e, _ in episodes], [s for _, _, s in episodes],
+                    np.stack([setup.policies[p] for p, _, _ in episodes]), np.full(n, setup.max_steps), core)
+
+
+def raw_rows(family: Any, spec: PolicySpec, params: list[EnvParams], seeds: list[int], flats: np.ndarray,
+             caps: np.ndarray, core: str = "compiled") -> int:
+    """Episodes (one row per params, seed, weights and step cap) in one batch, as plain code
+    runs them; returns the steps taken. `core`:
+
+    - "compiled": the family's `make_batch` (terrain: its compiled core) and the compiled
+      batched forward, three compiled calls per lock-step;
+    - "numpy": the numpy core the terrain family had before it was compiled (frozen in
+      tests/test_terrain_core.py) with a batched numpy forward, finished rows dropped as the
+      loop goes: the previous limit;
+    - "fused": the whole batch in one compiled call, row after row, policy included (terrain).
+    """
+    n, caps = len(params), np.asarray(caps, dtype=np.int64)
+    if core == "fused":
+        courses = [family.course(p, s) for p, s in zip(params, seeds)]
+        m, policy = courses[0].n_cells, BatchedPolicy(spec, flats)  # the policy for its (in, out) weight layout
+        return int(_fused_rows(np.concatenate([c.table for c in courses]), np.arange(n, dtype=np.int64) * m,
+                               m - 1 - terrain_core.MAX_LOOKAHEAD, family.course_length,
+                               terrain_core.PROGRESS_REWARD / family.course_length, caps,
+                               policy._weights, policy._sizes, policy._low, policy._span))
     done, lengths, returns = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n)
+    if core == "compiled":
+        env, policy = family.make_batch(params, seeds, int(caps.max())), BatchedPolicy(spec, flats)
+        obs, bad, all_done = env.reset(), np.zeros(n, dtype=bool), False
+        while not all_done:
+            obs, rew, term, trunc = env.step(policy.act(obs, done))
+            all_done = tally(rew, obs, term, trunc, caps, returns, lengths, done, bad)
+        return int(lengths.sum())
+    low, high = action_bounds(spec)
+    env = FrozenNumpyCore([family.course(p, s) for p, s in zip(params, seeds)], int(caps.max()))
+    layers, obs, rows = numpy_layers(spec, flats), env.reset(), np.arange(n)
     while not done.all():
         live = ~done
         if rows.size == n:
             actions = numpy_forward(layers, obs, low, high)
         else:
-            actions = np.zeros((n, setup.spec.act_dim), dtype=np.float32)
+            actions = np.zeros((n, spec.act_dim), dtype=np.float32)
             actions[rows] = numpy_forward(layers, obs[rows], low, high)
         if np.count_nonzero(live) <= 0.75 * rows.size:  # drop finished rows from the forward
             keep = np.flatnonzero(live[rows])
@@ -367,8 +408,43 @@ def raw_batch(setup: Setup, episodes: list[Episode], low: np.ndarray, high: np.n
         obs, rew, term, trunc = env.step(actions)
         returns += rew * live
         lengths += live
-        done |= live & (term | trunc | (lengths >= setup.max_steps))
+        done |= live & (term | trunc | (lengths >= caps))
     return int(lengths.sum())
+
+
+@numba.njit(cache=True)
+def _fused_rows(table, bases, max_cell, course_length, progress_scale, caps, weights, sizes, low, span):
+    layers, steps = sizes.size - 1, 0
+    obs = np.empty(terrain_core.OBS_DIM, dtype=np.float32)
+    h = np.empty(sizes.max(), dtype=np.float32)
+    state = np.empty(4)
+    for r in range(bases.size):
+        w, base = weights[r], bases[r]
+        state[:] = 0.0
+        grounded, cell = True, 0
+        terrain_core.observe_row(table, base, state, grounded, cell, obs)
+        for _ in range(caps[r]):
+            h[:sizes[0]] = obs
+            off = 0
+            for layer in range(layers):  # the compiled forward's arithmetic, for one row
+                fan_in, fan_out = sizes[layer], sizes[layer + 1]
+                acc = np.zeros(fan_out, dtype=np.float32)
+                for i in range(fan_in):
+                    policies._axpy(acc, h[i], w[off + i * fan_out:off + (i + 1) * fan_out])
+                off += fan_in * fan_out
+                for j in range(fan_out):
+                    h[j] = policies._tanh(acc[j] + w[off + j])
+                off += fan_out
+            a0 = low[0] + (h[0] + np.float32(1.0)) * np.float32(0.5) * span[0]
+            a1 = low[1] + (h[1] + np.float32(1.0)) * np.float32(0.5) * span[1]
+            _, fell, finished, cell, grounded = terrain_core.step_row(
+                table, base, max_cell, course_length, progress_scale, np.float64(a0), np.float64(a1), state,
+                grounded, cell)
+            steps += 1
+            if fell or finished:
+                break
+            terrain_core.observe_row(table, base, state, grounded, cell, obs)
+    return steps
 
 
 def action_bounds(spec: PolicySpec) -> tuple[np.ndarray, np.ndarray]:
@@ -450,14 +526,14 @@ class Measurement:
 
 
 def raw_process(setup: Setup, warmup: list[Episode], waves: list[list[Episode]], barrier: Any, results: Any,
-                release: Any) -> None:
+                release: Any, core: str = "compiled") -> None:
     """Body of one raw process: its share of a warm-up wave, wait for the others, its share of every
     timed wave, report, wait to exit."""
     low, high = action_bounds(setup.spec)
     walkers = None if hasattr(setup.family, "make_batch") else raw_walkers(setup, RAW_SLOTS)
 
     def run(episodes: list[Episode]) -> int:
-        return raw_batch(setup, episodes, low, high) if walkers is None else walkers(episodes)
+        return raw_batch(setup, episodes, low, high, core) if walkers is None else walkers(episodes)
 
     run(warmup)  # not counted
     barrier.wait()
@@ -489,12 +565,13 @@ def compare_raw_widths(name: str, sizes: Sizes, log: Callable[[str], None]) -> d
     return {"steps_per_s_by_width": median, "per_repeat": {w: [round(x) for x in r] for w, r in rates.items()}}
 
 
-def measure_raw(setup: Setup, warmup: list[Episode], waves: list[list[Episode]], workers: int) -> Measurement:
+def measure_raw(setup: Setup, warmup: list[Episode], waves: list[list[Episode]], workers: int,
+                core: str = "compiled") -> Measurement:
     """W spawned processes, each wave's episodes dealt round-robin (an equal share each); steps/s summed over processes."""
     ctx = mp.get_context("spawn")
     barrier, results, release = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Event()
     procs = [ctx.Process(target=raw_process, args=(setup, warmup[i::workers], [w[i::workers] for w in waves], barrier,
-                                                   results, release))
+                                                   results, release, core))
              for i in range(workers)]
     for proc in procs:
         proc.start()
@@ -709,6 +786,11 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
     n_waves = sizes.waves_for(name)
     # pool_ray: the same pool with chunks sent as Ray actor tasks (ray.transport: ray)
     runs: dict[str, list[Measurement]] = {"raw": [], "pool": [], "pool_ray": [], "naive": []}
+    # a compiled family: also the numpy core it replaced (the previous limit) and the whole
+    # batch inside one compiled call (what a lock-step costs)
+    extra_cores = ["numpy", "fused"] if isinstance(setup.family, TerrainFamily) else []
+    for core in extra_cores:
+        runs[f"raw_{core}"] = []
     if evotorch_applies(setup):
         runs["evotorch"] = []
     for rep in range(sizes.repeats):
@@ -717,6 +799,8 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         waves = [matrix_episodes(setup, base) for base in seed_bases]
         warmup_base = 10**6 * (rep + 1) + 10**4 * n_waves  # one wave beyond the timed ones
         runs["raw"].append(measure_raw(setup, matrix_episodes(setup, warmup_base), waves, workers))  # no Ray running
+        for core in extra_cores:
+            runs[f"raw_{core}"].append(measure_raw(setup, matrix_episodes(setup, warmup_base), waves, workers, core))
         with ray_session(workers):
             runs["pool"].append(measure_pool(setup, warmup_base, seed_bases, workers))
             runs["pool_ray"].append(measure_pool(setup, warmup_base, seed_bases, workers, transport="ray"))
@@ -746,6 +830,10 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         **({"evotorch_steps_per_s": round(median["evotorch"], 1),
             "evotorch_share_of_raw": round(median["evotorch"] / median["raw"], 3),
             "pool_vs_evotorch": round(median["pool"] / median["evotorch"], 3)} if "evotorch" in median else {}),
+        **{f"raw_{core}_steps_per_s": round(median[f"raw_{core}"], 1) for core in extra_cores},
+        **({"pool_vs_raw_numpy": round(median["pool"] / median["raw_numpy"], 3),
+            "raw_vs_raw_numpy": round(median["raw"] / median["raw_numpy"], 3),
+            "pool_share_of_raw_fused": round(median["pool"] / median["raw_fused"], 3)} if extra_cores else {}),
         "steps_per_cpu_s": {way: round(v, 1) for way, v in per_cpu.items()},
         "cpu_efficiency": round(per_cpu["pool"] / per_cpu["raw"], 3),
         "max_other_load_cores": max(m.cpu["other_cores"] for ms in runs.values() for m in ms),
@@ -800,6 +888,12 @@ def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
             ok = r["pool_vs_evotorch"] >= TARGETS["pool_vs_evotorch"]
             marks.append(f"EvoTorch {r['evotorch_steps_per_s']:,.0f} steps/s ({r['evotorch_share_of_raw']:.2f} of raw), "
                          f"pool / EvoTorch {r['pool_vs_evotorch']:.2f} {'>=' if ok else '<'} {TARGETS['pool_vs_evotorch']}")
+        if "pool_vs_raw_numpy" in r:
+            ok = r["pool_vs_raw_numpy"] >= TARGETS["pool_vs_raw_numpy_terrain"]
+            marks.append(f"raw with the numpy core {r['raw_numpy_steps_per_s']:,.0f} steps/s, pool / that "
+                         f"{r['pool_vs_raw_numpy']:.2f} {'>=' if ok else '<'} {TARGETS['pool_vs_raw_numpy_terrain']}; "
+                         f"whole batch in one compiled call {r['raw_fused_steps_per_s']:,.0f} steps/s "
+                         f"(pool / that {r['pool_share_of_raw_fused']:.2f})")
         if name == "terrain":
             ok = r["speedup_vs_naive"] >= TARGETS["speedup_vs_naive_terrain"]
             marks.append(f"vs naive {r['speedup_vs_naive']:.1f}x {'>=' if ok else '<'} "

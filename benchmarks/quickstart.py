@@ -8,10 +8,12 @@ Prints one table and optionally writes JSON. Nothing here is a pass/fail test.
 `--raw-limit` also measures the limit for the run's own work: it records every wave the
 pool evaluated (each request's weights, perturbation, env, seed and step cap) and replays
 the same waves with plain code (no Ray, no framework: W spawned processes, each wave's
-episodes dealt round-robin, each process stepping its share in one `make_batch` batch with
-a batched numpy MLP, the processes meeting at a barrier between waves as the run's waves
-follow one another). It prints the pool's time inside its waves, the replay's, and their
-ratio; the replay must take exactly the run's env steps.
+episodes dealt round-robin, each process stepping its share in one batch with the same
+compiled kernels as the run, the processes meeting at a barrier between waves as the run's
+waves follow one another). It prints the pool's time inside its waves, the replay's, and their
+ratio; the replay must take exactly the run's env steps. The replay runs a second time on the
+numpy terrain core the family had before it was compiled, with a batched numpy MLP (the
+previous limit, `raw_numpy_*`).
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from poet.analysis import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eval_pool import action_bounds, numpy_forward, numpy_layers  # noqa: E402  (plain numpy, no framework)
+from eval_pool import raw_rows  # noqa: E402  (plain code, no framework)
 
 
 class WaveRecorder:
@@ -78,12 +80,12 @@ class WaveRecorder:
 
 
 def replay_process(family_args: tuple[str, dict], spec: Any, weights: dict[str, np.ndarray], noise: np.ndarray | None,
-                   waves: list[list[tuple]], barrier: Any, results: Any) -> None:
-    """One plain process: its share of every wave, in one batch per wave, meeting the others between waves."""
+                   waves: list[list[tuple]], core: str, barrier: Any, results: Any) -> None:
+    """One plain process: its share of every wave, in one batch per wave (`eval_pool.raw_rows`
+    with `core`), meeting the others between waves."""
     from envs import make_family
 
     family = make_family(*family_args)
-    low, high = action_bounds(spec)
     barrier.wait()
     t0, steps = time.monotonic(), 0
     for rows in waves:
@@ -95,33 +97,19 @@ def replay_process(family_args: tuple[str, dict], spec: Any, weights: dict[str, 
                     offset, sigma, sign = pert
                     theta = (theta + np.float32(sign * sigma) * noise[offset:offset + theta.size]).astype(np.float32)
                 flats.append(theta)
-            caps = np.array([r[4] for r in rows])
-            env = family.make_batch([r[2] for r in rows], [r[3] for r in rows], int(caps.max()))
-            layers, n = numpy_layers(spec, np.stack(flats)), len(rows)
-            obs, live_rows = env.reset(), np.arange(n)
-            done, lengths, returns = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n)
-            while not done.all():
-                live = ~done
-                actions = np.zeros((n, spec.act_dim), dtype=np.float32)
-                actions[live_rows] = numpy_forward(layers, obs[live_rows], low, high)
-                if np.count_nonzero(live) <= 0.75 * live_rows.size:  # drop finished rows from the forward
-                    keep = np.flatnonzero(live[live_rows])
-                    live_rows, layers = live_rows[keep], [(w[keep], b[keep]) for w, b in layers]
-                obs, rew, term, trunc = env.step(actions)
-                returns += rew * live
-                lengths += live
-                done |= live & (term | trunc | (lengths >= caps))
-            steps += int(lengths.sum())
+            steps += raw_rows(family, spec, [r[2] for r in rows], [r[3] for r in rows], np.stack(flats),
+                              np.array([r[4] for r in rows]), core)
         barrier.wait()  # the run's next wave starts when this one is done everywhere
     results.put((steps, time.monotonic() - t0))
 
 
-def replay(recorder: WaveRecorder, family_args: tuple[str, dict], spec: Any, workers: int) -> dict:
+def replay(recorder: WaveRecorder, family_args: tuple[str, dict], spec: Any, workers: int,
+           core: str = "compiled") -> dict:
     """Wall time and steps of the recorded waves run by `workers` plain processes."""
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(workers), ctx.Queue()
     procs = [ctx.Process(target=replay_process, args=(family_args, spec, recorder.weights, recorder.noise,
-                                                      [w[i::workers] for w in recorder.waves], barrier, results))
+                                                      [w[i::workers] for w in recorder.waves], core, barrier, results))
              for i in range(workers)]
     for proc in procs:
         proc.start()
@@ -198,6 +186,13 @@ def main() -> None:
             "run_share_of_raw_same_waves": round(stats["env_steps_per_s"] / (limit["steps"] / limit["seconds"]), 3),
             "episodes_replayed": pool_steps,
         })
+        if cfg.env.family == "terrain":  # the numpy core it had before it was compiled
+            numpy_limit = replay(recorder, (cfg.env.family, cfg.env.options), parts.spec, workers, "numpy")
+            stats.update({
+                "raw_numpy_seconds_same_waves": round(numpy_limit["seconds"], 2),
+                "raw_numpy_same_waves_steps_per_s": round(numpy_limit["steps"] / numpy_limit["seconds"]),
+                "pool_vs_raw_numpy_same_waves": round(numpy_limit["seconds"] / pool_seconds, 3),
+            })
     width = max(len(k) for k in stats)
     for key, value in stats.items():
         print(f"{key:<{width}}  {value}")

@@ -21,16 +21,18 @@ def _sizes(**shapes) -> ep.Sizes:
     return sizes
 
 
+@pytest.mark.parametrize("core", ["compiled", "numpy", "fused"])
 @pytest.mark.parametrize("fixed", [True, False])
-def test_raw_limit_runs_the_pools_episodes(fixed):
-    """The batched raw loop and the framework's rollout step the same episodes to the same lengths."""
+def test_raw_limit_runs_the_pools_episodes(fixed, core):
+    """The batched raw loops (compiled core, the numpy core before it, the whole batch in one
+    compiled call) and the framework's rollout step the same episodes to the same lengths."""
     sizes = _sizes(terrain=(6, 3, 2))
     sizes.fixed_courses = fixed
     setup = ep.make_setup("terrain", sizes)
     episodes = ep.matrix_episodes(setup, 10**6)
     assert len(episodes) == 6 * 3 * (1 if fixed else 2)
     low, high = ep.action_bounds(setup.spec)
-    raw_steps = ep.raw_batch(setup, episodes, low, high)
+    raw_steps = ep.raw_batch(setup, episodes, low, high, core)
     ev = InProcessEvaluator(setup.family, setup.spec, None)
     requests = ep.matrix_requests(setup, [ev.put(w) for w in setup.policies], 10**6)
     assert raw_steps == simulated_steps(requests, ev.evaluate(requests)) > 0
