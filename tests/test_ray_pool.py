@@ -103,6 +103,11 @@ def test_pool_learns_how_well_its_lockstep_chunks_are_predicted(ray_local):
     ev._wave = lambda units, *args: (chunk_counts.append(len(units)), original(units, *args))[1]
     try:
         refs = [ev.put(init_flat(spec, np.random.default_rng(i))) for i in range(8)]
+        # a first wave loads the workers' compiled kernels; its seconds say nothing of step costs
+        ev.evaluate([EvalRequest(ref, p, 1, 10**6 + i, 40) for i, (ref, p) in
+                     enumerate((ref, p) for ref in refs for p in params)])
+        ev.cost_model = type(ev.cost_model)()
+        chunk_counts.clear()
         for wave, cap in enumerate([40, 120, 80, 160, 60, 140, 100, 100]):  # rows and lengths vary: a, b identified
             ev.evaluate([EvalRequest(ref, p, 1 + wave % 3, 100 * wave + i, cap) for i, (ref, p) in
                          enumerate((ref, p) for ref in refs for p in params)])
@@ -110,7 +115,7 @@ def test_pool_learns_how_well_its_lockstep_chunks_are_predicted(ray_local):
         ev.close()
     assert ev.cost_model.coefficients() is not None
     assert ev.cost_model.error < 0.5  # chunks were planned with a fitted model and their misses measured
-    assert chunk_counts[-1] == 2  # one batch per worker
+    assert chunk_counts[-1] <= 4  # at most two batches per worker (compiled steps are cheap: the plan may halve a share)
 
 
 @pytest.mark.parametrize("transport", ["socket", "ray"])
@@ -120,9 +125,10 @@ def test_killed_worker_mid_wave_gives_identical_results(ray_local, transport):
     ev = RayEvaluator(TERRAIN, spec, noise, workers=2, chunks_per_worker=6, inflight_per_worker=1, transport=transport)
     try:
         reqs = _requests(ev, spec, params, n_policies=40, scale=0.3)
+        clean = ev.evaluate(reqs)  # also warms the workers up (imports, compiled kernels)
         t0 = time.perf_counter()
-        clean = ev.evaluate(reqs)
-        duration = time.perf_counter() - t0
+        _same(ev.evaluate(reqs), clean)
+        duration = time.perf_counter() - t0  # how long a warm wave takes
         victim = ev.worker_pids()[0]
         killer = threading.Timer(duration * 0.4, os.kill, args=(victim, signal.SIGKILL))
         killer.start()
