@@ -4,18 +4,15 @@
 an authentication token this driver lacks, retries for minutes and fills the terminal with
 its C++ warnings before an error that names neither the address nor the token. Before
 `ray.init`, `check_cluster` resolves the address as Ray would (`auto`: RAY_ADDRESS, then
-the cluster a `ray start` on this machine recorded), makes one TCP connection with a short
-timeout and, to a head's GCS, one gRPC call carrying the token Ray would send; each way it
-can fail is one `ClusterError` line naming `ray.address`.
+the cluster a `ray start` on this machine recorded) and makes one gRPC call over Ray's own
+channel with a short deadline: to a head's GCS, carrying the token Ray would send, or a ping
+of a Ray Client server. Each way it can fail is one `ClusterError` line naming `ray.address`.
 """
 from __future__ import annotations
 
 import os
-import socket
-import threading
 
-CONNECT_TIMEOUT_S = 5.0  # a TCP connection or the GCS's answer; a head that is up answers in milliseconds
-RESOLVE_TIMEOUT_S = 10.0  # a host name lookup (a resolver that never answers must not hang the run)
+CONNECT_TIMEOUT_S = 5.0  # the deadline of the one call; a head that is up answers in milliseconds
 TOKEN_HELP = ("the cluster's token in RAY_AUTH_TOKEN, or in a file named by RAY_AUTH_TOKEN_PATH "
               "(default ~/.ray/auth_token); `ray get-auth-token` on the head prints it")
 
@@ -24,50 +21,23 @@ class ClusterError(ConnectionError):
     """A Ray cluster that cannot be joined; its text is one line naming ray.address."""
 
 
-def _resolve(host: str, port: int) -> list[tuple]:
-    """getaddrinfo, bounded by RESOLVE_TIMEOUT_S; raises socket.gaierror or TimeoutError."""
-    box: dict[str, object] = {}
+def _unreachable(exc: Exception, host: str, shown: str, start: str) -> ClusterError | None:
+    """The ClusterError for a gRPC call that never reached a server (None: it reached one).
+    gRPC says why in its details: a failed name lookup, a refused connection, or a timeout."""
+    import grpc
 
-    def lookup() -> None:
-        try:
-            box["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=lookup, daemon=True)  # daemon: a lookup stuck past the bound is left behind
-    thread.start()
-    thread.join(RESOLVE_TIMEOUT_S)
-    if thread.is_alive():
-        raise TimeoutError(f"no answer from the resolver within {RESOLVE_TIMEOUT_S:g} s")
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
-    return box["infos"]  # type: ignore[return-value]
-
-
-def _connect(host: str, port: int, shown: str, start: str) -> None:
-    """One TCP connection to host:port, or a ClusterError saying why not (`start`: how the
-    server there is started)."""
-    try:
-        infos = _resolve(host, port)
-    except (socket.gaierror, TimeoutError) as exc:
-        reason = exc.strerror if isinstance(exc, socket.gaierror) and exc.strerror else str(exc)
-        raise ClusterError(f"ray.address: cannot resolve host {host!r} of {shown} ({reason})") from None
-    last: OSError | None = None
-    for family, kind, proto, _name, sockaddr in infos:
-        try:
-            with socket.socket(family, kind, proto) as s:
-                s.settimeout(CONNECT_TIMEOUT_S)
-                s.connect(sockaddr)
-            return
-        except OSError as exc:
-            last = exc
-    if isinstance(last, ConnectionRefusedError):
-        why = f"nothing is listening at {shown}: is the head started, with `{start}`?"
-    elif isinstance(last, TimeoutError):
-        why = f"no answer from {shown} within {CONNECT_TIMEOUT_S:g} s (host down, or a firewall drops the port)"
-    else:
-        why = f"cannot reach {shown} ({getattr(last, 'strerror', None) or last})"
-    raise ClusterError(f"ray.address: {why}")
+    code = exc.code() if callable(getattr(exc, "code", None)) else None
+    details = str(exc.details()) if callable(getattr(exc, "details", None)) else ""
+    if code == grpc.StatusCode.UNAVAILABLE:
+        if "resolv" in details or "lookup" in details:
+            return ClusterError(f"ray.address: cannot resolve host {host!r} of {shown}")
+        if "refused" in details.lower():
+            return ClusterError(f"ray.address: nothing is listening at {shown}: is the head started, with `{start}`?")
+        return ClusterError(f"ray.address: cannot reach {shown} ({details or code.name})")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED and "connect" in details.lower():
+        return ClusterError(f"ray.address: no answer from {shown} within {CONNECT_TIMEOUT_S:g} s "
+                            "(host down, or a firewall drops the port)")
+    return None
 
 
 def _token_mode(auto: bool) -> tuple[bool, bool, tuple]:
@@ -102,9 +72,9 @@ def _token_source() -> str:
     return "~/.ray/auth_token"
 
 
-def _ask_gcs(gcs: str, shown: str, auto: bool) -> None:
-    """One call to the GCS at `gcs`, with the token (and TLS) Ray would use; a ClusterError
-    unless it answers."""
+def _ask_gcs(gcs: str, host: str, port_number: str, shown: str, auto: bool) -> None:
+    """One call to the GCS at `gcs` over Ray's own gRPC channel, with the token (and TLS) Ray
+    would use; a ClusterError unless it answers."""
     import grpc
     from ray._private.gcs_utils import create_gcs_channel
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
@@ -116,6 +86,9 @@ def _ask_gcs(gcs: str, shown: str, auto: bool) -> None:
         stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=CONNECT_TIMEOUT_S,
                           metadata=metadata or None)
     except grpc.RpcError as exc:
+        unreachable = _unreachable(exc, host, shown, f"ray start --head --port={port_number}")
+        if unreachable is not None:
+            raise unreachable from None
         code = exc.code() if callable(getattr(exc, "code", None)) else None
         if code == grpc.StatusCode.UNAUTHENTICATED:
             if not token_mode:
@@ -161,7 +134,8 @@ def check_cluster(address: str) -> None:
         parsed = parse_address(rest.rstrip("/"))
         if parsed is None or not parsed[1].isdigit() or not 0 < int(parsed[1]) < 65536:
             raise ClusterError(f"ray.address: {address!r} is not ray://HOST:PORT")
-        _connect(parsed[0], int(parsed[1]), address, f"ray start --head --ray-client-server-port={parsed[1]}")
+        _ping_client_server(rest.rstrip("/"), parsed[0], address,
+                            f"ray start --head --ray-client-server-port={parsed[1]}")
         return
     try:
         # Ray's own resolution: `auto` finds the cluster; localhost becomes this node's address
@@ -175,5 +149,23 @@ def check_cluster(address: str) -> None:
     if parsed is None or not parsed[1].isdigit() or not 0 < int(parsed[1]) < 65536:
         raise ClusterError(f"ray.address: {address!r} is not HOST:PORT, ray://HOST:PORT or auto")
     shown = address if address == gcs else f"{address} (as {gcs})"
-    _connect(parsed[0], int(parsed[1]), shown, f"ray start --head --port={parsed[1]}")
-    _ask_gcs(gcs, shown, auto)
+    _ask_gcs(gcs, parsed[0], parsed[1], shown, auto)
+
+
+def _ping_client_server(target: str, host: str, shown: str, start: str) -> None:
+    """One ping of the Ray Client server at `target` over Ray's own gRPC channel; a
+    ClusterError only when no server is reached (what answers there is left to Ray Client)."""
+    import grpc
+    from ray._private.gcs_utils import create_gcs_channel
+    from ray.core.generated import ray_client_pb2, ray_client_pb2_grpc
+
+    channel = create_gcs_channel(target)
+    try:
+        ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(
+            ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING), timeout=CONNECT_TIMEOUT_S)
+    except grpc.RpcError as exc:
+        unreachable = _unreachable(exc, host, shown, start)
+        if unreachable is not None:
+            raise unreachable from None
+    finally:
+        channel.close()
