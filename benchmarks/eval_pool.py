@@ -412,7 +412,7 @@ def raw_rows(family: Any, spec: PolicySpec, params: list[EnvParams], seeds: list
     return int(lengths.sum())
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _fused_rows(table, bases, max_cell, course_length, progress_scale, caps, weights, sizes, low, span):
     layers, steps = sizes.size - 1, 0
     obs = np.empty(terrain_core.OBS_DIM, dtype=np.float32)

@@ -173,7 +173,7 @@ def _axpy(acc: np.ndarray, a: np.float32, x: np.ndarray) -> None:
         acc[j] += a * x[j]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _forward(obs: np.ndarray, weights: np.ndarray, sizes: np.ndarray, activation: int, box: bool,
              low: np.ndarray, span: np.ndarray, done: np.ndarray) -> np.ndarray:
     """Raw outputs (box: already squashed to the bounds) of each row's own MLP, float32; rows
@@ -182,7 +182,9 @@ def _forward(obs: np.ndarray, weights: np.ndarray, sizes: np.ndarray, activation
     `weights` holds per row each layer's matrix as (in, out) row-major, then its bias. Each
     output sums its inputs in input order (no fastmath: no reassociation, no fused
     multiply-add), so the vector width of the CPU never changes a number; the loop over
-    outputs (`_axpy`) is what the compiler vectorises.
+    outputs (`_axpy`) is what the compiler vectorises. `error_model="numpy"`: a division by
+    zero gives inf or NaN as in numpy instead of raising, which is what lets the compiler
+    vectorise the loops through `_tanh` (its division is never by zero).
     """
     n, layers = obs.shape[0], sizes.size - 1
     out = np.zeros((n, sizes[layers]), dtype=np.float32)
