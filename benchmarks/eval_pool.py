@@ -412,34 +412,22 @@ def raw_rows(family: Any, spec: PolicySpec, params: list[EnvParams], seeds: list
     return int(lengths.sum())
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True)
 def _fused_rows(table, bases, max_cell, course_length, progress_scale, caps, weights, sizes, low, span):
-    layers, steps = sizes.size - 1, 0
     obs = np.empty(terrain_core.OBS_DIM, dtype=np.float32)
-    h = np.empty(sizes.max(), dtype=np.float32)
-    state = np.empty(4)
+    h, acc = np.empty(sizes.max(), dtype=np.float32), np.empty(sizes.max(), dtype=np.float32)
+    action, state, steps = np.empty(sizes[-1], dtype=np.float32), np.empty(4), 0
     for r in range(bases.size):
-        w, base = weights[r], bases[r]
+        base = bases[r]
         state[:] = 0.0
         grounded, cell = True, 0
         terrain_core.observe_row(table, base, state, grounded, cell, obs)
         for _ in range(caps[r]):
             h[:sizes[0]] = obs
-            off = 0
-            for layer in range(layers):  # the compiled forward's arithmetic, for one row
-                fan_in, fan_out = sizes[layer], sizes[layer + 1]
-                acc = np.zeros(fan_out, dtype=np.float32)
-                for i in range(fan_in):
-                    policies._axpy(acc, h[i], w[off + i * fan_out:off + (i + 1) * fan_out])
-                off += fan_in * fan_out
-                for j in range(fan_out):
-                    h[j] = policies._tanh(acc[j] + w[off + j])
-                off += fan_out
-            a0 = low[0] + (h[0] + np.float32(1.0)) * np.float32(0.5) * span[0]
-            a1 = low[1] + (h[1] + np.float32(1.0)) * np.float32(0.5) * span[1]
+            policies.forward_row(weights[r], sizes, 0, True, low, span, h, acc, action)
             _, fell, finished, cell, grounded = terrain_core.step_row(
-                table, base, max_cell, course_length, progress_scale, np.float64(a0), np.float64(a1), state,
-                grounded, cell)
+                table, base, max_cell, course_length, progress_scale, np.float64(action[0]), np.float64(action[1]),
+                state, grounded, cell)
             steps += 1
             if fell or finished:
                 break

@@ -173,50 +173,73 @@ def _axpy(acc: np.ndarray, a: np.float32, x: np.ndarray) -> None:
         acc[j] += a * x[j]
 
 
+@numba.njit(cache=True, inline="always")
+def _axpy4(acc: np.ndarray, a0: np.float32, a1: np.float32, a2: np.float32, a3: np.float32,
+           x0: np.ndarray, x1: np.ndarray, x2: np.ndarray, x3: np.ndarray) -> None:
+    # four `_axpy` in one pass, each sum in the same order (so the same bits): a pass over
+    # the outputs costs more to start than its few vector operations, so fewer passes win
+    for j in range(acc.size):
+        acc[j] = (((acc[j] + a0 * x0[j]) + a1 * x1[j]) + a2 * x2[j]) + a3 * x3[j]
+
+
+@numba.njit(cache=True, error_model="numpy")
+def forward_row(w: np.ndarray, sizes: np.ndarray, activation: int, box: bool, low: np.ndarray, span: np.ndarray,
+                h: np.ndarray, acc: np.ndarray, out: np.ndarray) -> None:
+    """One row's MLP: reads its observation from `h[:sizes[0]]`, writes its raw outputs (box:
+    already squashed to the bounds) to `out`; `h` and `acc` are scratch of `sizes.max()`.
+
+    `w` holds each layer's matrix as (in, out) row-major, then its bias. Each output sums
+    its inputs in input order (no fastmath: no reassociation, no fused multiply-add), so the
+    vector width of the CPU never changes a number; the loops over outputs (`_axpy4`,
+    `_axpy`) are what the compiler vectorises. `error_model="numpy"`: a division by zero
+    gives inf or NaN as in numpy instead of raising, which is what lets the compiler
+    vectorise the loops through `_tanh` (its division is never by zero).
+    """
+    layers, off = sizes.size - 1, 0
+    for layer in range(layers):
+        fan_in, fan_out = sizes[layer], sizes[layer + 1]
+        a = acc[:fan_out]
+        a[:] = 0.0
+        i = 0
+        while i + 4 <= fan_in:
+            b = off + i * fan_out
+            _axpy4(a, h[i], h[i + 1], h[i + 2], h[i + 3], w[b:b + fan_out], w[b + fan_out:b + 2 * fan_out],
+                   w[b + 2 * fan_out:b + 3 * fan_out], w[b + 3 * fan_out:b + 4 * fan_out])
+            i += 4
+        while i < fan_in:
+            _axpy(a, h[i], w[off + i * fan_out:off + (i + 1) * fan_out])
+            i += 1
+        off += fan_in * fan_out
+        bias = w[off:off + fan_out]
+        off += fan_out
+        if layer == layers - 1:
+            if box:
+                for j in range(fan_out):
+                    out[j] = low[j] + (_tanh(a[j] + bias[j]) + np.float32(1.0)) * np.float32(0.5) * span[j]
+            else:
+                for j in range(fan_out):
+                    out[j] = a[j] + bias[j]
+        elif activation == 0:
+            for j in range(fan_out):
+                h[j] = _tanh(a[j] + bias[j])
+        else:
+            for j in range(fan_out):
+                v = a[j] + bias[j]
+                h[j] = np.float32(0.0) if v < 0.0 else v  # NaN stays NaN
+
+
 @numba.njit(cache=True, error_model="numpy")
 def _forward(obs: np.ndarray, weights: np.ndarray, sizes: np.ndarray, activation: int, box: bool,
              low: np.ndarray, span: np.ndarray, done: np.ndarray) -> np.ndarray:
-    """Raw outputs (box: already squashed to the bounds) of each row's own MLP, float32; rows
-    marked `done` are skipped (their outputs read 0).
-
-    `weights` holds per row each layer's matrix as (in, out) row-major, then its bias. Each
-    output sums its inputs in input order (no fastmath: no reassociation, no fused
-    multiply-add), so the vector width of the CPU never changes a number; the loop over
-    outputs (`_axpy`) is what the compiler vectorises. `error_model="numpy"`: a division by
-    zero gives inf or NaN as in numpy instead of raising, which is what lets the compiler
-    vectorise the loops through `_tanh` (its division is never by zero).
-    """
-    n, layers = obs.shape[0], sizes.size - 1
-    out = np.zeros((n, sizes[layers]), dtype=np.float32)
+    """`forward_row` for every row not marked `done` (their outputs read 0), float32."""
+    n = obs.shape[0]
+    out = np.zeros((n, sizes[-1]), dtype=np.float32)
     h = np.empty(sizes.max(), dtype=np.float32)
+    acc = np.empty(sizes.max(), dtype=np.float32)
     for r in range(n):
-        if done[r]:
-            continue
-        w = weights[r]
-        h[:sizes[0]] = obs[r]
-        off = 0
-        for layer in range(layers):
-            fan_in, fan_out = sizes[layer], sizes[layer + 1]
-            acc = np.zeros(fan_out, dtype=np.float32)  # its own array: the compiler sees it alias nothing
-            for i in range(fan_in):
-                _axpy(acc, h[i], w[off + i * fan_out:off + (i + 1) * fan_out])
-            off += fan_in * fan_out
-            bias = w[off:off + fan_out]
-            off += fan_out
-            if layer == layers - 1:
-                if box:
-                    for j in range(fan_out):
-                        out[r, j] = low[j] + (_tanh(acc[j] + bias[j]) + np.float32(1.0)) * np.float32(0.5) * span[j]
-                else:
-                    for j in range(fan_out):
-                        out[r, j] = acc[j] + bias[j]
-            elif activation == 0:
-                for j in range(fan_out):
-                    h[j] = _tanh(acc[j] + bias[j])
-            else:
-                for j in range(fan_out):
-                    v = acc[j] + bias[j]
-                    h[j] = np.float32(0.0) if v < 0.0 else v  # NaN stays NaN
+        if not done[r]:
+            h[:sizes[0]] = obs[r]
+            forward_row(weights[r], sizes, activation, box, low, span, h, acc, out[r])
     return out
 
 

@@ -459,6 +459,42 @@ def test_batched_policy_matches_mlp_policy(fixture, request) -> None:
         np.testing.assert_array_equal(BatchedPolicy(spec, flats[i:i + 1]).act(obs[i:i + 1])[0], acts[i])
 
 
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_compiled_forward_is_a_float32_sum_in_input_order_bit_for_bit(activation) -> None:
+    """The compiled forward against a plain numpy float32 loop over inputs (each product and
+    each sum rounded to float32 in input order), with the forward's own tanh: equal bits,
+    whatever the layer widths (fan-ins that are and are not multiples of 4)."""
+    import numba
+
+    from poet.policies import PolicySpec, _tanh
+
+    tanh = numba.njit(lambda x: np.array([_tanh(v) for v in x], dtype=np.float32))
+    rng = np.random.default_rng(3)
+    for obs_dim, hidden, act_dim in ((22, (40, 40), 2), (5, (13, 6), 3), (8, (4,), 1)):
+        spec = PolicySpec(obs_dim, act_dim, hidden, activation, "box", (-1.5,) * act_dim, (2.0,) * act_dim)
+        n = 9
+        flats = (rng.standard_normal((n, spec.num_params)) * 0.6).astype(np.float32)
+        obs = (rng.standard_normal((n, obs_dim)) * 2).astype(np.float32)
+        acts = BatchedPolicy(spec, flats).act(obs)
+        sizes = spec.layer_sizes
+        for r in range(n):
+            h, off = obs[r], 0
+            for layer in range(len(sizes) - 1):
+                fi, fo = sizes[layer], sizes[layer + 1]
+                w = flats[r, off:off + fi * fo].reshape(fo, fi)
+                off += fi * fo
+                acc = np.zeros(fo, np.float32)
+                for i in range(fi):
+                    acc = acc + h[i] * w[:, i]  # float32 product, then float32 sum
+                v = acc + flats[r, off:off + fo]
+                off += fo
+                if layer < len(sizes) - 2:
+                    h = tanh(v) if activation == "tanh" else np.where(v < 0, np.float32(0), v)
+            low, span = np.float32(-1.5), np.float32(3.5)
+            expected = low + (tanh(v) + np.float32(1.0)) * np.float32(0.5) * span
+            np.testing.assert_array_equal(acts[r], expected)
+
+
 def test_batched_policy_box_actions_scaled_to_bounds() -> None:
     # one linear layer with zero weights: raw = bias; action = low + (tanh(b) + 1) / 2 * (high - low)
     from poet.policies import PolicySpec
