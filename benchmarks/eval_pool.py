@@ -16,11 +16,13 @@ a population of 64), is evaluated three ways, with W workers:
          env reused and renewed before its next episode (the fastest of 1, 4 and 8 at a
          time: `--raw-widths` times them in one process). Throughput is the sum over
          processes of steps / own wall time, i.e. raw gets perfect load balance for free,
-         and no process waits for another between waves. The terrain family's batch is its
-         compiled core, with the compiled batched forward (the same kernels the pool runs).
-- raw_numpy, raw_fused (terrain): the same raw processes with the numpy core the family had
-         before it was compiled and a batched numpy forward (the previous limit), and with each
-         process's whole batch inside one compiled call, policy included (no lock-step).
+         and no process waits for another between waves. The terrain family's batch runs
+         as the pool runs it: each row to its end in one compiled loop with the compiled
+         forward (the same kernels).
+- raw_numpy, raw_lockstep (terrain): the same raw processes with the numpy core the family
+         had before it was compiled and a batched numpy forward (the previous limit), and with
+         the compiled kernels in lock-step (three compiled calls per step) instead of each
+         row to its end in one compiled call as the pool runs terrain.
          Also reported, from the same run: raw as an ES loop would be, waiting for every
          process to finish a wave before the next (per wave, the longest process's time).
 - pool:  `RayEvaluator(..., workers=W).evaluate(requests)`, one call per wave, after a
@@ -66,19 +68,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import gymnasium as gym
-import numba
 import numpy as np
 import torch
 
 from envs import EnvFamily, EnvParams, make_family
 from envs.base import EnvParamError
 from envs.generic import renew_gym_env
-from envs import terrain_core
-from envs.terrain import TerrainFamily
-from poet import policies
+from envs.terrain import TerrainBatch, TerrainFamily
 from poet.evaluation.protocol import EvalRequest, PolicyRef
 from poet.evaluation.ray_pool import RayEvaluator
 from poet.evaluation.rollout import _tally as tally
+from poet.evaluation.rollout import _terrain_rows
 from poet.evaluation.rollout import simulated_steps
 from poet.policies import BatchedPolicy, MLPPolicy, PolicySpec, init_flat, spec_for_spaces
 from poet.seeding import episode_seeds
@@ -369,24 +369,25 @@ def raw_rows(family: Any, spec: PolicySpec, params: list[EnvParams], seeds: list
     """Episodes (one row per params, seed, weights and step cap) in one batch, as plain code
     runs them; returns the steps taken. `core`:
 
-    - "compiled": the family's `make_batch` (terrain: its compiled core) and the compiled
-      batched forward, three compiled calls per lock-step;
+    - "compiled": the family's `make_batch` with the compiled batched forward, as the pool
+      runs it: terrain's rows each to its end in turn in one compiled call
+      (`rollout._terrain_rows`), any other batched family in lock-step;
+    - "lockstep" (terrain): the same kernels in lock-step, three compiled calls per step
+      (forward, step, tally);
     - "numpy": the numpy core the terrain family had before it was compiled (frozen in
       tests/test_terrain_core.py) with a batched numpy forward, finished rows dropped as the
-      loop goes: the previous limit;
-    - "fused": the whole batch in one compiled call, row after row, policy included (terrain).
+      loop goes: the previous limit.
     """
     n, caps = len(params), np.asarray(caps, dtype=np.int64)
-    if core == "fused":
-        courses = [family.course(p, s) for p, s in zip(params, seeds)]
-        m, policy = courses[0].n_cells, BatchedPolicy(spec, flats)  # the policy for its (in, out) weight layout
-        return int(_fused_rows(np.concatenate([c.table for c in courses]), np.arange(n, dtype=np.int64) * m,
-                               m - 1 - terrain_core.MAX_LOOKAHEAD, family.course_length,
-                               terrain_core.PROGRESS_REWARD / family.course_length, caps,
-                               policy._weights, policy._sizes, policy._low, policy._span))
     done, lengths, returns = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n)
-    if core == "compiled":
+    if core in ("compiled", "lockstep"):
         env, policy = family.make_batch(params, seeds, int(caps.max())), BatchedPolicy(spec, flats)
+        if core == "compiled" and isinstance(env, TerrainBatch):
+            weights, sizes, activation, low, span = policy.packed
+            bad = np.zeros(n, dtype=bool)
+            _terrain_rows(env.table, env.bases, env.max_cell, env.course_length, env.progress_scale, caps,
+                          weights, sizes, activation, low, span, 0, n, returns, lengths, bad)
+            return int(lengths.sum())
         obs, bad, all_done = env.reset(), np.zeros(n, dtype=bool), False
         while not all_done:
             obs, rew, term, trunc = env.step(policy.act(obs, done))
@@ -410,29 +411,6 @@ def raw_rows(family: Any, spec: PolicySpec, params: list[EnvParams], seeds: list
         lengths += live
         done |= live & (term | trunc | (lengths >= caps))
     return int(lengths.sum())
-
-
-@numba.njit(cache=True)
-def _fused_rows(table, bases, max_cell, course_length, progress_scale, caps, weights, sizes, low, span):
-    obs = np.empty(terrain_core.OBS_DIM, dtype=np.float32)
-    h, acc = np.empty(sizes.max(), dtype=np.float32), np.empty(sizes.max(), dtype=np.float32)
-    action, state, steps = np.empty(sizes[-1], dtype=np.float32), np.empty(4), 0
-    for r in range(bases.size):
-        base = bases[r]
-        state[:] = 0.0
-        grounded, cell = True, 0
-        terrain_core.observe_row(table, base, state, grounded, cell, obs)
-        for _ in range(caps[r]):
-            h[:sizes[0]] = obs
-            policies.forward_row(weights[r], sizes, 0, True, low, span, h, acc, action)
-            _, fell, finished, cell, grounded = terrain_core.step_row(
-                table, base, max_cell, course_length, progress_scale, np.float64(action[0]), np.float64(action[1]),
-                state, grounded, cell)
-            steps += 1
-            if fell or finished:
-                break
-            terrain_core.observe_row(table, base, state, grounded, cell, obs)
-    return steps
 
 
 def action_bounds(spec: PolicySpec) -> tuple[np.ndarray, np.ndarray]:
@@ -774,9 +752,9 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
     n_waves = sizes.waves_for(name)
     # pool_ray: the same pool with chunks sent as Ray actor tasks (ray.transport: ray)
     runs: dict[str, list[Measurement]] = {"raw": [], "pool": [], "pool_ray": [], "naive": []}
-    # a compiled family: also the numpy core it replaced (the previous limit) and the whole
-    # batch inside one compiled call (what a lock-step costs)
-    extra_cores = ["numpy", "fused"] if isinstance(setup.family, TerrainFamily) else []
+    # a compiled family: also the numpy core it replaced (the previous limit) and the same
+    # kernels in lock-step
+    extra_cores = ["numpy", "lockstep"] if isinstance(setup.family, TerrainFamily) else []
     for core in extra_cores:
         runs[f"raw_{core}"] = []
     if evotorch_applies(setup):
@@ -821,7 +799,7 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         **{f"raw_{core}_steps_per_s": round(median[f"raw_{core}"], 1) for core in extra_cores},
         **({"pool_vs_raw_numpy": round(median["pool"] / median["raw_numpy"], 3),
             "raw_vs_raw_numpy": round(median["raw"] / median["raw_numpy"], 3),
-            "pool_share_of_raw_fused": round(median["pool"] / median["raw_fused"], 3)} if extra_cores else {}),
+            "raw_vs_raw_lockstep": round(median["raw"] / median["raw_lockstep"], 3)} if extra_cores else {}),
         "steps_per_cpu_s": {way: round(v, 1) for way, v in per_cpu.items()},
         "cpu_efficiency": round(per_cpu["pool"] / per_cpu["raw"], 3),
         "max_other_load_cores": max(m.cpu["other_cores"] for ms in runs.values() for m in ms),
@@ -880,8 +858,8 @@ def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
             ok = r["pool_vs_raw_numpy"] >= TARGETS["pool_vs_raw_numpy_terrain"]
             marks.append(f"raw with the numpy core {r['raw_numpy_steps_per_s']:,.0f} steps/s, pool / that "
                          f"{r['pool_vs_raw_numpy']:.2f} {'>=' if ok else '<'} {TARGETS['pool_vs_raw_numpy_terrain']}; "
-                         f"whole batch in one compiled call {r['raw_fused_steps_per_s']:,.0f} steps/s "
-                         f"(pool / that {r['pool_share_of_raw_fused']:.2f})")
+                         f"the same kernels in lock-step {r['raw_lockstep_steps_per_s']:,.0f} steps/s "
+                         f"(raw / that {r['raw_vs_raw_lockstep']:.2f})")
         if name == "terrain":
             ok = r["speedup_vs_naive"] >= TARGETS["speedup_vs_naive_terrain"]
             marks.append(f"vs naive {r['speedup_vs_naive']:.1f}x {'>=' if ok else '<'} "

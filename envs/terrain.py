@@ -277,11 +277,12 @@ class TerrainBatch:
         self.single_observation_space = observation_space()
         self.single_action_space = action_space()
         m = courses[0].n_cells
-        # Rows' courses laid end to end: row r's cells start at table[bases[r]].
-        self._table = np.concatenate([c.table for c in courses])
-        self._bases = np.arange(self.num_envs, dtype=np.int64) * m
-        self._max_cell = m - 1 - MAX_LOOKAHEAD
-        self._progress_scale = PROGRESS_REWARD / self.course_length
+        # What the compiled core reads: the rows' courses laid end to end (row r's cells start
+        # at table[bases[r]]), the last cell a runner can stand on, and reward per metre.
+        self.table = np.concatenate([c.table for c in courses])
+        self.bases = np.arange(self.num_envs, dtype=np.int64) * m
+        self.max_cell = m - 1 - MAX_LOOKAHEAD
+        self.progress_scale = PROGRESS_REWARD / self.course_length
         self._state = np.zeros((self.num_envs, 4))  # x, y, vx, vy per row
         self.grounded = np.ones(self.num_envs, dtype=bool)
         self.done = np.zeros(self.num_envs, dtype=bool)
@@ -303,7 +304,7 @@ class TerrainBatch:
         self.t = 0
         # a new array: the caller may still hold the last one returned
         self._obs = np.empty((self.num_envs, OBS_DIM), dtype=np.float32)
-        terrain_core.reset_rows(self._table, self._bases, self._state, self.grounded, self.done, self.cell, self._obs)
+        terrain_core.reset_rows(self.table, self.bases, self._state, self.grounded, self.done, self.cell, self._obs)
         return self._obs
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -316,7 +317,7 @@ class TerrainBatch:
             a = a.reshape(self.num_envs, 2)
         self.t += 1
         self._obs, rewards, terminated, truncated = terrain_core.step_rows(
-            self._table, self._bases, self._max_cell, self.course_length, self._progress_scale,
+            self.table, self.bases, self.max_cell, self.course_length, self.progress_scale,
             self.t >= self.max_steps, a, self._state, self.grounded, self.done, self.cell, self._obs)
         return self._obs, rewards, terminated, truncated
 

@@ -277,6 +277,12 @@ class BatchedPolicy:
         self._none_done = np.zeros(n, dtype=bool)
 
     @property
+    def packed(self) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+        """What `forward_row` reads: (weights per row, layer sizes, activation code, action
+        low, action span)."""
+        return self._weights, self._sizes, self._activation, self._low, self._span
+
+    @property
     def rows(self) -> int:
         """Number of rows (policies) in the batch."""
         return int(self._weights.shape[0])

@@ -21,11 +21,11 @@ def _sizes(**shapes) -> ep.Sizes:
     return sizes
 
 
-@pytest.mark.parametrize("core", ["compiled", "numpy", "fused"])
+@pytest.mark.parametrize("core", ["compiled", "lockstep", "numpy"])
 @pytest.mark.parametrize("fixed", [True, False])
 def test_raw_limit_runs_the_pools_episodes(fixed, core):
-    """The batched raw loops (compiled core, the numpy core before it, the whole batch in one
-    compiled call) and the framework's rollout step the same episodes to the same lengths."""
+    """The batched raw loops (the pool's compiled path, the same kernels in lock-step, the numpy
+    core before them) and the framework's rollout step the same episodes to the same lengths."""
     sizes = _sizes(terrain=(6, 3, 2))
     sizes.fixed_courses = fixed
     setup = ep.make_setup("terrain", sizes)

@@ -13,6 +13,7 @@ from envs.base import EnvParams
 from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator, NoiseTable, Perturbation, perturb
 from poet.evaluation.protocol import EvalError
 from poet.evaluation.rollout import simulated_steps
+from tests.conftest import mutation_chain
 from poet.policies import BatchedPolicy, MLPPolicy, init_flat, spec_for_spaces, to_actions
 from poet.seeding import episode_seeds
 from poet.trainers import ErrorPolicy, EvaluationFailed
@@ -96,6 +97,43 @@ def test_terrain_results_depend_only_on_their_request(terrain) -> None:
     assert len(means) >= 4
     # some episodes end before their cap (falls, finishes) while others in the batch go on
     assert any(r.lengths.min() < cap for r, cap in zip(results, TERRAIN_CAPS))
+
+
+@pytest.mark.parametrize("hidden", [(8, 8), (40, 40)])
+def test_terrain_rows_in_one_call_equal_the_lockstep(hidden) -> None:
+    """The pool's terrain path (each row to its end inside one compiled call) against the same
+    kernels in lock-step (batch step, batched forward, tally): the same returns, lengths and
+    bad flags bit for bit, on mutated courses with mixed step caps, and with weights large
+    enough to give non-finite actions."""
+    from envs import make_batch_env
+    from poet.evaluation.rollout import _step_batch, _tally
+
+    family = envs.make_family("terrain", {"course_length": 30.0, "max_episode_steps": 400})
+    env0 = family.make_env(family.initial())
+    spec = spec_for_spaces(env0.observation_space, env0.action_space, hidden, "tanh")
+    env0.close()
+    rng = np.random.default_rng(11)
+    n = 40
+    params = mutation_chain(family, n, seed=5)
+    seeds = [int(s) for s in rng.integers(0, 2**31, n)]
+    caps = rng.choice([1, 7, 60, 400], n).astype(np.int64)
+    flats = [(rng.standard_normal(spec.num_params) * rng.choice([0.1, 1.0, 3.0])).astype(np.float32) for _ in range(n)]
+    flats[3] = np.full(spec.num_params, np.float32(1e38))  # overflows to inf, then NaN
+    flats[4][0] = np.nan
+    returns, lengths, bad = _step_batch(family, spec, params, seeds, caps, flats, None)
+
+    env = make_batch_env(family, params, seeds, int(caps.max()))
+    policy = BatchedPolicy(spec, np.stack(flats))
+    obs, all_done = env.reset(), False
+    expected = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    done = np.zeros(n, dtype=bool)
+    while not all_done:
+        obs, rew, term, trunc = env.step(policy.act(obs, done))
+        all_done = _tally(rew, obs, term, trunc, caps, expected[0], expected[1], done, expected[2])
+    np.testing.assert_array_equal(returns, expected[0])
+    np.testing.assert_array_equal(lengths, expected[1])
+    np.testing.assert_array_equal(bad, expected[2])
+    assert bad.any() and (lengths == caps).any() and ((lengths < caps) & ~bad).any()  # every way to end
 
 
 def test_cartpole_results_depend_only_on_their_request(cartpole) -> None:

@@ -4,6 +4,10 @@ Requests are expanded into rows (one per episode), and one batched policy forwar
 step gives every row its action from its own weights.
 
 - A family with a batched path (`make_batch`) steps all rows of a batch in lock-step.
+  The terrain family's batch instead runs each row to its end in turn inside one compiled
+  loop, policy included (`_terrain_rows`): a row's weights then stay in the CPU's nearest
+  cache for its whole episode, where a lock-step streams every row's weights once per step.
+  Both give the same numbers (tests/test_evaluation.py).
 - Any other family steps gymnasium envs in `ENV_SLOTS` slots: when a slot's episode ends,
   the next row starts in it at once, so the forward stays full until the last episodes
   (a lock-step batch would run its last, longest episodes with one live row). Envs come
@@ -21,11 +25,12 @@ import numba
 import numpy as np
 from gymnasium.wrappers import OrderEnforcing, TimeLimit
 
-from envs import EnvCache, EnvFamily, make_batch_env
+from envs import EnvCache, EnvFamily, make_batch_env, terrain_core
+from envs.terrain import TerrainBatch
 from poet.errors import WaveInterrupted
 from poet.evaluation.noise import NoiseTable, perturb
 from poet.evaluation.protocol import EvalError, EvalRequest, EvalResult, PolicyRef
-from poet.policies import BatchedPolicy, PolicySpec
+from poet.policies import BatchedPolicy, PolicySpec, forward_row
 from poet.seeding import episode_seeds
 
 WeightsLookup = Callable[[PolicyRef], np.ndarray]
@@ -151,8 +156,10 @@ def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
     n = len(params)
     env = make_batch_env(family, params, seeds, int(caps_arr.max()))
     try:
-        obs = env.reset()
         policy = BatchedPolicy(spec, np.stack(row_flats))
+        if isinstance(env, TerrainBatch) and spec.action_kind == "box":
+            return _step_terrain_rows(env, policy, caps_arr, should_stop)
+        obs = env.reset()
         returns = np.zeros(n, dtype=np.float64)
         lengths = np.zeros(n, dtype=np.int64)
         bad = np.zeros(n, dtype=bool)
@@ -170,6 +177,61 @@ def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
         close = getattr(env, "close", None)
         if close is not None:
             close()
+
+
+# rows per compiled call of `_terrain_rows`, between two looks at a stop request
+TERRAIN_ROWS_PER_CALL = 8
+
+
+def _step_terrain_rows(env: TerrainBatch, policy: BatchedPolicy, caps_arr: np.ndarray, should_stop: StopCheck
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_step_batch` for a terrain batch: each row to its end in turn, a few rows per compiled call."""
+    n = caps_arr.size
+    returns, lengths, bad = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    weights, sizes, activation, low, span = policy.packed
+    for first in range(0, n, TERRAIN_ROWS_PER_CALL):
+        if should_stop is not None and first and should_stop():
+            raise WaveInterrupted("stop requested during a batch of rollouts")
+        _terrain_rows(env.table, env.bases, env.max_cell, env.course_length, env.progress_scale, caps_arr,
+                      weights, sizes, activation, low, span, first, min(n, first + TERRAIN_ROWS_PER_CALL),
+                      returns, lengths, bad)
+    return returns, lengths, bad
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _terrain_rows(table: np.ndarray, bases: np.ndarray, max_cell: int, course_length: float, progress_scale: float,
+                  caps: np.ndarray, weights: np.ndarray, sizes: np.ndarray, activation: int, low: np.ndarray,
+                  span: np.ndarray, first: int, stop: int, returns: np.ndarray, lengths: np.ndarray,
+                  bad: np.ndarray) -> None:
+    """Rows first..stop-1 of a terrain batch, each run to its end: per step the row's forward
+    (`forward_row`), the physics (`terrain_core.step_row`, then `observe_row`) and the tally,
+    each as its lock-step counterpart does it (`_forward`, `terrain_core.step_rows`, `_tally`)."""
+    obs = np.empty(terrain_core.OBS_DIM, dtype=np.float32)
+    width = sizes.max()
+    h, acc = np.empty(width, dtype=np.float32), np.empty(width, dtype=np.float32)
+    action, state = np.empty(sizes[-1], dtype=np.float32), np.empty(4)
+    for r in range(first, stop):
+        base = bases[r]
+        state[:] = 0.0
+        grounded, cell = True, 0
+        terrain_core.observe_row(table, base, state, grounded, cell, obs)
+        while True:
+            h[:obs.size] = obs
+            forward_row(weights[r], sizes, activation, True, low, span, h, acc, action)
+            reward, fell, finished, cell, grounded = terrain_core.step_row(
+                table, base, max_cell, course_length, progress_scale, np.float64(action[0]), np.float64(action[1]),
+                state, grounded, cell)
+            terrain_core.observe_row(table, base, state, grounded, cell, obs)
+            finite = np.isfinite(reward)
+            for k in range(obs.size):
+                finite = finite and np.isfinite(obs[k])
+            if finite:
+                returns[r] += reward
+            else:
+                bad[r] = True
+            lengths[r] += 1
+            if fell or finished or lengths[r] >= caps[r] or not finite:
+                break
 
 
 def direct_step(env: Any) -> tuple[Callable[[Any], tuple], int | None]:
