@@ -57,32 +57,11 @@ def test_guided_chunks_shrink_as_the_wave_goes_costliest_first():
     assert plan_guided([], 2, 8, 4096) == []
 
 
-def test_chunk_count_follows_the_measured_step_costs():
-    def fitted(a, b):
-        m = StepCostModel()
-        for L, T in [(400, 400 * 100), (200, 200 * 256), (350, 350 * 30), (120, 120 * 200)]:
-            m.observe(L, T, a * L + b * T)
-        return m
-
-    m = fitted(1e-4, 1e-6)  # batched path: rows nearly free
-    assert m.coefficients() == pytest.approx((1e-4, 1e-6), rel=1e-6)
-    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 2  # sqrt(2.56): one per worker
-    m = fitted(1e-5, 1e-4)  # one env step per row
-    # sqrt(2 * 10 * 256 / 2) = 50.6, in whole rounds of 2 workers: 50
-    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 50
-    assert fitted(1e-4, 2.5e-6).chunks(2, 256, 256, 3) == 2  # sqrt(3.2) = 1.8: one round, not 2 chunks on 1 worker
-    # one-step episodes: chunks of >= 5 ms allow 1e-4 * 256 * 1 / 5e-3 = 5.1, in whole rounds 6
-    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3, steps=1) == 6
-    assert m.chunks(workers=2, rows=256, n_requests=20, fallback_per_worker=3) == 20
-    assert StepCostModel().chunks(2, 256, 256, fallback_per_worker=3) == 6  # nothing measured yet
-
-
-def test_chunks_of_one_shape_do_not_fit_the_step_costs():
+def test_step_costs_of_chunks_of_one_shape_still_predict_that_shape():
     """Waves of alike chunks (an ES wave's two halves, wave after wave) cannot tell the cost of
-    an iteration from that of a row: the model keeps one chunk per worker instead of trusting
-    a fit in which the iteration's cost comes out near zero and the chunk count explodes. The
-    fit still predicts chunks of that shape (deadlines and the plan's error use it)."""
-    rng = np.random.default_rng(28)  # noise for which a fit from these chunks cut the wave into 12
+    an iteration from that of a row apart, yet the fit predicts chunks of that shape, which is
+    what deadlines use."""
+    rng = np.random.default_rng(28)
     m = StepCostModel()
     for _ in range(100):
         L = 400 - rng.integers(0, 3)
@@ -91,31 +70,6 @@ def test_chunks_of_one_shape_do_not_fit_the_step_costs():
     ll, lt, tt = m.sums[:3]
     assert 0 < (ll * tt - lt * lt) / (ll * tt) < 1e-3
     assert m.predict(400, 400 * 128) == pytest.approx(2e-5 * 400 + 9e-7 * 400 * 128, rel=0.05)
-    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=1, steps=400) == 2
-
-
-def test_chunk_count_shrinks_when_the_plan_predicts_chunks_well():
-    m = StepCostModel()
-    for L, T in [(400, 400 * 100), (200, 200 * 256), (350, 350 * 30), (120, 120 * 200)]:
-        m.observe(L, T, 1e-5 * L + 1e-4 * T)  # one env step per row
-    assert m.error == 0.5  # nothing predicted yet: chunks of unknown length
-    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 50  # sqrt(0.5 * 2 * 10 * 256)
-    m.observe_error(None, 1.0)  # planned before the model was fitted: no evidence
-    m.observe_error(0.0, 1.0)
-    assert m.error == 0.5
-    for _ in range(40):
-        m.observe_error(1.0, 1.02)  # chunks end within 2% of their prediction
-    assert m.error == pytest.approx(0.02, abs=1e-4)
-    # sqrt(0.02 * 2 * 10 * 256) = 10.1: the wave's tail is a fiftieth of a chunk, not a half
-    assert m.chunks(workers=2, rows=256, n_requests=256, fallback_per_worker=3) == 10
-    m.observe_error(1.0, 50.0)  # a miss counts at most 100%
-    assert m.error == pytest.approx(0.8 * 0.02 + 0.2, abs=1e-3)
-    # the batched path with well predicted chunks: one per worker even where a/b drift down
-    m = StepCostModel(error=0.05)
-    for L, T in [(400, 400 * 100), (200, 200 * 256), (350, 350 * 30), (120, 120 * 200)]:
-        m.observe(L, T, 2e-5 * L + 9e-7 * T)
-    assert StepCostModel(sums=list(m.sums)).chunks(2, 256, 256, 1) == 4  # with e = 1/2: 3.4, two rounds
-    assert m.chunks(2, 256, 256, 1) == 2  # sqrt(0.05 * 2 * 9e-7 * 256 / 2e-5) = 1.07
 
 
 def _answered(lengths: list[int]) -> EvalResult:

@@ -6,7 +6,6 @@ how busy the workers stay does.
 from __future__ import annotations
 
 import heapq
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -172,31 +171,15 @@ def plan_guided(requests: Sequence[EvalRequest], workers: int, min_rows: int, ma
     return chunks
 
 
-MIN_CHUNK_SECONDS = 0.005
-# 1 - r^2 of the chunks' (iterations, env steps) below which the fit does not choose chunk counts
-MIN_FIT_SPREAD = 1e-3
-
-
 @dataclass
 class StepCostModel:
     """Seconds a chunk takes: a per lock-step iteration (policy forward, bookkeeping) plus
     b per row-step (each episode's env step), fitted by least squares over finished chunks
-    (recent ones weigh more); and how far planned chunks miss their predicted time.
-
-    With W workers and N rows in a wave, C chunks cost each worker (C / W) a L + b N L / W,
-    and the wave waits for the worker whose chunks ran longest: about e times a chunk, where
-    e is the relative error of the chunks' predictions (chunks of balanced predicted cost
-    differ only by that much). The best C is sqrt(e W b N / a), rounded to whole rounds of
-    W chunks: one big batch per worker when the batched path makes rows nearly free (small
-    b / a) or predictions are close, more and smaller chunks when every row costs its own
-    env step and episode lengths are hard to foresee. Until predictions are measured, e is
-    one half (chunks of unknown length: the last one runs half its length alone on average).
+    (recent ones weigh more). The pool's deadlines start from its predictions.
     """
 
     decay: float = 0.9
     sums: list[float] = None  # type: ignore[assignment]  # [LL, LT, TT, Ls, Ts]
-    error: float = 0.5  # relative error of planned chunks' predicted seconds (recent chunks weigh more)
-    error_weight: float = 0.2  # of the newest chunk in `error`
 
     def __post_init__(self) -> None:
         if self.sums is None:
@@ -209,12 +192,6 @@ class StepCostModel:
         new = [iterations * iterations, iterations * row_steps, row_steps * row_steps,
                iterations * seconds, row_steps * seconds]
         self.sums = [self.decay * old + x for old, x in zip(self.sums, new)]
-
-    def observe_error(self, predicted: float | None, seconds: float) -> None:
-        """A finished chunk planned to take `predicted` seconds (None: the model was not fitted then)."""
-        if predicted is not None and predicted > 0 and seconds > 0:
-            miss = abs(seconds - predicted) / predicted
-            self.error = (1 - self.error_weight) * self.error + self.error_weight * min(miss, 1.0)
 
     def spread(self) -> float:
         """1 - r^2 of the chunks' (iterations, env steps) seen, recent ones weighing more: 0 when
@@ -238,25 +215,3 @@ class StepCostModel:
         """Seconds a chunk of that many lock-step iterations and env steps should take (None until measured)."""
         ab = self.coefficients()
         return None if ab is None else ab[0] * iterations + ab[1] * row_steps
-
-    def chunks(self, workers: int, rows: int, n_requests: int, fallback_per_worker: int, steps: int = 0) -> int:
-        """How many chunks a wave of `rows` rows of up to `steps` steps should be cut into.
-
-        Never so many that a chunk's estimated work falls below MIN_CHUNK_SECONDS (dispatch
-        and result transfer cost about a millisecond per chunk).
-        """
-        ab = self.coefficients()
-        if ab is None or self.spread() <= MIN_FIT_SPREAD:
-            # Only chunks of different shapes (env steps per iteration) tell a from b. Fitted
-            # from near-alike chunks (1 - r^2 = 6e-5), a came out near zero and a terrain wave
-            # of 2 chunks was cut into 26, which took 6.7 times as long; such a fit still
-            # predicts chunks of that shape well (deadlines, `error`).
-            best = workers * fallback_per_worker
-        else:
-            a, b = ab
-            best = math.sqrt(self.error * workers * b * rows / a)
-            if steps > 0:
-                best = min(best, b * rows * steps / MIN_CHUNK_SECONDS)
-            # whole rounds: 3 chunks on 2 workers would leave one worker a second chunk alone
-            best = workers * max(1, round(best / workers))
-        return max(1, min(n_requests, max(workers, best)))

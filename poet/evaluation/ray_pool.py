@@ -14,9 +14,8 @@
   dispatch, the costliest first, with the same fault handling.
 - Requests are packed into chunks, costliest work first, dispatched to the least busy
   worker with a bounded number in flight per worker. A family with a batched path gets
-  chunks of balanced cost, as few as the measured step costs and the measured accuracy of
-  the plan say pay (`StepCostModel`: usually one big batch per worker); gymnasium envs,
-  stepped ENV_SLOTS at a time, get chunks that shrink as the wave goes (`plan_guided`).
+  one chunk of balanced cost per worker; gymnasium envs, stepped ENV_SLOTS at a time, get
+  chunks that shrink as the wave goes (`plan_guided`).
   A worker that dies has its chunks re-run on a replacement. Results are keyed by
   request position, so nothing is lost or counted twice, and no chunking changes a number.
 - Every chunk and job has a deadline once it starts running (`Deadlines`: by default a
@@ -511,25 +510,18 @@ class RayEvaluator:
                     limit = worker.queue[0].budget
                     fail(wi, lambda n, t=limit: f"it ran past its deadline of {t:.3g} s {_times(n)} (its worker was killed)")
 
-    def _plan(self, requests: Sequence[EvalRequest]) -> tuple[list[list[int]], dict[int, float | None]]:
-        """The wave's chunks, and for lock-step chunks (by id) the seconds the cost model predicts."""
-        lengths, cost = self.episode_lengths.expected(requests)
-        predicted: dict[int, float | None] = {}
+    def _plan(self, requests: Sequence[EvalRequest]) -> list[list[int]]:
+        """The wave's chunks."""
+        cost = self.episode_lengths.expected(requests)[1]
         if self.chunks_per_worker is not None:
-            return plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows, cost), predicted
+            return plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows, cost)
         if steps_in_slots(self.family):
             # gymnasium envs stepped ENV_SLOTS at a time: chunks shrinking towards the end of
             # the wave, down to MIN_SLOT_CHUNK_ROWS episodes.
-            return plan_guided(requests, self.num_workers, MIN_SLOT_CHUNK_ROWS, self.batch_rows, cost), predicted
-        # Lock-step batches: as many chunks as the measured step costs say pay (until they
-        # are measured, one big batch per worker: rows are nearly free there).
-        rows, cap = sum(r.rows for r in requests), max((r.max_steps for r in requests), default=0)
-        chunks = plan_chunks(requests, self.cost_model.chunks(self.num_workers, rows, len(requests), 1, cap),
-                             self.batch_rows, cost)
-        # what each chunk should take, to learn how far the plan's balance can be trusted
-        for c in chunks:
-            predicted[id(c)] = self.cost_model.predict(max(lengths[i] for i in c), sum(cost[i] for i in c))
-        return chunks, predicted
+            return plan_guided(requests, self.num_workers, MIN_SLOT_CHUNK_ROWS, self.batch_rows, cost)
+        # a batched path: one chunk of balanced cost per worker (rows are nearly free in a
+        # batch, and more chunks would only add round trips)
+        return plan_chunks(requests, self.num_workers, self.batch_rows, cost)
 
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         results: list[EvalResult | None] = [None] * len(requests)
@@ -544,14 +536,13 @@ class RayEvaluator:
                 results[i] = r
             self.episode_lengths.observe(chunk_requests, chunk_results)
             steps += chunk_steps
-            self.cost_model.observe_error(predicted.get(id(chunk)), seconds)  # (before this chunk's own fit)
             self.cost_model.observe(longest, chunk_steps, seconds)
 
         def give_up(chunk: list[int], message: str) -> None:
             for i in chunk:
                 results[i] = error_result(requests[i], message)
 
-        chunks, predicted = self._plan(requests)
+        chunks = self._plan(requests)
 
         def budget(chunk: list[int]) -> float:
             longest = max(requests[i].max_steps for i in chunk)

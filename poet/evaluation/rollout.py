@@ -157,7 +157,7 @@ def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
     env = make_batch_env(family, params, seeds, int(caps_arr.max()))
     try:
         policy = BatchedPolicy(spec, np.stack(row_flats))
-        if isinstance(env, TerrainBatch) and spec.action_kind == "box":
+        if _runs_terrain_core(env) and spec.action_kind == "box":
             return _step_terrain_rows(env, policy, caps_arr, should_stop)
         obs = env.reset()
         returns = np.zeros(n, dtype=np.float64)
@@ -177,6 +177,12 @@ def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
         close = getattr(env, "close", None)
         if close is not None:
             close()
+
+
+def _runs_terrain_core(env: Any) -> bool:
+    """Whether `env` is a terrain batch that steps with the compiled core: not a subclass, and
+    not one whose `step` was replaced (a wrapper's step must run as it is)."""
+    return type(env) is TerrainBatch and "step" not in vars(env)
 
 
 # rows per compiled call of `_terrain_rows`, between two looks at a stop request
