@@ -75,8 +75,8 @@ class RayConfig:
 
     address: str | None = None  # join an existing cluster ("auto", "ray://host:10001"); None starts a local Ray
     workers: int | None = None  # default: the CPUs Ray sees
-    # chunks per worker and wave (fewer: bigger batches, more: better balance); unset, the
-    # pool picks the count from the step costs it measures
+    # chunks per worker and wave (fewer: bigger batches, more: better balance); unset, one
+    # per worker for a batched family, shrinking chunks for gymnasium envs
     chunks_per_worker: int | None = None
     inflight_per_worker: int = 2  # chunks queued on a worker so it never waits for the driver
     max_chunk_retries: int = 3  # a chunk whose worker dies (or that overruns its deadline) is re-run this many times
@@ -301,7 +301,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     _check(rc.workers is None or 1 <= rc.workers <= MAX_WORKERS,
            f"ray.workers: must be in [1, {MAX_WORKERS:,}], got {rc.workers}")
     _check(rc.chunks_per_worker is None or rc.chunks_per_worker >= 1,
-           f"ray.chunks_per_worker: must be >= 1 (or unset: from measured step costs), got {rc.chunks_per_worker}")
+           f"ray.chunks_per_worker: must be >= 1 (or unset: the pool's own rule), got {rc.chunks_per_worker}")
     _check(rc.inflight_per_worker >= 1, f"ray.inflight_per_worker: must be >= 1, got {rc.inflight_per_worker}")
     _check(rc.max_chunk_retries >= 0, f"ray.max_chunk_retries: must be >= 0, got {rc.max_chunk_retries}")
     _check(rc.deadline_s is None or rc.deadline_s > 0, f"ray.deadline_s: must be > 0 (or unset), got {rc.deadline_s}")

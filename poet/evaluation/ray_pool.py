@@ -324,7 +324,7 @@ class RayEvaluator:
             if self.num_workers < 1:
                 raise ValueError(f"evaluation.workers must be >= 1, got {self.num_workers}")
             self.family, self.spec, self.batch_rows = family, spec, int(batch_rows)
-            # None: chunk counts from the measured step costs
+            # None: the pool's own rule (`_plan`)
             self.chunks_per_worker = None if chunks_per_worker is None else int(chunks_per_worker)
             self.cost_model = StepCostModel()
             self.episode_lengths = EpisodeLengths()
