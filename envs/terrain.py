@@ -277,10 +277,14 @@ class TerrainBatch:
         self.single_observation_space = observation_space()
         self.single_action_space = action_space()
         m = courses[0].n_cells
-        # What the compiled core reads: the rows' courses laid end to end (row r's cells start
-        # at table[bases[r]]), the last cell a runner can stand on, and reward per metre.
-        self.table = np.concatenate([c.table for c in courses])
-        self.bases = np.arange(self.num_envs, dtype=np.int64) * m
+        # What the compiled core reads: each distinct course once, laid end to end (row r's
+        # cells start at table[bases[r]]), the last cell a runner can stand on, and reward per
+        # metre. Rows on one course (a pinned env's, from the course cache) share its cells,
+        # which then stay in the CPU's cache from one row to the next.
+        place: dict[int, int] = {}  # a distinct course's place in the table, by identity
+        row_course = [place.setdefault(id(c), len(place)) for c in courses]
+        self.table = np.concatenate([c.table for c in {id(c): c for c in courses}.values()])
+        self.bases = np.asarray(row_course, dtype=np.int64) * m
         self.max_cell = m - 1 - MAX_LOOKAHEAD
         self.progress_scale = PROGRESS_REWARD / self.course_length
         self._state = np.zeros((self.num_envs, 4))  # x, y, vx, vy per row

@@ -306,6 +306,30 @@ def test_batch_matches_env_bit_for_bit_and_rows_are_independent() -> None:
     assert full.min() < 0 < full.max()  # the random actions both fall and progress
 
 
+def test_rows_on_one_course_share_its_cells_and_step_as_on_their_own() -> None:
+    """A pinned env's rows (one cached course) are laid in the table once; each row still
+    steps exactly as in a batch of its own."""
+    chain = mutation_chain(5, 12)
+    pinned = [chain[3], chain[11], FAM.initial()]
+    rows = [0, 1, 0, 2, 1, 1, 0, 2]  # interleaved: a course's rows are not neighbours
+    batch = FAM.make_batch([pinned[k] for k in rows], [40 + rows[r] for r in range(len(rows))], 500)
+    n_cells = batch.courses[0].n_cells
+    assert batch.table.shape[0] == 3 * n_cells
+    assert batch.bases.tolist() == [0, n_cells, 0, 2 * n_cells, n_cells, n_cells, 0, 2 * n_cells]
+    rng = np.random.default_rng(3)
+    actions = np.stack([rng.uniform(-0.3, 1.2, (500, 8)), rng.uniform(-1.2, 0.8, (500, 8))], axis=2)
+    actions = actions.astype(np.float32)
+    singles = [FAM.make_batch([pinned[k]], [40 + k], 500) for k in rows]
+    obs = batch.reset()
+    for r, single in enumerate(singles):
+        assert np.array_equal(single.reset()[0], obs[r])
+    for t in range(500):
+        obs, rew, term, trunc = batch.step(actions[t])
+        for r, single in enumerate(singles):
+            o, w, te, tr = single.step(actions[t, r:r + 1])
+            assert np.array_equal(o[0], obs[r]) and w[0] == rew[r] and te[0] == term[r] and tr[0] == trunc[r]
+
+
 def test_done_rows_return_zero_and_keep_their_state() -> None:
     batch = FAM.make_batch([terrain(0.0, [6.0, 8.0]), FAM.initial()], [0, 0], 600)
     batch.reset()
