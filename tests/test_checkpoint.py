@@ -46,22 +46,31 @@ def _assert_same_run(a: Path, b: Path) -> None:
     assert xa.keys() == xb.keys() and all(np.array_equal(xa[k], xb[k]) for k in xa)
 
 
-def _kill_after_checkpoint(cmd: list[str], run_dir: Path, iteration: int, timeout: float = 240) -> None:
-    """Start `cmd`, wait until the checkpoint of `iteration` exists, SIGKILL the whole process tree."""
+def _kill_after_checkpoint(cmd: list[str], run_dir: Path, iteration: int, timeout: float = 240) -> int:
+    """Start `cmd`, wait until a checkpoint of `iteration` or later exists, SIGKILL the whole process
+    tree while it still runs, and return the newest checkpoint's iteration."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
-    target = run_dir / "checkpoints" / f"{checkpoint.PREFIX}{iteration:09d}"
     deadline = time.monotonic() + timeout
     try:
-        while not target.exists():
+        while _newest_checkpoint(run_dir) < iteration:
             if proc.poll() is not None:
                 raise AssertionError(f"run ended before the kill: {proc.stderr.read().decode()[-2000:]}")
             assert time.monotonic() < deadline, "no checkpoint appeared in time"
-            time.sleep(0.05)
+            time.sleep(0.02)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the run and every Ray process it started
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # the run and every Ray process it started
         proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run ended on its own: nothing was killed"
+    return _newest_checkpoint(run_dir)
+
+
+def _newest_checkpoint(run_dir: Path) -> int:
+    """Iteration of the newest checkpoint folder (-1 if none); folders appear whole, by rename."""
+    found = checkpoint.checkpoints(run_dir)
+    return int(found[-1].name[len(checkpoint.PREFIX):]) if found else -1
 
 
 PPO_TINY = {"name": "ppo", "ppo": {"n_envs": 2, "n_steps": 32, "epochs": 2, "minibatch_size": 32}}
@@ -71,22 +80,27 @@ PPO_TINY = {"name": "ppo", "ppo": {"n_envs": 2, "n_steps": 32, "epochs": 2, "min
 @pytest.mark.parametrize("backend, trainer", [("inprocess", "es"), ("ray", "es"), ("inprocess", "ppo")])
 def test_hard_kill_then_resume_equals_straight_run(tiny, tmp_path, backend, trainer):
     """PPO's state (Adam moments, normaliser, return scaler, value net) resumes exactly too."""
-    k = 8
-    cfg = tiny(curriculum="enhanced_poet", iterations=2 * k, evaluation={"backend": backend}, ray={"workers": 2},
+    k, total = 8, 24
+    # the killed run is set to go on far past `total`, so that it is still running when killed
+    # however fast its iterations are; its resume stops at `total`
+    cfg = tiny(curriculum="enhanced_poet", iterations=total, evaluation={"backend": backend}, ray={"workers": 2},
                checkpoint={"every": 2, "keep": 2}, **({"trainer": PPO_TINY} if trainer == "ppo" else {}))
-    config = _write_config(tmp_path / "cfg.yaml", cfg)
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     base = [sys.executable, "-m", "poet.cli"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    config = _write_config(tmp_path / "cfg.yaml", cfg)
     subprocess.run(base + ["run", str(config), "--out", str(straight), "--quiet"], cwd=ROOT, check=True,
-                   env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
-    _kill_after_checkpoint(base + ["run", str(config), "--out", str(killed), "--quiet"], killed, k)
+                   env=env, timeout=300)
+    long_config = _write_config(tmp_path / "long.yaml", {**cfg, "iterations": 100_000})
+    killed_at = _kill_after_checkpoint(base + ["run", str(long_config), "--out", str(killed), "--quiet"], killed, k)
+    assert killed_at < total, f"the run got to iteration {killed_at} before the kill; raise `total`"
     assert len(load_run(killed).iterations) > 0
-    subprocess.run(base + ["resume", str(killed), "--quiet"], cwd=ROOT, check=True,
-                   env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    subprocess.run(base + ["resume", str(killed), "--iterations", str(total), "--quiet"], cwd=ROOT, check=True,
+                   env=env, timeout=300)
     _assert_same_run(straight, killed)
     run = load_run(killed)
     assert not run.iterations.duplicated(["iteration", "pair_id"]).any()
-    assert sorted(run.iterations["iteration"].unique()) == list(range(2 * k))
+    assert sorted(run.iterations["iteration"].unique()) == list(range(total))
 
 
 def test_resume_to_more_iterations_equals_longer_run(tiny, tmp_path):
