@@ -315,6 +315,10 @@ class BipedalFamily:
         """Raise EnvParamError (family 'bipedal') naming the bad field."""
         _delegate("validate", params)
 
+    def difficulty(self, params: EnvParams) -> int:
+        """The POET paper's class of the course, 0 (easy) to 3 (extremely challenging), as terrain's."""
+        return _delegate("difficulty", params)
+
     def features(self, params: EnvParams) -> np.ndarray:
         """[roughness, pit_lo, pit_hi, stump_lo, stump_hi]; a disabled group reads 0, 0."""
         return _delegate("features", params)

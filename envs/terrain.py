@@ -448,6 +448,27 @@ def _draw_ground(img: np.ndarray, course: Course, col_x: np.ndarray, bottom: flo
     _raster.fill_columns(img, top_row, STUMP, bottom=base_row, mask=solid & course.stump[cells])
 
 
+# ==================================================================== difficulty
+# The POET paper's difficulty classes (Wang et al. 2019, arXiv 1901.01753; restated in the
+# ACCEL paper's Table 1, Parker-Holder et al. 2022, arXiv 2203.01302): an env is
+# "challenging" if it meets one of three criteria, "very challenging" two, "extremely
+# challenging" all three. Stumps and pits count by the upper end of their range (dcd's
+# `walker_test_envs.py` draws its extremely challenging levels' upper ends from
+# [2.4, 3], [6, 8] and roughness from [4.5, 8]); a group that is off meets nothing.
+DIFFICULTY_CRITERIA = {"stump_height": 2.4, "pit_gap": 6.0, "roughness": 4.5}
+DIFFICULTY_CLASSES = ("easy", "challenging", "very challenging", "extremely challenging")
+
+
+def difficulty(values: dict[str, Any]) -> int:
+    """The paper's class of a course: the number of criteria it meets, 0 (easy) to 3
+    (extremely challenging); `DIFFICULTY_CLASSES` names them."""
+    met = float(values["roughness"]) >= DIFFICULTY_CRITERIA["roughness"]
+    for name in ("pit_gap", "stump_height"):
+        span = values[name]
+        met += bool(span) and float(span[-1]) >= DIFFICULTY_CRITERIA[name]
+    return int(met)
+
+
 # ====================================================================== family
 EASY_ROUGHNESS = 0.6  # dcd PARAM_RANGES_EASY: ground roughness in [0, 0.6]
 
@@ -541,6 +562,11 @@ class TerrainFamily:
     def validate(self, params: EnvParams) -> None:
         """Raise EnvParamError naming the bad field."""
         validate_params(params)
+
+    def difficulty(self, params: EnvParams) -> int:
+        """The POET paper's class of the course, 0 (easy) to 3 (extremely challenging): `difficulty`."""
+        self.validate(params)
+        return difficulty(params.values)
 
     def features(self, params: EnvParams) -> np.ndarray:
         """[roughness, pit_lo, pit_hi, stump_lo, stump_hi]; a disabled group reads 0, 0."""

@@ -14,7 +14,8 @@ from poet.records import read_rows
 
 COLUMNS = {
     "iterations": ["iteration", "pair_id", "env_id", "score"],
-    "envs": ["env_id", "family", "pair_id", "parent_env_id", "created_iteration", "retired_iteration", "solved_iteration"],
+    "envs": ["env_id", "family", "pair_id", "parent_env_id", "created_iteration", "retired_iteration", "solved_iteration",
+             "difficulty"],
     "transfers": ["iteration", "source_pair_id", "target_pair_id", "kind", "score", "incumbent_score", "accepted"],
     "events": ["iteration", "kind", "pair_id", "env_id", "detail"],
     "phases": ["iteration", "phase", "seconds", "env_steps"],
@@ -102,6 +103,8 @@ def load_run(run_dir: str | Path) -> Run:
     events = _frame(path, "events")
     phases = _frame(path, "phases")
     _fill_env_lifecycle(envs, events)
+    # the POET paper's class (0 easy .. 3 extremely challenging); <NA> where the family has none
+    envs["difficulty"] = envs["difficulty"].astype("Int64")
     if len(transfers):
         transfers["accepted"] = transfers["accepted"].astype(bool)
     return Run(path, config, iterations, envs, transfers, events, phases, _frame(path, "heldout"))

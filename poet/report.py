@@ -23,6 +23,7 @@ from matplotlib.ticker import MaxNLocator
 
 import envs
 from envs import EnvParams
+from envs.terrain import DIFFICULTY_CLASSES
 from poet.analysis import Run, load_run
 from poet.config import ConfigError, RunConfig
 from poet.curricula.level_buffer import LevelBuffer
@@ -30,7 +31,7 @@ from poet.images import course_figure, figure_rgb, write_png
 
 # Columns of `run.envs` that are not env parameters.
 NON_PARAM_COLUMNS = {"env_id", "family", "pair_id", "parent_env_id", "created_iteration", "retired_iteration",
-                     "solved_iteration", "params_json", "course_seed"}
+                     "solved_iteration", "difficulty", "params_json", "course_seed"}
 SOLVED_COLOR, UNSOLVED_COLOR = "tab:green", "tab:gray"
 MAX_COURSES = 48  # the report draws the courses of the newest envs up to this many
 LEVEL_BUFFER_CURRICULA = ("robust_plr", "accel")
@@ -482,6 +483,38 @@ def _solved_levels(run: Run) -> pd.Series:
     return run._per_iteration(solved.astype("int64"), "solved")
 
 
+def difficulty_figure(run: Run) -> Figure:
+    """Envs created (solid) and solved (dashed) by each iteration, per difficulty class of the POET paper.
+
+    The classes count the paper's criteria an env meets (max stump height >= 2.4, max pit gap
+    >= 6.0, roughness >= 4.5): none is easy, one challenging, two very challenging, all three
+    extremely challenging. Only families that define the classes (terrain, bipedal) have them.
+    """
+    fig = Figure(figsize=(9, 3.5), layout="constrained")
+    ax = fig.add_subplot()
+    envs_t = run.envs
+    classes = envs_t["difficulty"].dropna().astype(int) if len(envs_t) else pd.Series(dtype=int)
+    if not len(run.iterations) or not len(classes):
+        _note(ax, "no iterations recorded" if not len(run.iterations) else
+              "this run's family defines no difficulty classes")
+    else:
+        last = _last_iteration(run)
+        steps = np.arange(last + 1)
+        colors = ("tab:green", "tab:orange", "tab:red", "tab:purple")
+        for level, name in enumerate(DIFFICULTY_CLASSES):
+            rows = envs_t[envs_t["difficulty"] == level]
+            created = np.searchsorted(np.sort(rows["created_iteration"].to_numpy(dtype=int)), steps, side="right")
+            solved_at = np.sort(rows["solved_iteration"].dropna().to_numpy(dtype=int))
+            solved = np.searchsorted(solved_at, steps, side="right")
+            label = f"{name}: {created[-1]} created, {solved[-1]} solved"
+            ax.step(steps, created, where="post", color=colors[level], label=label)
+            ax.step(steps, solved, where="post", color=colors[level], linestyle="--")
+        ax.legend(fontsize="small", loc="upper left")
+    ax.set(xlabel="iteration", ylabel="envs", title="Envs by the POET paper's difficulty class (solid created, dashed solved)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
 def population_figure(run: Run) -> Figure:
     """Active pairs trained at each iteration, and pairs archived by then."""
     fig = Figure(figsize=(9, 3.5), layout="constrained")
@@ -527,6 +560,7 @@ FIGURES: dict[str, Callable[[Run], Figure]] = {
     "env_tree": env_tree_figure,
     "transfer_matrix": transfer_matrix_figure,
     "annecs": annecs_figure,
+    "difficulty": difficulty_figure,
     "population": population_figure,
     "heldout": heldout_figure,
 }

@@ -200,6 +200,8 @@ def record_level(ctx: RunContext, env: EnvParams, pair_id: str, parent_env_id: s
     row = {"env_id": env.id, "family": env.family, "pair_id": pair_id, "parent_env_id": parent_env_id,
            "created_iteration": iteration, "course_seed": env.course_seed}
     row.update(ctx.family.flat(env))
+    if hasattr(ctx.family, "difficulty"):  # the POET paper's class, where the family defines one
+        row["difficulty"] = int(ctx.family.difficulty(env))
     row["params_json"] = env.to_json()
     ctx.records.write("envs", row)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import gymnasium as gym
 import nbformat
 import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 from PIL import Image
@@ -151,9 +152,26 @@ def test_course_images_limit_and_families_without_profiles(run_dir, tmp_path, mo
 
 def test_every_figure_function_returns_a_figure(run_dir):
     run = load_run(run_dir)
-    assert set(FIGURES) == {"scores", "env_params", "env_tree", "transfer_matrix", "annecs", "population", "heldout"}
+    assert set(FIGURES) == {"scores", "env_params", "env_tree", "transfer_matrix", "annecs", "difficulty", "population",
+                            "heldout"}
     for name, make in FIGURES.items():
         assert isinstance(make(run), Figure), name
+
+
+def test_difficulty_figure_counts_envs_created_and_solved_per_class(run_dir, tmp_path):
+    from poet.report import difficulty_figure
+
+    run = load_run(run_dir)
+    labels = [t.get_text() for t in difficulty_figure(run).axes[0].get_legend().get_texts()]
+    envs_t = run.envs
+    for level, name in enumerate(("easy", "challenging", "very challenging", "extremely challenging")):
+        rows = envs_t[envs_t["difficulty"] == level]
+        assert f"{name}: {len(rows)} created, {rows['solved_iteration'].notna().sum()} solved" in labels
+    # a family without classes (the column all <NA>) says so instead of drawing empty lines
+    run.envs = envs_t.assign(difficulty=pd.array([pd.NA] * len(envs_t), dtype="Int64"))
+    fig = difficulty_figure(run)
+    assert fig.axes[0].get_legend() is None
+    assert any("defines no difficulty classes" in t.get_text() for t in fig.axes[0].texts)
 
 
 def test_report_default_folder_and_empty_runs(run_dir, tmp_path):

@@ -459,3 +459,47 @@ def test_course_profile_is_the_course_in_metres() -> None:
     flat = fam.course_profile(fam.initial(), seed=1)
     assert flat.description == "roughness 0 · no pits · no stumps" and not flat.pits and not flat.stumps
     assert np.all(flat.y == 0.0)
+
+
+# the POET paper's classes: max stump height >= 2.4, max pit gap >= 6.0, roughness >= 4.5
+@pytest.mark.parametrize("values, expected", [
+    ({"roughness": 0.0, "pit_gap": [], "stump_height": []}, 0),
+    ({"roughness": 4.4, "pit_gap": [0.0, 5.9], "stump_height": [2.3, 2.3]}, 0),  # just below all three
+    ({"roughness": 4.5, "pit_gap": [], "stump_height": []}, 1),
+    ({"roughness": 0.0, "pit_gap": [0.0, 6.0], "stump_height": []}, 1),
+    ({"roughness": 0.0, "pit_gap": [], "stump_height": [0.0, 2.4]}, 1),  # the upper end counts
+    ({"roughness": 0.0, "pit_gap": [5.0, 5.9], "stump_height": [2.4, 2.4]}, 1),
+    ({"roughness": 4.5, "pit_gap": [6.0, 6.0], "stump_height": []}, 2),
+    ({"roughness": 0.0, "pit_gap": [1.0, 7.2], "stump_height": [1.0, 3.0]}, 2),
+    ({"roughness": 5.6, "pit_gap": [4.48, 6.4], "stump_height": [2.4, 2.82]}, 3),  # dcd's POET "rose 1a"
+    ({"roughness": 4.5, "pit_gap": [6.0, 6.0], "stump_height": [2.4, 2.4]}, 3),
+])
+@pytest.mark.parametrize("name", ["terrain", "bipedal"])
+def test_difficulty_classes_at_the_papers_thresholds(name, values, expected):
+    from envs.terrain import DIFFICULTY_CLASSES
+
+    family = make_family(name)
+    assert family.difficulty(EnvParams.create(name, values)) == expected
+    assert DIFFICULTY_CLASSES[expected] == ("easy", "challenging", "very challenging", "extremely challenging")[expected]
+
+
+def test_difficulty_refuses_bad_params():
+    with pytest.raises(EnvParamError, match="roughness"):
+        FAM.difficulty(terrain(roughness=-1.0))
+
+
+def test_envs_table_records_each_envs_difficulty(tiny, tmp_path):
+    import poet
+    from envs.terrain import difficulty
+    from poet.analysis import load_run
+
+    # an easy start env that reproduction can push across a threshold
+    cfg = tiny(iterations=9, env={"family": "terrain", "start": {"roughness": 4.2, "pit_gap": [], "stump_height": []},
+                                  "options": {"course_length": 20.0, "max_episode_steps": 150}},
+               reproduction={"threshold": -1000.0})
+    poet.run(cfg, out=tmp_path / "r", progress=False)
+    envs_t = load_run(tmp_path / "r").envs
+    assert str(envs_t["difficulty"].dtype) == "Int64"
+    expected = [difficulty(EnvParams.from_json(j).values) for j in envs_t["params_json"]]
+    assert envs_t["difficulty"].tolist() == expected
+    assert set(expected) == {0, 1}, "the run should hold envs on both sides of the roughness threshold"
