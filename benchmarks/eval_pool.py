@@ -464,12 +464,18 @@ class CpuWatch:
         return {"script_cores": round(own / seconds, 3), "other_cores": round(max(0.0, everything - own) / seconds, 3)}
 
 
-def settle(max_wait: float = 10.0, window: float = 0.5, quiet_cores: float = 0.15) -> dict[str, float]:
+SETTLE_MAX_WAIT = {"seconds": 10.0}  # `--quick` (a smoke run, its numbers meaningless) waits for nothing
+
+
+def settle(window: float = 0.5, quiet_cores: float = 0.15) -> dict[str, float]:
     """Wait until the machine is quiet (Ray start-up, process exits, ...) before a measurement.
 
-    Quiet means fewer than `quiet_cores` busy over `window` seconds; gives up after `max_wait`
-    seconds (other programs may keep it busy) and says how busy it was.
+    Quiet means fewer than `quiet_cores` busy over `window` seconds; gives up after
+    `SETTLE_MAX_WAIT` seconds (other programs may keep it busy) and says how busy it was.
     """
+    max_wait = SETTLE_MAX_WAIT["seconds"]
+    if max_wait <= 0:
+        return {"settle_s": 0.0, "busy_before_cores": 0.0}
     t0 = time.monotonic()
     while True:
         busy0 = _machine_busy_jiffies()
@@ -886,6 +892,8 @@ def main() -> None:
     if args.json is None and not args.quick and not args.raw_widths:
         args.json = ROOT / "benchmarks" / "results" / "eval_pool.json"
     sizes = Sizes.quick() if args.quick else Sizes()
+    if args.quick:
+        SETTLE_MAX_WAIT["seconds"] = 0.0
     sizes.fixed_courses = not args.per_episode_courses
     if args.repeats:
         sizes.repeats = args.repeats
