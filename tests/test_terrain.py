@@ -503,3 +503,19 @@ def test_envs_table_records_each_envs_difficulty(tiny, tmp_path):
     expected = [difficulty(EnvParams.from_json(j).values) for j in envs_t["params_json"]]
     assert envs_t["difficulty"].tolist() == expected
     assert set(expected) == {0, 1}, "the run should hold envs on both sides of the roughness threshold"
+
+
+def test_a_scripted_runner_clears_each_papers_criterion_alone():
+    """The family can express the paper's "challenging" class: courses at each criterion's
+    threshold are cleared by the privileged controller of experiments/scripted_runner.py."""
+    import sys
+
+    from tests.conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import scripted_runner
+
+    for name in ("stumps 2.4", "pit gap 6.0", "roughness 4.5"):
+        params = EnvParams.create("terrain", scripted_runner.COURSES[name])
+        cleared = [scripted_runner.run_episode(params, seed, 2.0)[0] for seed in range(10)]
+        assert sum(cleared) >= 5, (name, cleared)
