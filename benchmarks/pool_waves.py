@@ -1,0 +1,126 @@
+"""Where a terrain wave's time goes in the pool: how far apart its chunks end, and whether finer chunks help.
+
+    python benchmarks/pool_waves.py [--workers 2] [--waves 300] [--json benchmarks/results/pool_waves.json]
+
+The same ES-shaped terrain waves as `eval_pool.py` (32 policies x 8 envs, 400-step cap), one
+`evaluate` call per wave on a warm pool. Two measurements:
+
+1. Chunk speeds. Each wave goes in one chunk per worker with nearly equal env steps; each
+   chunk's own seconds (as its worker timed it) over its env steps give the worker's speed
+   in that wave. Reported: the wave's wall time split into the slower chunk and the rest
+   (dispatch and results), how much slower the slower chunk ran per step than the faster
+   (median over waves), and how alike that ratio is from one wave to the next (the lag-1
+   correlation of its logarithm: near 0, the next wave's speeds cannot be told from this
+   one's; near 1, they can).
+2. Chunks per worker, interleaved. The pool's default (one chunk per worker) against 2 and
+   4 chunks per worker (`ray.chunks_per_worker`), switched wave by wave on one pool so that
+   a machine whose speed drifts affects each setting alike: env steps per second of each.
+
+Nothing here is a pass/fail test.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import eval_pool as ep  # noqa: E402  (the same setup, waves and pool as the main benchmark)
+
+SETTINGS = (None, 2, 4)  # chunks per worker; None: the pool's own plan (one per worker for terrain)
+
+
+def chunk_speeds(pool, setup, refs, waves: int) -> dict:
+    """Part 1: per wave, the chunks' (env steps, seconds) as their workers report them."""
+    chunks: list[tuple[float, float]] = []
+    observe = pool.cost_model.observe
+
+    def record(iterations: float, row_steps: float, seconds: float) -> None:
+        chunks.append((row_steps, seconds))
+        observe(iterations, row_steps, seconds)
+
+    pool.cost_model.observe = record  # every finished chunk passes here with its worker's timing
+    try:
+        ratios, slowest, walls = [], [], []
+        for k in range(waves):
+            chunks.clear()
+            requests = ep.matrix_requests(setup, refs, 10**7 + 1000 * k)
+            t0 = time.perf_counter()
+            pool.evaluate(requests)
+            walls.append(time.perf_counter() - t0)
+            per_step = [s / n for n, s in chunks]
+            ratios.append(max(per_step) / min(per_step))
+            slowest.append(max(s for _, s in chunks))
+    finally:
+        pool.cost_model.observe = observe
+    logs = np.log(ratios)
+    return {
+        "waves": waves,
+        "wave_ms_median": round(1e3 * statistics.median(walls), 2),
+        "slower_chunk_ms_median": round(1e3 * statistics.median(slowest), 2),
+        "rest_of_wave_ms_median": round(1e3 * statistics.median(w - s for w, s in zip(walls, slowest)), 2),
+        "slower_over_faster_per_step_median": round(float(np.median(ratios)), 3),
+        "slower_over_faster_per_step_p90": round(float(np.percentile(ratios, 90)), 3),
+        "log_ratio_lag1_correlation": round(float(np.corrcoef(logs[:-1], logs[1:])[0, 1]), 3),
+    }
+
+
+def chunks_per_worker(pool, setup, refs, waves: int) -> dict:
+    """Part 2: env steps per second of each setting, the settings taking turns wave by wave."""
+    totals = {s: [0.0, 0] for s in SETTINGS}
+    for k in range(waves * len(SETTINGS)):
+        setting = SETTINGS[k % len(SETTINGS)]
+        pool.chunks_per_worker = setting
+        requests = ep.matrix_requests(setup, refs, 2 * 10**7 + 1000 * k)
+        t0 = time.perf_counter()
+        results = pool.evaluate(requests)
+        totals[setting][0] += time.perf_counter() - t0
+        totals[setting][1] += sum(int(r.lengths.sum()) for r in results)
+    pool.chunks_per_worker = None
+    rates = {("default" if s is None else f"{s}_per_worker"): round(n / t) for s, (t, n) in totals.items()}
+    return {"waves_each": waves, "steps_per_s": rates,
+            "over_default": {k: round(v / rates["default"], 3) for k, v in rates.items()}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--waves", type=int, default=300)
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "pool_waves.json")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    setup = ep.make_setup("terrain", ep.Sizes())
+    pool = ep.open_pool(setup, args.workers)
+    try:
+        refs = [pool.put(w) for w in setup.policies]
+        pool.evaluate(ep.matrix_requests(setup, refs, 1))  # warm-up, not counted
+        speeds = chunk_speeds(pool, setup, refs, args.waves)
+        print(f"chunk speeds over {args.waves} waves: wave {speeds['wave_ms_median']} ms, of which the slower chunk "
+              f"{speeds['slower_chunk_ms_median']} ms and the rest {speeds['rest_of_wave_ms_median']} ms (medians); "
+              f"slower / faster chunk per env step: median {speeds['slower_over_faster_per_step_median']}, "
+              f"90th percentile {speeds['slower_over_faster_per_step_p90']}; lag-1 correlation of its log "
+              f"{speeds['log_ratio_lag1_correlation']}")
+        chunking = chunks_per_worker(pool, setup, refs, args.waves)
+        print("chunks per worker, interleaved: " + ", ".join(
+            f"{k} {v:,} steps/s ({chunking['over_default'][k]:.3f}x)" for k, v in chunking["steps_per_s"].items()))
+    finally:
+        pool.close()
+    out = {"command": f"python benchmarks/pool_waves.py --workers {args.workers} --waves {args.waves}",
+           "machine": {"platform": platform.platform(), "python": platform.python_version()},
+           "matrix": {"policies": len(setup.policies), "envs": len(setup.envs), "max_steps": setup.max_steps},
+           "chunk_speeds": speeds, "chunks_per_worker": chunking,
+           "wall_seconds": round(time.perf_counter() - t0, 1)}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {args.json} ({out['wall_seconds']} s)")
+
+
+if __name__ == "__main__":
+    main()
