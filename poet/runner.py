@@ -227,9 +227,15 @@ def build_options(trainer_cls: type, data: dict[str, Any], where: str, spec: Pol
 
 
 def default_out_dir(config_path: str | Path | None) -> Path:
-    """runs/<config name>-<date-time>."""
+    """runs/<config name>-<date-time>, with -2, -3, ... after it when a run started earlier in
+    the same second holds that name."""
     stem = Path(config_path).stem if config_path else "run"
-    return Path("runs") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    base = Path("runs") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
 
 
 def prepare_out_dir(out: str | Path) -> Path:

@@ -15,6 +15,7 @@ import re
 import shlex
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -133,13 +134,20 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def _run_dirs(argv: list[str]) -> set[str]:
+    """The run directories a command names (`runs/...`): commands that share one run in order.
+    A `poet run` without --out writes runs/<config>-<second it started>: such runs go one at a
+    time, as two started in the same second would name the same directory."""
+    named = {a for a in argv if a.startswith("runs/")}
+    return named | ({"runs/<config>-<date-time>"} if argv[1] == "run" and not _has(argv, "--out") else set())
+
+
 @pytest.mark.slow
 def test_every_poet_command_the_readme_shows_runs(scratch, ray_local):
     gcs = ray_local.get_runtime_context().gcs_address
-    failures = []
-    for line, argv, env, expected in readme_commands():
-        if argv[0] != "poet":
-            continue
+
+    def run(line: str, argv: list[str], env: dict[str, str], expected: str | None) -> str | None:
+        """Run one README command; None if it did what the README says, else what went wrong."""
         # a cluster's address in the README: the tests' own Ray instance, with a pool that fits it
         argv = [gcs if a.endswith(":6379") else ("1" if prev == "--workers" else a)
                 for prev, a in zip([""] + argv, argv)]
@@ -150,8 +158,26 @@ def test_every_poet_command_the_readme_shows_runs(scratch, ray_local):
         if expected is not None:
             last = proc.stderr.strip().splitlines()[-1:] or [""]
             if proc.returncode != 2 or last[0] != expected:
-                failures.append(f"{line}\n  expected exit 2 and: {expected}\n  got {proc.returncode}: {last[0]}")
+                return f"{line}\n  expected exit 2 and: {expected}\n  got {proc.returncode}: {last[0]}"
         elif proc.returncode != 0:
-            failures.append(f"{line}\n  ran as: {shlex.join(cmd)}\n  exit {proc.returncode}: {proc.stderr[-1500:]}")
-    assert not failures, "\n".join(failures)
+            return f"{line}\n  ran as: {shlex.join(cmd)}\n  exit {proc.returncode}: {proc.stderr[-1500:]}"
+        return None
 
+    # Two commands at a time; a command that names a run directory an earlier one names waits
+    # for it (a resume after its run, a compare after both runs), so the README's order holds
+    # wherever it matters.
+    commands = [c for c in readme_commands() if c[1][0] == "poet"]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures: list[Future] = []
+        for i, (line, argv, env, expected) in enumerate(commands):
+            before = [futures[j] for j in range(i) if _run_dirs(commands[j][1]) & _run_dirs(argv)]
+
+            def after(before=before, args=(line, argv, env, expected)) -> str | None:
+                for f in before:
+                    f.result()
+                return run(*args)
+
+            futures.append(pool.submit(after))
+        failures = [f.result() for f in futures]
+    failures = [f for f in failures if f is not None]
+    assert not failures, "\n".join(failures)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -205,3 +206,17 @@ def test_running_the_next_es_wave_ahead_changes_no_number(tiny, tmp_path, backen
         pd.testing.assert_frame_equal(getattr(runs[True], table), getattr(runs[False], table), check_exact=True)
     # the run counts only the env steps it used: the same with and without running ahead
     assert runs[True].throughput().loc["all", "env_steps"] == runs[False].throughput().loc["all", "env_steps"]
+
+
+def test_default_run_directories_of_the_same_second_get_their_own_names(tmp_path, monkeypatch):
+    from poet.runner import default_out_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("poet.runner.time.strftime", lambda fmt: "20260101-000000")
+    first = default_out_dir("experiments/quickstart.yaml")
+    assert first == Path("runs/quickstart-20260101-000000")
+    first.mkdir(parents=True)
+    second = default_out_dir("experiments/quickstart.yaml")
+    assert second == Path("runs/quickstart-20260101-000000-2")
+    second.mkdir()
+    assert default_out_dir("experiments/quickstart.yaml") == Path("runs/quickstart-20260101-000000-3")
