@@ -503,6 +503,19 @@ def test_envs_table_records_each_envs_difficulty(tiny, tmp_path):
     expected = [difficulty(EnvParams.from_json(j).values) for j in envs_t["params_json"]]
     assert envs_t["difficulty"].tolist() == expected
     assert set(expected) == {0, 1}, "the run should hold envs on both sides of the roughness threshold"
+    # experiments/difficulty_climb.py reads the same classes
+    import sys
+
+    from tests.conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from difficulty_climb import climb
+
+    report = climb(tmp_path / "r", every=4)
+    assert [c["created"] for c in report["classes"].values()] == [expected.count(k) for k in range(4)]
+    assert [row["iteration"] for row in report["solved_envs_over_iterations"]] == [3, 7, 8]
+    solved = envs_t["solved_iteration"].notna()
+    assert report["solved_envs_over_iterations"][-1]["envs_solved"] == int(solved.sum())
 
 
 def test_a_scripted_runner_clears_each_papers_criterion_alone():
