@@ -29,6 +29,12 @@ def _bipedal_cppn(**options: Any) -> EnvFamily:
     return BipedalCPPNFamily(**options)
 
 
+def _terrain_cppn(**options: Any) -> EnvFamily:
+    from envs.terrain_cppn import TerrainCPPNFamily
+
+    return TerrainCPPNFamily(**options)
+
+
 def _gym_spec(spec_name: str) -> Callable[..., EnvFamily]:
     def factory(**options: Any) -> EnvFamily:
         from envs.generic import GymFamily
@@ -50,6 +56,7 @@ FAMILIES: dict[str, Callable[..., EnvFamily]] = {
     "terrain": _terrain,
     "bipedal": _bipedal,
     "bipedal_cppn": _bipedal_cppn,
+    "terrain_cppn": _terrain_cppn,
     "lunar_lander": _gym_spec("lunar_lander"),
     "cartpole": _gym_spec("cartpole"),
     # Any registered gymnasium env with numeric constructor kwargs; needs options
@@ -67,6 +74,7 @@ GYMNASIUM_IDS: dict[str, str] = {
     "terrain": "poet/Terrain-v0",
     "bipedal": "poet/BipedalTerrain-v0",
     "bipedal_cppn": "poet/BipedalCPPN-v0",
+    "terrain_cppn": "poet/TerrainCPPN-v0",
     "lunar_lander": "poet/LunarLanderContinuous-v0",
     "cartpole": "poet/CartPole-v0",
 }

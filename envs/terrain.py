@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -117,6 +117,23 @@ def _build_course(
         for p, i, z in zip(is_pit.tolist(), first.tolist(), size.tolist())
     )
     return Course(course_length, *arrays, obstacles=obstacles)
+
+
+def ground_course(base: np.ndarray, course_length: float) -> Course:
+    """A course on the given ground (one height per cell of `n_cells_for(course_length)`, metres),
+    with no pits and no stumps; each cell's slope is that of the segment it starts."""
+    base = np.array(base, dtype=np.float64)
+    n = n_cells_for(course_length)
+    if base.shape != (n,) or not np.all(np.isfinite(base)):
+        raise ValueError(f"ground: expected {n} finite heights, got shape {base.shape}")
+    slope = np.append(np.diff(base) / RES, 0.0)
+    table = np.empty((n, 4))
+    table[:, H], table[:, SLOPE], table[:, PIT], table[:, KILL] = base, slope, 0.0, -np.inf
+    none = np.zeros(n, dtype=bool)
+    arrays = [base, base.copy(), none, np.zeros(n), none.copy(), slope, table]
+    for a in arrays:
+        a.flags.writeable = False
+    return Course(float(course_length), *arrays, obstacles=())
 
 
 def _overlay(
@@ -351,8 +368,12 @@ class TerrainEnv(gym.Env):
         course_length: float = 80.0,
         max_episode_steps: int = 600,
         render_mode: str | None = None,
+        course_of: Callable[[EnvParams, int], Course] | None = None,
     ):
-        validate_params(params)
+        """`course_of(params, seed)` builds the course of an episode (another family's, whose
+        params it checks itself); by default this family's `generate_course`."""
+        if course_of is None:
+            validate_params(params)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.params = params
@@ -363,6 +384,7 @@ class TerrainEnv(gym.Env):
         self.action_space = action_space()
         self.course_seed: int | None = None
         self._core: TerrainBatch | None = None
+        self._course_of = course_of
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -370,7 +392,10 @@ class TerrainEnv(gym.Env):
         """Start an episode on the course of `seed` (or one drawn from self.np_random)."""
         super().reset(seed=seed)
         self.course_seed = int(seed) if seed is not None else int(self.np_random.integers(2**63 - 1))
-        course = generate_course(self.params, self.course_seed, self.course_length)
+        if self._course_of is None:
+            course = generate_course(self.params, self.course_seed, self.course_length)
+        else:
+            course = self._course_of(self.params, self.course_seed)
         self._core = TerrainBatch([course], self.max_episode_steps)
         return self._core.reset()[0], {"x": 0.0, "course_seed": self.course_seed}
 

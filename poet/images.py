@@ -107,7 +107,7 @@ def course_figure(family: object, params: object, seed: int = 0, env_id: str | N
     describe = getattr(family, "course_profile", None)
     if describe is None:
         name = name or getattr(family, "name", type(family).__name__)
-        raise ConfigError(f"env family {name!r} has no course profile to draw (terrain, bipedal, bipedal_cppn do)")
+        raise ConfigError(f"env family {name!r} has no course profile to draw (terrain, bipedal, bipedal_cppn, terrain_cppn do)")
     return profile_figure(describe(params, seed=params.reset_seed(seed)), env_id)
 
 

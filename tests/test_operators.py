@@ -252,7 +252,7 @@ def _check_in_bounds(family, params, mutated: bool = True) -> None:
             if values[name]:
                 lo, hi = values[name]
                 assert 0.0 <= lo <= hi <= max_value and hi >= min_hi
-    elif family.name == "bipedal_cppn":  # a genome: weights bounded, the reference's rise bounded
+    elif family.name in ("bipedal_cppn", "terrain_cppn"):  # a genome: weights bounded, the reference's rise bounded
         from envs import cppn
 
         assert all(abs(c["weight"]) <= cppn.WEIGHT_LIMIT for c in values["genome"]["connections"])
