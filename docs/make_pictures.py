@@ -17,7 +17,9 @@ Groups and the files they write:
   draws an existing one, otherwise the quickstart runs first (into a temporary folder);
 * reproduce: experiments/results/reproduce_poet/targets.png and annecs.png, redrawn by
   experiments/reproduce_poet.py's own `figures` from the results.json next to them (the
-  experiment itself takes some 20 minutes: `python experiments/reproduce_poet.py`).
+  experiment itself takes some 20 minutes: `python experiments/reproduce_poet.py`);
+* annecs: experiments/results/annecs_poet_vs_enhanced.png, redrawn by
+  experiments/annecs_poet_vs_enhanced.py's own `figure` from the JSON next to it.
 """
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ from envs import EnvParams  # noqa: E402
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
-REPRODUCE = ROOT / "experiments" / "results" / "reproduce_poet"
+RESULTS = ROOT / "experiments" / "results"
+REPRODUCE = RESULTS / "reproduce_poet"
 POET_COURSE = {"roughness": 2.4, "pit_gap": [0.8, 2.4], "stump_height": [0.4, 1.2]}
 CPPN_SEED, CPPN_MUTATIONS = 7, 40
 FRAME_STEPS = 40  # the walker stands still this many steps, so the frame shows it on the ground
@@ -130,6 +133,16 @@ def draw_reproduce(args: argparse.Namespace) -> list[Path]:
     return [REPRODUCE / "targets.png", REPRODUCE / "annecs.png"]
 
 
+def draw_annecs(args: argparse.Namespace) -> list[Path]:  # noqa: ARG001 - nothing to choose
+    """The ANNECS figure of original POET against Enhanced POET, from the JSON next to it."""
+    spec = importlib.util.spec_from_file_location("annecs", ROOT / "experiments" / "annecs_poet_vs_enhanced.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = RESULTS / "annecs_poet_vs_enhanced.png"
+    module.figure(json.loads(path.with_suffix(".json").read_text())["runs"], path)
+    return [path]
+
+
 def _reproduce_threshold(result: dict) -> float:
     """The solved threshold the reproduction ran with (its results.md states it too)."""
     for line in (REPRODUCE / "results.md").read_text().splitlines():
@@ -144,12 +157,14 @@ PICTURES: dict[str, list[str]] = {
     "frames": ["docs/bipedal_frame.png", "docs/bipedal_cppn_frame.png"],
     "tree": ["docs/quickstart_env_tree.png"],
     "reproduce": ["experiments/results/reproduce_poet/targets.png", "experiments/results/reproduce_poet/annecs.png"],
+    "annecs": ["experiments/results/annecs_poet_vs_enhanced.png"],
 }
 GROUPS: dict[str, Callable[[argparse.Namespace], list[Path]]] = {
     "profiles": draw_profiles,
     "frames": draw_frames,
     "tree": draw_tree,
     "reproduce": draw_reproduce,
+    "annecs": draw_annecs,
 }
 
 

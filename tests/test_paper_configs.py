@@ -108,3 +108,4 @@ def test_the_small_bipedal_preset_runs_an_iteration_at_its_own_settings(tmp_path
     assert result.iterations == 1
     run = load_run(tmp_path / "r")
     assert run.iterations["iteration"].tolist() == [0] and run.envs["family"].tolist() == ["bipedal"]
+    assert run.envs["difficulty"].tolist() == [0]  # the flat start: easy in the paper's classes
