@@ -54,10 +54,21 @@ def _ours(params: EnvParams) -> EnvParams:
     return EnvParams.create(FAMILY, params.values)
 
 
+def _checked(params: EnvParams, genomes: BipedalCPPNFamily) -> EnvParams:
+    """`params` as bipedal_cppn's, validated (errors name this family and the genome's field)."""
+    walker = _as_walker(params)
+    try:
+        genomes.validate(walker)
+    except EnvParamError as err:
+        raise EnvParamError(FAMILY, err.field, str(err).split(": ", 1)[-1]) from None
+    return walker
+
+
 @lru_cache(maxsize=1024)
-def _course_of(params: EnvParams, amplitude: str, course_length: float) -> Course:
-    # cached on the params: every row of a batch on one env shares its course
-    walker = ground_heights(params.values["genome"], amplitude) - TERRAIN_HEIGHT
+def _course_of(params: EnvParams, genomes: BipedalCPPNFamily, course_length: float) -> Course:
+    # cached on the params: a batch validates and draws each env's ground once, not once per row
+    genome = _checked(params, genomes).values["genome"]
+    walker = ground_heights(genome, genomes.amplitude) - TERRAIN_HEIGHT
     x = np.arange(n_cells_for(course_length)) * RES
     return ground_course(np.interp(x, _WALKER_X, walker), course_length)
 
@@ -75,13 +86,7 @@ class TerrainCPPNFamily:
         self.observation_space, self.action_space = runner.observation_space, runner.action_space
 
     def _walker(self, params: EnvParams) -> EnvParams:
-        """`params` as bipedal_cppn's, validated (errors name this family and the genome's field)."""
-        walker = _as_walker(params)
-        try:
-            self._genomes.validate(walker)
-        except EnvParamError as err:
-            raise EnvParamError(FAMILY, err.field, str(err).split(": ", 1)[-1]) from None
-        return walker
+        return _checked(params, self._genomes)
 
     def initial(self, rng: np.random.Generator | None = None) -> EnvParams:
         """The start genome (bipedal_cppn's `initial`: the reference's random slope by default)."""
@@ -109,7 +114,7 @@ class TerrainCPPNFamily:
 
     def course(self, params: EnvParams, seed: int = 0) -> Course:  # noqa: ARG002 - the genome decides
         """The course of `params` at this family's course_length (the same for every seed)."""
-        return _course_of(_ours(self._walker(params)), self._genomes.amplitude, self.course_length)
+        return _course_of(params, self._genomes, self.course_length)
 
     def make_env(self, params: EnvParams, render_mode: str | None = None) -> TerrainEnv:
         """A gymnasium env on these params (truncates at max_episode_steps)."""
