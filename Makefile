@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first and pinned: an unpinned resolve would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet -c constraints.txt torch
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,bench,logging,viewers]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,bench,logging,viewers,study]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -5,7 +5,8 @@
                                                   [--figure experiments/results/annecs_poet_vs_enhanced.png] [--quick]
 
 Both arms run `experiments/reproduce_poet.yaml` with the paper's structure where it fits
-(capacity 20, a transfer every 25 iterations as in the reference's scripts), the same
+(capacity 20, a transfer every 25 iterations as in the reference's scripts, and a
+reproduction at every transfer: see `STRUCTURE`), the same
 iterations and seeds: original POET (`curriculum=poet`) on the terrain family, whose
 mutations move POET's three obstacle groups, and Enhanced POET (`curriculum=enhanced_poet`)
 on `terrain_cppn`, whose grounds are the reference's CPPNs, on the same runner and core.
@@ -27,7 +28,10 @@ from poet.analysis import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "experiments" / "reproduce_poet.yaml"
-STRUCTURE = ["reproduction.capacity=20", "transfer.every=25"]
+# The reference reproduces right after a transfer, every `adjust_interval` (8) transfers, and
+# admits 1 child: at most 250 admissions in its 50,000 iterations. This study reproduces at
+# every transfer and admits up to 2 (the YAML's): at most 240 in 3,000 iterations.
+STRUCTURE = ["reproduction.capacity=20", "transfer.every=25", "reproduction.every=25"]
 ARMS = {"poet": ("poet", "terrain"), "enhanced_poet": ("enhanced_poet", "terrain_cppn")}
 QUICK = ["env.options={course_length: 20.0, max_episode_steps: 150}", "trainer.es.population=8",
          "evaluation.backend=inprocess",

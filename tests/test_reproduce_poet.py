@@ -9,24 +9,60 @@ import sys
 from tests.conftest import ROOT
 
 
-def test_reproduce_poet_quick_writes_table_figures_and_json(tmp_path):
-    out = tmp_path / "reproduce"
-    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "reproduce_poet.py"), "--quick", "--out", str(out)],
-                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                         timeout=900)
+def _reproduce(out, results):
+    return subprocess.run([sys.executable, str(ROOT / "experiments" / "reproduce_poet.py"), "--quick", "--out", str(out),
+                           "--results", str(results)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_reproduce_poet_quick_writes_tables_figures_and_json_and_resumes(tmp_path):
+    out, results = tmp_path / "runs", tmp_path / "results"
+    run = _reproduce(out, results)
     assert run.returncode == 0, run.stderr[-3000:]
-    data = json.loads((out / "results.json").read_text())
-    assert data["poet"]["solved"] >= 1 and len(data["targets"]) == 1
-    target = data["targets"][0]
-    assert target["budget"] >= 1 and set(target["baselines"]) == {"direct", "path", "accel", "dr"}
-    for result in target["baselines"].values():
-        assert len(result["scores"]) == result["seeds"] == 1 and 0 <= result["solved"] <= 1
-    iterations = data["poet"]["iterations"]
-    for key in ("poet", "enhanced_poet", "enhanced_poet_reference_counter"):
-        assert len(data["annecs"][key]) == iterations
-    assert "| target | difficulty |" in (out / "results.md").read_text()
-    for name in ("targets.png", "annecs.png"):
-        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+    data = json.loads((results / "results.json").read_text())
+    assert [(a["arm"], a["seed"]) for a in data["arms"]] == [("poet", 0), ("enhanced_poet", 0)]
+    assert data["climb"]["classes"]["easy"]["solved"] >= 1
+    assert data["classes"] and all(len(c["targets"]) == 1 for c in data["classes"])
+    for c in data["classes"]:
+        assert set(c["controls"]) == {"direct", "path", "accel", "dr"}
+        for name, summary in c["controls"].items():
+            assert summary["runs"] == 1 and 0 <= summary["reached_threshold"] <= 1
+            assert set(summary["mann_whitney_poet_greater"]) == {"u", "p"}
+        for t in c["targets"]:
+            assert t["budget"] == 2 * t["lineage_steps"] >= 2 and t["poet_score"] >= data["solved_threshold"]
+            assert t["controls"]["direct"]["iterations"] == t["budget"]
+            assert all(len(v["scores"]) == 1 for v in t["controls"].values())
+    assert "| class | POET: envs created / solved |" in (results / "results.md").read_text()
+    for name in ("scores.png", "climb.png", "annecs.png"):
+        assert (results / name).read_bytes()[:4] == b"\x89PNG"
+    # a second call resumes every run where it is (all finished): the same numbers
+    again = _reproduce(out, results)
+    assert again.returncode == 0, again.stderr[-3000:]
+    second = json.loads((results / "results.json").read_text())
+    assert {k: v for k, v in second.items() if k not in ("seconds", "arms")} == \
+        {k: v for k, v in data.items() if k not in ("seconds", "arms")}
+
+
+def test_lineage_steps_count_each_env_of_the_chain_until_the_next_was_created():
+    """Start env a (iterations 0-9), child b made at 4 (trains 4-9), grandchild c made at 6 and
+    solved at 8: a counts 0..4 (5 steps), b 4..6 (3), c 6..8 (3)."""
+    import pandas as pd
+
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from reproduce_poet import lineage_steps
+
+    envs = pd.DataFrame({"env_id": ["a", "b", "c"], "parent_env_id": [None, "a", "b"],
+                         "created_iteration": [0, 4, 6], "solved_iteration": [2, 5, 8]})
+    rows = [(i, "a") for i in range(10)] + [(i, "b") for i in range(4, 10)] + [(i, "c") for i in range(6, 10)]
+    iterations = pd.DataFrame(rows, columns=["iteration", "env_id"])
+
+    class FakeRun:
+        pass
+
+    run = FakeRun()
+    run.envs, run.iterations = envs, iterations
+    assert lineage_steps(run, "c") == 5 + 3 + 3
+    assert lineage_steps(run, "a") == 3
 
 
 def test_annecs_poet_vs_enhanced_quick_writes_curves_figure_and_json_and_resumes(tmp_path):
