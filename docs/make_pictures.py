@@ -15,11 +15,9 @@ Groups and the files they write:
 * tree: docs/quickstart_env_tree.png: `poet.report.env_tree_figure` (the report's own
   figure) of a run of experiments/quickstart.yaml, the run `make run` makes; `--run DIR`
   draws an existing one, otherwise the quickstart runs first (into a temporary folder);
-* reproduce: experiments/results/reproduce_poet/targets.png and annecs.png, redrawn by
-  experiments/reproduce_poet.py's own `figures` from the results.json next to them (the
-  experiment itself takes some 20 minutes: `python experiments/reproduce_poet.py`);
-* annecs: experiments/results/annecs_poet_vs_enhanced.png, redrawn by
-  experiments/annecs_poet_vs_enhanced.py's own `figure` from the JSON next to it.
+* reproduce: experiments/results/reproduce_poet/scores.png, climb.png and annecs.png, redrawn
+  by experiments/reproduce_poet.py's own `figures` from the results.json next to them (the
+  study itself takes about two hours on 2 cores: `python experiments/reproduce_poet.py`).
 """
 from __future__ import annotations
 
@@ -42,8 +40,7 @@ from envs import EnvParams  # noqa: E402
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
-RESULTS = ROOT / "experiments" / "results"
-REPRODUCE = RESULTS / "reproduce_poet"
+REPRODUCE = ROOT / "experiments" / "results" / "reproduce_poet"
 POET_COURSE = {"roughness": 2.4, "pit_gap": [0.8, 2.4], "stump_height": [0.4, 1.2]}
 CPPN_SEED, CPPN_MUTATIONS = 7, 40
 FRAME_STEPS = 40  # the walker stands still this many steps, so the frame shows it on the ground
@@ -122,33 +119,12 @@ def _write_tree(run, env_tree_figure: Callable, figure_png: Callable) -> Path:
     return path
 
 
-def draw_reproduce(args: argparse.Namespace) -> list[Path]:
-    """targets.png and annecs.png of the POET reproduction, from its results.json."""
+def draw_reproduce(args: argparse.Namespace) -> list[Path]:  # noqa: ARG001 - nothing to choose
+    """The figures of the POET reproduction study, from its results.json."""
     spec = importlib.util.spec_from_file_location("reproduce_poet", ROOT / "experiments" / "reproduce_poet.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    result = json.loads((REPRODUCE / "results.json").read_text())
-    threshold = _reproduce_threshold(result)
-    module.figures(result, threshold, REPRODUCE)
-    return [REPRODUCE / "targets.png", REPRODUCE / "annecs.png"]
-
-
-def draw_annecs(args: argparse.Namespace) -> list[Path]:  # noqa: ARG001 - nothing to choose
-    """The ANNECS figure of original POET against Enhanced POET, from the JSON next to it."""
-    spec = importlib.util.spec_from_file_location("annecs", ROOT / "experiments" / "annecs_poet_vs_enhanced.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    path = RESULTS / "annecs_poet_vs_enhanced.png"
-    module.figure(json.loads(path.with_suffix(".json").read_text())["runs"], path)
-    return [path]
-
-
-def _reproduce_threshold(result: dict) -> float:
-    """The solved threshold the reproduction ran with (its results.md states it too)."""
-    for line in (REPRODUCE / "results.md").read_text().splitlines():
-        if line.startswith("solved threshold "):
-            return float(line.split()[2].rstrip(";"))
-    raise SystemExit(f"{REPRODUCE / 'results.md'}: no 'solved threshold' line")
+    return module.figures(json.loads((REPRODUCE / "results.json").read_text()), REPRODUCE)
 
 
 # What each group writes, relative to the repository root (the README shows every one).
@@ -156,15 +132,13 @@ PICTURES: dict[str, list[str]] = {
     "profiles": ["docs/bipedal_mutated.png", "docs/terrain_mutated.png", "docs/bipedal_cppn_mutated.png"],
     "frames": ["docs/bipedal_frame.png", "docs/bipedal_cppn_frame.png"],
     "tree": ["docs/quickstart_env_tree.png"],
-    "reproduce": ["experiments/results/reproduce_poet/targets.png", "experiments/results/reproduce_poet/annecs.png"],
-    "annecs": ["experiments/results/annecs_poet_vs_enhanced.png"],
+    "reproduce": [f"experiments/results/reproduce_poet/{name}.png" for name in ("scores", "climb", "annecs")],
 }
 GROUPS: dict[str, Callable[[argparse.Namespace], list[Path]]] = {
     "profiles": draw_profiles,
     "frames": draw_frames,
     "tree": draw_tree,
     "reproduce": draw_reproduce,
-    "annecs": draw_annecs,
 }
 
 

@@ -1,18 +1,19 @@
 """Enhanced POET's claim: ANNECS of original POET on `terrain` against Enhanced POET on `terrain_cppn`.
 
-    python experiments/annecs_poet_vs_enhanced.py [--iterations 1000] [--seeds 0 1] [--out runs/annecs]
-                                                  [--json experiments/results/annecs_poet_vs_enhanced.json]
-                                                  [--figure experiments/results/annecs_poet_vs_enhanced.png] [--quick]
+    python experiments/annecs_poet_vs_enhanced.py [--iterations 2500] [--seeds 0 1] [--out runs/annecs]
+                                                  [--json OUT/annecs.json] [--figure OUT/annecs.png] [--quick]
 
 Both arms run `experiments/reproduce_poet.yaml` with the paper's structure where it fits
 (capacity 20, a transfer every 25 iterations as in the reference's scripts, and a
-reproduction at every transfer: see `STRUCTURE`), the same
-iterations and seeds: original POET (`curriculum=poet`) on the terrain family, whose
+reproduction at every transfer: see `STRUCTURE`), the same iterations and seeds: original POET (`curriculum=poet`) on the terrain family, whose
 mutations move POET's three obstacle groups, and Enhanced POET (`curriculum=enhanced_poet`)
 on `terrain_cppn`, whose grounds are the reference's CPPNs, on the same runner and core.
 ANNECS is counted as the Enhanced POET paper defines it (`run.annecs`) and, for Enhanced
 POET, as the reference code counts it (`run.annecs_reference`). Runs are resumable: a run
 directory that exists is resumed to `--iterations` (a finished one costs nothing).
+
+`experiments/reproduce_poet.py` runs these arms as part of its study (its `annecs.png`); this
+script runs them alone, for other lengths and seeds.
 """
 from __future__ import annotations
 
@@ -81,14 +82,15 @@ def figure(runs: list[dict], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=1000)
+    parser.add_argument("--iterations", type=int, default=2500)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--out", type=Path, default=Path("runs/annecs"))
-    parser.add_argument("--json", type=Path, default=ROOT / "experiments" / "results" / "annecs_poet_vs_enhanced.json")
-    parser.add_argument("--figure", type=Path,
-                        default=ROOT / "experiments" / "results" / "annecs_poet_vs_enhanced.png")
+    parser.add_argument("--json", type=Path, help="default: OUT/annecs.json")
+    parser.add_argument("--figure", type=Path, help="default: OUT/annecs.png")
     parser.add_argument("--quick", action="store_true", help="tiny runs that check the outputs' structure")
     args = parser.parse_args()
+    args.json = args.json or args.out / "annecs.json"
+    args.figure = args.figure or args.out / "annecs.png"
     t0 = time.perf_counter()
     runs = []
     for seed in args.seeds:

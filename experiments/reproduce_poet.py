@@ -238,9 +238,7 @@ def main() -> None:
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "results.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
     (args.results / "results.md").write_text(tables(result))
-    scores_figure(result, args.results / "scores.png")
-    climb_figure(result, args.results / "climb.png")
-    arms.figure(result["arms"], args.results / "annecs.png")
+    figures(result, args.results)
     print((args.results / "results.md").read_text())
     print(f"total wall time {result['seconds']:.0f} s; results in {args.results}")
 
@@ -279,6 +277,15 @@ def describe(values: dict) -> str:
         if values[key]:
             parts.append(f"{word} {values[key][0]:g} to {values[key][1]:g}")
     return ", ".join(parts)
+
+
+def figures(result: dict, out: Path) -> list[Path]:
+    """scores.png, climb.png and annecs.png in `out`, from the results (docs/make_pictures.py redraws them)."""
+    paths = [out / "scores.png", out / "climb.png", out / "annecs.png"]
+    scores_figure(result, paths[0])
+    climb_figure(result, paths[1])
+    arms.figure(result["arms"], paths[2])
+    return paths
 
 
 def scores_figure(result: dict, path: Path) -> None:
