@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +61,8 @@ def main() -> None:
     parser.add_argument("--courses", type=int, default=20)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    report = generalisation(args.run_dir, args.envs, args.courses)
+    report = {"command": " ".join(["python experiments/course_generalisation.py", *sys.argv[1:]]),
+              **generalisation(args.run_dir, args.envs, args.courses)}
     for env in report["envs"]:
         cells = ", ".join(f"roughness {c['roughness']:g}: {c['solved']}/{c['courses']} solved, {c['below_mc']} below "
                           f"the MC" for c in env["fresh_courses"])

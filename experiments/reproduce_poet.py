@@ -206,15 +206,19 @@ def main() -> None:
                 "budget": BUDGET_FACTOR * max(1, lineage_steps(run, env_id)),
                 "poet_score": best_recorded(run, env_id), "controls": {}})
         longest = max(t["budget"] for t in entry["targets"])
+        targets = [EnvParams.from_json(envs.loc[t["env_id"], "params_json"]) for t in entry["targets"]]
         for name in CONTROLS:
             for seed in range(args.control_seeds):
-                shared = name in ("accel", "dr")  # one run per class and seed, scored on every target
-                for t in entry["targets"]:
-                    target = EnvParams.from_json(envs.loc[t["env_id"], "params_json"])
-                    tag = f"class{level}" if shared else t["env_id"][:8]
-                    out = args.out / "controls" / f"{tag}-{name}-seed{seed}"
-                    iterations = longest if shared else t["budget"]
-                    run_or_resume(out, control_overrides(name, target, seed, args.quick), iterations)
+                if name in ("accel", "dr"):  # one run per class and seed, scored on every target
+                    out = args.out / "controls" / f"class{level}-{name}-seed{seed}"
+                    run_or_resume(out, control_overrides(name, targets[0], seed, args.quick), longest)
+                    runs = [(out, longest)] * len(targets)
+                else:
+                    runs = [(args.out / "controls" / f"{t['env_id'][:8]}-{name}-seed{seed}", t["budget"])
+                            for t in entry["targets"]]
+                    for (out, iterations), target in zip(runs, targets):
+                        run_or_resume(out, control_overrides(name, target, seed, args.quick), iterations)
+                for t, target, (out, iterations) in zip(entry["targets"], targets, runs):
                     scores = t["controls"].setdefault(name, {"iterations": iterations, "scores": []})["scores"]
                     scores.append(score_of(name, out, target, t["env_id"]))
             print(f"class {level} {name}: done ({time.perf_counter() - t0:.0f} s)", flush=True)

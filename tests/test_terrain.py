@@ -516,6 +516,15 @@ def test_envs_table_records_each_envs_difficulty(tiny, tmp_path):
     assert [row["iteration"] for row in report["solved_envs_over_iterations"]] == [3, 7, 8]
     solved = envs_t["solved_iteration"].notna()
     assert report["solved_envs_over_iterations"][-1]["envs_solved"] == int(solved.sum())
+    # experiments/course_generalisation.py scores the roughest solved envs' agents on fresh courses
+    from course_generalisation import generalisation
+
+    fresh = generalisation(tmp_path / "r", n_envs=2, n_courses=3)
+    roughest = envs_t[solved].sort_values("roughness", ascending=False)["roughness"].head(2).tolist()
+    assert [e["params"]["roughness"] for e in fresh["envs"]] == roughest
+    for e in fresh["envs"]:
+        assert [c["roughness"] for c in e["fresh_courses"]] == [e["params"]["roughness"], 4.5, 5.1]
+        assert all(0 <= c["solved"] + c["below_mc"] <= c["courses"] == 3 for c in e["fresh_courses"])
 
 
 def test_a_scripted_runner_clears_each_papers_criterion_alone():
