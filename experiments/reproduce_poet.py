@@ -191,22 +191,20 @@ def main() -> None:
 
     # 2-3: targets per class and their controls
     result["classes"] = []
+    envs = run.envs.set_index("env_id")
     for level, ids in pick_targets(run, args.targets).items():
-        envs = run.envs.set_index("env_id")
         entry = {"class": level, "name": DIFFICULTY_CLASSES[level],
                  "created": int((run.envs["difficulty"] == level).sum()),
                  "solved": int(((run.envs["difficulty"] == level) & run.envs["solved_iteration"].notna()).sum()),
                  "targets": []}
-        for env_id in ids:
-            target = EnvParams.from_json(envs.loc[env_id, "params_json"])
+        targets = [EnvParams.from_json(envs.loc[env_id, "params_json"]) for env_id in ids]
+        for env_id, target in zip(ids, targets):
+            steps = lineage_steps(run, env_id)
             entry["targets"].append({
                 "env_id": env_id, "params": target.values, "hardness": hardness(target.values),
-                "solved_iteration": int(envs.loc[env_id, "solved_iteration"]),
-                "lineage_steps": lineage_steps(run, env_id),
-                "budget": BUDGET_FACTOR * max(1, lineage_steps(run, env_id)),
-                "poet_score": best_recorded(run, env_id), "controls": {}})
+                "solved_iteration": int(envs.loc[env_id, "solved_iteration"]), "lineage_steps": steps,
+                "budget": BUDGET_FACTOR * max(1, steps), "poet_score": best_recorded(run, env_id), "controls": {}})
         longest = max(t["budget"] for t in entry["targets"])
-        targets = [EnvParams.from_json(envs.loc[t["env_id"], "params_json"]) for t in entry["targets"]]
         for name in CONTROLS:
             for seed in range(args.control_seeds):
                 if name in ("accel", "dr"):  # one run per class and seed, scored on every target
