@@ -164,7 +164,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2, help="seeds of each POET arm (the ANNECS figure)")
     parser.add_argument("--control-seeds", type=int, default=3)
     parser.add_argument("--targets", type=int, default=3, help="solved envs per class")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "reproduce")
+    parser.add_argument("--out", type=Path, default=Path("runs/reproduce"))
     parser.add_argument("--results", type=Path, default=ROOT / "experiments" / "results" / "reproduce_poet")
     parser.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes, in-process")
     args = parser.parse_args()
