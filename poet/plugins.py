@@ -1,4 +1,5 @@
 """`package.module:Name` references in config (user trainers and curricula)."""
+
 from __future__ import annotations
 
 import importlib

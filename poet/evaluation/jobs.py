@@ -8,11 +8,13 @@ with torch limited to one thread, so neither the machine nor the backend changes
 A job that steps envs reports how many under the key "env_steps_taken" of its (dict)
 value, so the pool's throughput counts them (`job_steps`).
 """
+
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from envs import EnvFamily
 from poet.evaluation.noise import NoiseTable
@@ -50,12 +52,12 @@ class JobResult:
         return self.error is None
 
     @classmethod
-    def failed(cls, job: "Job", message: str) -> "JobResult":
+    def failed(cls, job: Job, message: str) -> JobResult:
         """The error result of `job`, its message prefixed with the job's tag."""
         return cls(error=f"{job.tag}: {message}" if job.tag else message)
 
 
-def job_steps(results: "list[JobResult]") -> int:
+def job_steps(results: list[JobResult]) -> int:
     """Env steps the jobs reported taking (their value's "env_steps_taken")."""
     return sum(int(r.value.get("env_steps_taken", 0)) for r in results if r.ok and isinstance(r.value, dict))
 
