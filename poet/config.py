@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -481,33 +480,7 @@ def load_config(
     for text in overrides:
         parts, value = parse_override(text)
         apply_override(raw, parts, value)
-    return validate(build_dataclass(RunConfig, _read_mode_alias(raw)))
-
-
-MODE_ALIASES = {"poet": "poet", "enhanced": "enhanced_poet"}
-
-
-def _read_mode_alias(raw: dict) -> dict:
-    """`mode: poet | enhanced` (before curricula) as `curriculum: poet | enhanced_poet`, with a note."""
-    if "mode" not in raw:
-        return raw
-    raw = dict(raw)
-    mode = raw.pop("mode")
-    if mode not in MODE_ALIASES:
-        raise ConfigError(
-            f"mode: expected one of {', '.join(map(repr, MODE_ALIASES))} (deprecated: use "
-            f"curriculum: poet | enhanced_poet), got {mode!r}"
-        )
-    curriculum = MODE_ALIASES[mode]
-    if raw.get("curriculum", curriculum) != curriculum:
-        raise ConfigError(
-            f"mode: {mode!r} contradicts curriculum: {raw['curriculum']!r} (mode is deprecated; keep only curriculum)"
-        )
-    warnings.warn(
-        f"config: `mode: {mode}` is deprecated; write `curriculum: {curriculum}`", FutureWarning, stacklevel=3
-    )
-    raw["curriculum"] = curriculum
-    return raw
+    return validate(build_dataclass(RunConfig, raw))
 
 
 def _deep_merge(base: dict, extra: dict) -> dict:

@@ -858,7 +858,5 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
 
 
 def curriculum_of(config: dict) -> str:
-    """The run's curriculum, also for runs written before curricula (`mode: poet | enhanced`)."""
-    if "curriculum" in config:
-        return str(config["curriculum"])
-    return {"poet": "poet", "enhanced": "enhanced_poet"}.get(config.get("mode"), "?")
+    """The run's curriculum ("?" for a config without one)."""
+    return str(config.get("curriculum", "?"))

@@ -144,7 +144,7 @@ def test_distinct_fields_on_the_command_line_are_fine():
         ("transfer.fine_tune=false", ["transfer", "fine_tune"], False),
         ("progress=true", ["progress"], True),
         ("policy.hidden=[8, 16]", ["policy", "hidden"], [8, 16]),
-        ("mode=enhanced", ["mode"], "enhanced"),
+        ("curriculum=enhanced_poet", ["curriculum"], "enhanced_poet"),
         ("trainer.options={population: 8}", ["trainer", "options"], {"population": 8}),
         (" seed = 3", ["seed"], 3),  # whitespace around key and value
         ("trainer.name=pkg.mod:Cls=x", ["trainer", "name"], "pkg.mod:Cls=x"),  # split at the first '='
@@ -340,7 +340,7 @@ CONFIG_ERRORS = [
     ("scalar_for_list", {"policy": {"hidden": 40}}, [], "policy.hidden", "list"),
     ("scalar_for_section", {"reproduction": 5}, [], "reproduction", "mapping"),
     ("scalar_for_options", {"trainer": {"options": "fast"}}, [], "trainer.options", "mapping"),
-    ("literal_mode", {"mode": "posh"}, [], "mode", "posh"),
+    ("unknown_mode", {"mode": "poet"}, [], "mode", "unknown"),
     ("literal_activation", {"policy": {"activation": "sigmoid"}}, [], "policy.activation", "sigmoid"),
     ("literal_on_error", {"evaluation": {"on_error": "ignore"}}, [], "evaluation.on_error", "ignore"),
     (
@@ -429,7 +429,7 @@ def test_directory_instead_of_file(tmp_path):
 
 def test_invalid_yaml_names_file_and_line(tmp_path):
     path = tmp_path / "broken.yaml"
-    path.write_text("mode: poet\nseed: 0\n  iterations: 3\n")
+    path.write_text("curriculum: poet\nseed: 0\n  iterations: 3\n")
     with pytest.raises(ConfigError) as info:
         load_config(path)
     msg = str(info.value)
@@ -564,16 +564,6 @@ def test_a_bad_spec_yaml_is_one_clear_error(tmp_path):
     cfg = load_config(overrides=["env.family=gym", f"env.options={{spec: {spec}}}"])
     with pytest.raises(ConfigError, match=r"env.options: GymFamily spec .*bad.yaml is not valid YAML \(line 3"):
         check_parts(cfg)
-
-
-def test_mode_is_read_as_curriculum_with_a_deprecation_note(tmp_path):
-    with pytest.warns(FutureWarning, match="mode: enhanced.*curriculum: enhanced_poet"):
-        cfg = load_config(data={"mode": "enhanced"})
-    assert cfg.curriculum == "enhanced_poet" and "mode" not in cfg.to_dict()
-    with pytest.warns(FutureWarning):
-        assert load_config(overrides=["mode=poet"]).curriculum == "poet"
-    with pytest.raises(ConfigError, match="mode: 'poet' contradicts curriculum: 'enhanced_poet'"):
-        load_config(data={"mode": "poet", "curriculum": "enhanced_poet"})
 
 
 def test_unknown_curriculum_and_bad_options_are_one_line_errors():
