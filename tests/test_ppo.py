@@ -249,7 +249,7 @@ def test_job_function_errors_are_reported_per_job():
     ev = InProcessEvaluator(TERRAIN, spec)
     out = ev.run_jobs([Job("poet.trainers.ppo:no_such_fn", {}, tag="a"), Job("nomodule", {}, tag="b")])
     assert not out[0].ok and out[0].error.startswith("a: ") and "no_such_fn" in out[0].error
-    assert not out[1].ok and "package.module:function" in out[1].error
+    assert not out[1].ok and "job function must be 'package.module:Name'" in out[1].error
 
 
 @pytest.mark.slow
