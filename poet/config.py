@@ -16,6 +16,11 @@ from typing import Any, Literal
 
 import yaml
 
+# Marks a setting that changes where and how fast a run goes, never its numbers: a resumed
+# run may change it (a laptop run continues on a cluster, with more workers, ...), and a
+# checkpoint's identity leaves it out. Every other setting is fixed for the run's life.
+WHERE_ONLY = {"changes_results": False}
+
 
 class ConfigError(ValueError):
     """A configuration problem; the message names the field."""
@@ -47,12 +52,12 @@ class PolicyConfig:
 class EvaluationConfig:
     """How agents are scored and where rollouts run."""
 
-    backend: Literal["ray", "inprocess"] = "ray"
+    backend: Literal["ray", "inprocess"] = field(default="ray", metadata=WHERE_ONLY)
     max_steps: int = 2000  # step cap of every episode
     eval_episodes: int = 5  # episodes behind each agent-on-env score (eligibility, MC, novelty, transfer)
     on_error: Literal["stop", "score_as_failure"] = "stop"
     failure_score: float = -100.0  # the score a failed evaluation gets with on_error=score_as_failure
-    batch_rows: int = 4096  # most episodes stepped together in one batch
+    batch_rows: int = field(default=4096, metadata=WHERE_ONLY)  # most episodes stepped together in one batch
     # "fixed": each env carries one course seed, drawn when the env is created, and every
     # rollout on it runs that course (the reference's Box2DNiche, stochastic=False);
     # "per_episode": every episode draws a new course (tests generalisation over the family)
@@ -64,7 +69,7 @@ class EvaluationConfig:
     # With after_step: run the next iteration's trainer requests in this iteration's score
     # wave (both evaluate the updated agents), so an iteration is one wave, not two. Changes
     # no number: a result run ahead is used only by an identical request.
-    run_ahead: bool = True
+    run_ahead: bool = field(default=True, metadata=WHERE_ONLY)
     # every this many iterations, score the active agents on the family's held-out levels
     # (poet.heldout; the `heldout` table); 0: never
     test_every: int = 0
@@ -164,27 +169,47 @@ class RunConfig:
     """A whole run."""
 
     # poet | enhanced_poet | accel | robust_plr | dr | direct | path, or a curriculum of your own as package.module:Class (built with
-    # the keyword arguments in curriculum_options). `mode: poet | enhanced` is read as
-    # curriculum: poet | enhanced_poet (deprecated).
+    # the keyword arguments in curriculum_options).
     curriculum: str = "poet"
     curriculum_options: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
-    iterations: int = 1000
+    iterations: int = field(default=1000, metadata=WHERE_ONLY)
     solved_threshold: float = 230.0
-    progress: bool = True
+    progress: bool = field(default=True, metadata=WHERE_ONLY)
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
-    ray: RayConfig = field(default_factory=RayConfig)
+    ray: RayConfig = field(default_factory=RayConfig, metadata=WHERE_ONLY)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     reproduction: ReproductionConfig = field(default_factory=ReproductionConfig)
     transfer: TransferConfig = field(default_factory=TransferConfig)
-    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig, metadata=WHERE_ONLY)
+    logging: LoggingConfig = field(default_factory=LoggingConfig, metadata=WHERE_ONLY)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (what is saved in the run directory)."""
         return dataclasses.asdict(self)
+
+
+def where_only_settings(cls: type = RunConfig, prefix: str = "") -> list[str]:
+    """The dotted keys marked WHERE_ONLY (a whole section as `name.*`), in declaration order."""
+    keys = []
+    for f in dataclasses.fields(cls):
+        section = f.default_factory if dataclasses.is_dataclass(f.default_factory) else None
+        if f.metadata.get("changes_results", True) is False:
+            keys.append(f"{prefix}{f.name}" + (".*" if section else ""))
+        elif section:
+            keys += where_only_settings(section, f"{prefix}{f.name}.")
+    return keys
+
+
+def changes_results(key: str) -> bool:
+    """Whether the config field `key` (dotted) can change a run's numbers."""
+    for setting in where_only_settings():
+        section = setting.removesuffix(".*")
+        if key == setting or key == section or (setting.endswith(".*") and key.startswith(section + ".")):
+            return False
+    return True
 
 
 # ---------------------------------------------------------------- type-checked building

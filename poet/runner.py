@@ -24,7 +24,15 @@ import numpy as np
 import envs
 from envs import EnvFamily
 from poet import __version__, checkpoint, heldout
-from poet.config import ConfigError, RunConfig, build_dataclass, load_config, save_config
+from poet.config import (
+    ConfigError,
+    RunConfig,
+    build_dataclass,
+    changes_results,
+    load_config,
+    save_config,
+    where_only_settings,
+)
 from poet.context import RunContext
 from poet.curricula import PoetCurriculum, resolve_curriculum
 from poet.curricula.poet import start_params
@@ -455,37 +463,16 @@ class StopRequest:
             signal.signal(sig, old)
 
 
-# Settings that change where and how fast a run goes, never its numbers: a checkpoint
-# resumes under any of them (a laptop run continues on a cluster, with more workers, ...).
-NOT_RESULTS = {
-    "iterations": None,
-    "progress": None,
-    "ray": None,
-    "checkpoint": None,
-    "logging": None,
-    "evaluation": ("backend", "batch_rows", "run_ahead"),
-}
-
-
-def changes_results(key: str) -> bool:
-    """Whether the config field `key` (dotted) can change a run's numbers."""
-    top, _, rest = key.partition(".")
-    if top not in NOT_RESULTS:
-        return True
-    fields = NOT_RESULTS[top]
-    return fields is not None and rest not in fields
-
-
 def identity_text(cfg: RunConfig, family: EnvFamily | None = None) -> str:
     """What a checkpoint is valid for: every setting that changes results, plus the content of
     whatever the env family reads besides the config (e.g. a generic family's spec file)."""
     data = cfg.to_dict()
-    for key, sub in NOT_RESULTS.items():
-        if sub is None:
-            data.pop(key)
-        else:
-            for name in sub:
-                data[key].pop(name)
+    for setting in where_only_settings():
+        *sections, name = setting.removesuffix(".*").split(".")
+        table = data
+        for section in sections:
+            table = table[section]
+        table.pop(name)
     fingerprint = getattr(family, "fingerprint", None)
     if callable(fingerprint):
         data["family_fingerprint"] = fingerprint()
@@ -541,9 +528,8 @@ def resume(
 ) -> RunResult:
     """Continue a run from its newest usable checkpoint, to `iterations` (default: the config's).
 
-    `overrides` may change only what does not change results (`ray.*`, `evaluation.backend`,
-    `evaluation.batch_rows`, `evaluation.run_ahead`, `checkpoint.*`, `progress`): continue on
-    another pool. They hold for this resume only; of what it is given, only a new `iterations`
+    `overrides` may change only what does not change results (the settings marked
+    `WHERE_ONLY` in poet/config.py: `ray.*`, `evaluation.backend`, ...): continue on another pool. They hold for this resume only; of what it is given, only a new `iterations`
     target is saved in the run's config.yaml (a later plain resume goes on to it).
 
     A run already at its target returns at once, saying so. A run stopped before its first
@@ -561,7 +547,7 @@ def resume(
         if changes_results(key):
             raise ConfigError(
                 f"--set {key}: a resumed run keeps every setting that changes results; only "
-                "ray.*, evaluation.backend, evaluation.batch_rows, evaluation.run_ahead, checkpoint.* and progress may change"
+                f"{', '.join(where_only_settings())} may change"
             )
     saved = load_config(config_path)
     extra = [f"iterations={iterations}"] if iterations is not None else []
