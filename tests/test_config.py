@@ -643,3 +643,23 @@ def test_a_curriculums_own_value_check_is_named_with_the_curriculum():
         )
     with pytest.raises(ConfigError, match=r"^curriculum_options: accel: .*replay_prob"):
         check_parts(load_config(data={"curriculum": "accel", "curriculum_options": {"replay_prob": 2.0}}))
+
+
+def test_where_only_settings_are_the_ones_a_resume_may_change_and_the_readme_names():
+    from poet.config import changes_results, where_only_settings
+
+    settings = where_only_settings()
+    assert settings == [
+        "iterations",
+        "progress",
+        "evaluation.backend",
+        "evaluation.batch_rows",
+        "evaluation.run_ahead",
+        "ray.*",
+        "checkpoint.*",
+        "logging.*",
+    ]
+    assert not changes_results("ray.workers") and not changes_results("logging") and changes_results("rayx.workers")
+    assert changes_results("evaluation.max_steps") and changes_results("trainer.es.lr")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert all(f"`{s}`" in readme for s in settings if s != "iterations")
