@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast install clean
+.PHONY: run test test-fast lint install clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,12 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/poet run experiments/quickstart.yaml
 
-test: $(STAMP)
+# Lint and format check (settings in pyproject.toml); `ruff format .` fixes the format.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
 	$(BIN)/python -m pytest -q --durations=20
 
 test-fast: $(STAMP)

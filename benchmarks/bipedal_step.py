@@ -7,6 +7,7 @@ timed in alternation, repeat after repeat, so machine noise hits both alike. Rep
 median microseconds per step and the ratio family / v3 for a flat course and for a course
 with roughness, pits and stumps. Nothing here is a pass/fail test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,10 @@ def main() -> None:
         for name, env in contenders.items():
             times[name].append(time_steps(env, actions, seed=rep))
     base = statistics.median(times["BipedalWalker-v3"])
-    results = {name: {"us_per_step": round(statistics.median(t), 1), "ratio_to_v3": round(statistics.median(t) / base, 3)}
-               for name, t in times.items()}
+    results = {
+        name: {"us_per_step": round(statistics.median(t), 1), "ratio_to_v3": round(statistics.median(t) / base, 3)}
+        for name, t in times.items()
+    }
     width = max(map(len, results))
     for name, r in results.items():
         print(f"{name:<{width}}  {r['us_per_step']:8.1f} us/step  x{r['ratio_to_v3']:.3f}")

@@ -8,6 +8,7 @@ PYTHONPATH puts that tree first (Ray's local workers inherit it), so both see th
 machine and the same load over time. Prints each run and the median of each side; nothing
 here is a pass/fail test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,13 @@ def run_quickstart(tree: Path, extra: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "quickstart.json"
         env = os.environ | {"PYTHONPATH": str(tree)}
-        subprocess.run([sys.executable, str(tree / "benchmarks" / "quickstart.py"), "--json", str(out), *extra],
-                       cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, str(tree / "benchmarks" / "quickstart.py"), "--json", str(out), *extra],
+            cwd=tree,
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         return json.loads(out.read_text())
 
 
@@ -39,10 +45,12 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("extra", nargs="*", help="arguments for quickstart.py (after --)")
     args = parser.parse_args()
-    base_rev = subprocess.run(["git", "rev-parse", args.base], cwd=ROOT, check=True, capture_output=True,
-                              text=True).stdout.strip()
-    head_rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, check=True, capture_output=True,
-                              text=True).stdout.strip()
+    base_rev = subprocess.run(
+        ["git", "rev-parse", args.base], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    head_rev = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.strip()
     runs: dict[str, list[dict]] = {"base": [], "this": []}
     with tempfile.TemporaryDirectory() as tmp:
         base_tree = Path(tmp) / "base"
@@ -52,17 +60,28 @@ def main() -> None:
                 for side, tree in (("base", base_tree), ("this", ROOT)):
                     stats = run_quickstart(tree, args.extra)
                     runs[side].append(stats)
-                    print(f"round {rnd + 1} {side}: {stats['env_steps_per_s']:,} env steps/s, "
-                          f"wall {stats['wall_seconds']}s, ANNECS {stats['annecs']}", flush=True)
+                    print(
+                        f"round {rnd + 1} {side}: {stats['env_steps_per_s']:,} env steps/s, "
+                        f"wall {stats['wall_seconds']}s, ANNECS {stats['annecs']}",
+                        flush=True,
+                    )
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, check=False)
     median = {side: statistics.median(r["env_steps_per_s"] for r in rs) for side, rs in runs.items()}
     wall = {side: statistics.median(r["wall_seconds"] for r in rs) for side, rs in runs.items()}
-    summary = {"base": base_rev, "this": head_rev, "rounds": args.rounds,
-               "median_env_steps_per_s": median, "median_wall_seconds": wall,
-               "speedup_env_steps_per_s": round(median["this"] / median["base"], 3), "runs": runs}
-    print(f"median env steps/s: base {median['base']:,.0f}, this {median['this']:,.0f} "
-          f"({summary['speedup_env_steps_per_s']:.2f}x); median wall {wall['base']}s vs {wall['this']}s")
+    summary = {
+        "base": base_rev,
+        "this": head_rev,
+        "rounds": args.rounds,
+        "median_env_steps_per_s": median,
+        "median_wall_seconds": wall,
+        "speedup_env_steps_per_s": round(median["this"] / median["base"], 3),
+        "runs": runs,
+    }
+    print(
+        f"median env steps/s: base {median['base']:,.0f}, this {median['this']:,.0f} "
+        f"({summary['speedup_env_steps_per_s']:.2f}x); median wall {wall['base']}s vs {wall['this']}s"
+    )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(summary, indent=2))

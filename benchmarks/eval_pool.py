@@ -51,6 +51,7 @@ Ray starts with num_cpus=W. The pool's actors hold one CPU each for their lifeti
 is created for its measurement and closed before naive tasks run (else they never schedule).
 Nothing here is a pass/fail test; targets are printed next to the numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,10 +63,11 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -78,17 +80,21 @@ from envs.terrain import TerrainBatch, TerrainFamily
 from poet.evaluation.protocol import EvalRequest, PolicyRef
 from poet.evaluation.ray_pool import RayEvaluator
 from poet.evaluation.rollout import _tally as tally
-from poet.evaluation.rollout import _terrain_rows
-from poet.evaluation.rollout import simulated_steps
+from poet.evaluation.rollout import _terrain_rows, simulated_steps
 from poet.policies import BatchedPolicy, MLPPolicy, PolicySpec, init_flat, spec_for_spaces
 from poet.seeding import episode_seeds
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from test_terrain_core import FrozenNumpyCore  # noqa: E402  (the numpy core before compilation, frozen)
-TARGETS = {"efficiency": {"terrain": 0.85, "bipedal": 0.93}, "speedup_vs_naive_terrain": 5.0,
-           "pool_vs_raw_numpy_terrain": 2.0,
-           "rss_growth_1000_vs_10": 0.10, "pool_vs_evotorch": 1.5}
+
+TARGETS = {
+    "efficiency": {"terrain": 0.85, "bipedal": 0.93},
+    "speedup_vs_naive_terrain": 5.0,
+    "pool_vs_raw_numpy_terrain": 2.0,
+    "rss_growth_1000_vs_10": 0.10,
+    "pool_vs_evotorch": 1.5,
+}
 HIDDEN, ACTIVATION = (40, 40), "tanh"
 EVOTORCH_NETWORK = "Linear(obs_length, 40) >> Tanh() >> Linear(40, 40) >> Tanh() >> Linear(40, act_length) >> Tanh()"
 
@@ -129,11 +135,13 @@ class BipedalFamily:
 class Sizes:
     """How big each part of the benchmark is: per env, (policies P, envs E, episodes n)."""
 
-    shapes: dict[str, tuple[int, int, int]] = field(default_factory=lambda: {
-        "terrain": (32, 8, 1),  # an ES wave: 32 perturbations on each of 8 envs
-        "bipedal": (64, 1, 1),  # an ES population of 64 on BipedalWalker-v3
-        "bipedal_family": (16, 4, 1),
-    })
+    shapes: dict[str, tuple[int, int, int]] = field(
+        default_factory=lambda: {
+            "terrain": (32, 8, 1),  # an ES wave: 32 perturbations on each of 8 envs
+            "bipedal": (64, 1, 1),  # an ES population of 64 on BipedalWalker-v3
+            "bipedal_family": (16, 4, 1),
+        }
+    )
     bipedal_max_steps: int = 400
     terrain_max_steps: int | None = 400
     waves: int = 10  # consecutive waves per timed span, as a run sends them
@@ -147,11 +155,17 @@ class Sizes:
     memory_max_steps: int = 50
 
     @classmethod
-    def quick(cls) -> "Sizes":
+    def quick(cls) -> Sizes:
         """A smoke run: seconds per env instead of minutes."""
-        return cls(shapes={"terrain": (4, 2, 2), "bipedal": (4, 1, 2), "bipedal_family": (2, 2, 1)},
-                   bipedal_max_steps=100, terrain_max_steps=100, waves=2, terrain_waves=None, repeats=1,
-                   memory_max_steps=10)
+        return cls(
+            shapes={"terrain": (4, 2, 2), "bipedal": (4, 1, 2), "bipedal_family": (2, 2, 1)},
+            bipedal_max_steps=100,
+            terrain_max_steps=100,
+            waves=2,
+            terrain_waves=None,
+            repeats=1,
+            memory_max_steps=10,
+        )
 
     def waves_for(self, name: str) -> int:
         """Consecutive waves per timed span for env `name`."""
@@ -213,8 +227,11 @@ Episode = tuple[int, int, int]  # (policy index, env index, env seed)
 
 def matrix_requests(setup: Setup, refs: Sequence[PolicyRef], seed_base: int) -> list[EvalRequest]:
     """One request per (policy, env) with n episodes; request seeds start at `seed_base`."""
-    return [EvalRequest(refs[p], env, setup.episodes, seed_base + p * len(setup.envs) + e, setup.max_steps)
-            for p in range(len(setup.policies)) for e, env in enumerate(setup.envs)]
+    return [
+        EvalRequest(refs[p], env, setup.episodes, seed_base + p * len(setup.envs) + e, setup.max_steps)
+        for p in range(len(setup.policies))
+        for e, env in enumerate(setup.envs)
+    ]
 
 
 def matrix_episodes(setup: Setup, seed_base: int) -> list[Episode]:
@@ -229,8 +246,9 @@ def matrix_episodes(setup: Setup, seed_base: int) -> list[Episode]:
     return out
 
 
-def run_episode(env: gym.Env, policy: MLPPolicy, low: np.ndarray, high: np.ndarray, seed: int,
-                max_steps: int) -> tuple[float, int]:
+def run_episode(
+    env: gym.Env, policy: MLPPolicy, low: np.ndarray, high: np.ndarray, seed: int, max_steps: int
+) -> tuple[float, int]:
     """One episode: one observation through the torch module per step, tanh-squashed to the bounds."""
     obs, _ = env.reset(seed=seed)
     ret, steps = 0.0, 0
@@ -250,15 +268,16 @@ def numpy_layers(spec: PolicySpec, flats: np.ndarray) -> list[tuple[np.ndarray, 
     flats = np.atleast_2d(np.asarray(flats, dtype=np.float32))
     sizes, offset, layers = spec.layer_sizes, 0, []
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-        w = flats[:, offset:offset + fan_in * fan_out].reshape(-1, fan_out, fan_in).transpose(0, 2, 1)
+        w = flats[:, offset : offset + fan_in * fan_out].reshape(-1, fan_out, fan_in).transpose(0, 2, 1)
         offset += fan_in * fan_out
-        layers.append((np.ascontiguousarray(w), np.ascontiguousarray(flats[:, offset:offset + fan_out])))
+        layers.append((np.ascontiguousarray(w), np.ascontiguousarray(flats[:, offset : offset + fan_out])))
         offset += fan_out
     return layers
 
 
-def numpy_forward(layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray, low: np.ndarray,
-                  high: np.ndarray) -> np.ndarray:
+def numpy_forward(
+    layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> np.ndarray:
     """Actions of every row from its own weights: tanh hidden layers, tanh squashed to the bounds."""
     h = np.asarray(obs, dtype=np.float32)[:, None, :]
     for i, (w, b) in enumerate(layers):
@@ -283,13 +302,22 @@ RAW_WIDTHS = (1, 4, 8)
 
 def stack_layers(layers: list[list[tuple[np.ndarray, np.ndarray]]]) -> list[tuple[np.ndarray, np.ndarray]]:
     """One-row `numpy_layers` of several policies, stacked into one batch (a row per policy)."""
-    return [(np.concatenate([ls[i][0] for ls in layers]), np.concatenate([ls[i][1] for ls in layers]))
-            for i in range(len(layers[0]))]
+    return [
+        (np.concatenate([ls[i][0] for ls in layers]), np.concatenate([ls[i][1] for ls in layers]))
+        for i in range(len(layers[0]))
+    ]
 
 
-def raw_slots(envs: list[list[gym.Env]], episodes: list[Episode], layers: list[list[tuple[np.ndarray, np.ndarray]]],
-              low: np.ndarray, high: np.ndarray, max_steps: int, renew: Callable[[gym.Env], Any] | None,
-              width: int = RAW_SLOTS) -> int:
+def raw_slots(
+    envs: list[list[gym.Env]],
+    episodes: list[Episode],
+    layers: list[list[tuple[np.ndarray, np.ndarray]]],
+    low: np.ndarray,
+    high: np.ndarray,
+    max_steps: int,
+    renew: Callable[[gym.Env], Any] | None,
+    width: int = RAW_SLOTS,
+) -> int:
     """A process's episodes through `width` reused gymnasium envs per env params (`envs[e][k]`),
     one batched numpy forward per step; when an episode ends, the next starts in its slot at once.
     Returns the steps taken.
@@ -360,12 +388,26 @@ def raw_walkers(setup: Setup, copies: int) -> Callable[..., int]:
 def raw_batch(setup: Setup, episodes: list[Episode], low: np.ndarray, high: np.ndarray, core: str = "compiled") -> int:
     """All `episodes` in one batch (`raw_rows`); returns the steps taken."""
     n = len(episodes)
-    return raw_rows(setup.family, setup.spec, [setup.envs[e] for _, e, _ in episodes], [s for _, _, s in episodes],
-                    np.stack([setup.policies[p] for p, _, _ in episodes]), np.full(n, setup.max_steps), core)
+    return raw_rows(
+        setup.family,
+        setup.spec,
+        [setup.envs[e] for _, e, _ in episodes],
+        [s for _, _, s in episodes],
+        np.stack([setup.policies[p] for p, _, _ in episodes]),
+        np.full(n, setup.max_steps),
+        core,
+    )
 
 
-def raw_rows(family: Any, spec: PolicySpec, params: list[EnvParams], seeds: list[int], flats: np.ndarray,
-             caps: np.ndarray, core: str = "compiled") -> int:
+def raw_rows(
+    family: Any,
+    spec: PolicySpec,
+    params: list[EnvParams],
+    seeds: list[int],
+    flats: np.ndarray,
+    caps: np.ndarray,
+    core: str = "compiled",
+) -> int:
     """Episodes (one row per params, seed, weights and step cap) in one batch, as plain code
     runs them; returns the steps taken. `core`:
 
@@ -385,8 +427,24 @@ def raw_rows(family: Any, spec: PolicySpec, params: list[EnvParams], seeds: list
         if core == "compiled" and isinstance(env, TerrainBatch):
             weights, sizes, activation, low, span = policy.packed
             bad = np.zeros(n, dtype=bool)
-            _terrain_rows(env.table, env.bases, env.max_cell, env.course_length, env.progress_scale, caps,
-                          weights, sizes, activation, low, span, 0, n, returns, lengths, bad)
+            _terrain_rows(
+                env.table,
+                env.bases,
+                env.max_cell,
+                env.course_length,
+                env.progress_scale,
+                caps,
+                weights,
+                sizes,
+                activation,
+                low,
+                span,
+                0,
+                n,
+                returns,
+                lengths,
+                bad,
+            )
             return int(lengths.sum())
         obs, bad, all_done = env.reset(), np.zeros(n, dtype=bool), False
         while not all_done:
@@ -497,8 +555,15 @@ class Measurement:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-def raw_process(setup: Setup, warmup: list[Episode], waves: list[list[Episode]], barrier: Any, results: Any,
-                release: Any, core: str = "compiled") -> None:
+def raw_process(
+    setup: Setup,
+    warmup: list[Episode],
+    waves: list[list[Episode]],
+    barrier: Any,
+    results: Any,
+    release: Any,
+    core: str = "compiled",
+) -> None:
     """Body of one raw process: its share of a warm-up wave, wait for the others, its share of every
     timed wave, report, wait to exit."""
     low, high = action_bounds(setup.spec)
@@ -532,19 +597,26 @@ def compare_raw_widths(name: str, sizes: Sizes, log: Callable[[str], None]) -> d
             steps = sum(walkers(wave, width) for wave in waves)
             rates[width].append(steps / (time.perf_counter() - t0))
     median = {w: round(statistics.median(r)) for w, r in rates.items()}
-    log(f"{name}: raw steps/s in one process by slots stepped together (median of {sizes.repeats}): "
-        + ", ".join(f"{w}: {r:,}" for w, r in median.items()))
+    log(
+        f"{name}: raw steps/s in one process by slots stepped together (median of {sizes.repeats}): "
+        + ", ".join(f"{w}: {r:,}" for w, r in median.items())
+    )
     return {"steps_per_s_by_width": median, "per_repeat": {w: [round(x) for x in r] for w, r in rates.items()}}
 
 
-def measure_raw(setup: Setup, warmup: list[Episode], waves: list[list[Episode]], workers: int,
-                core: str = "compiled") -> Measurement:
+def measure_raw(
+    setup: Setup, warmup: list[Episode], waves: list[list[Episode]], workers: int, core: str = "compiled"
+) -> Measurement:
     """W spawned processes, each wave's episodes dealt round-robin (an equal share each); steps/s summed over processes."""
     ctx = mp.get_context("spawn")
     barrier, results, release = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=raw_process, args=(setup, warmup[i::workers], [w[i::workers] for w in waves], barrier,
-                                                   results, release, core))
-             for i in range(workers)]
+    procs = [
+        ctx.Process(
+            target=raw_process,
+            args=(setup, warmup[i::workers], [w[i::workers] for w in waves], barrier, results, release, core),
+        )
+        for i in range(workers)
+    ]
     for proc in procs:
         proc.start()
     quiet = settle()  # the processes are warm and blocked on the barrier
@@ -563,8 +635,9 @@ def measure_raw(setup: Setup, warmup: list[Episode], waves: list[list[Episode]],
     # ES needs a whole wave before the next: plain code that waits for it spends, per wave, the
     # time of the process that took longest (not counting the cost of a barrier itself)
     synced = sum(max(per_wave) for per_wave in zip(*(r[4] for r in reports)))
-    return Measurement(steps, wall, rate, cpu | quiet, {"wall_steps_per_s": steps / wall,
-                                                        "synced_steps_per_s": steps / synced})
+    return Measurement(
+        steps, wall, rate, cpu | quiet, {"wall_steps_per_s": steps / wall, "synced_steps_per_s": steps / synced}
+    )
 
 
 def open_pool(setup: Setup, workers: int, transport: str = "socket") -> RayEvaluator:
@@ -585,8 +658,9 @@ def check(results: Sequence[Any]) -> None:
         raise RuntimeError(f"{len(bad)} evaluation errors, first: {bad[0]}")
 
 
-def measure_pool(setup: Setup, warmup_base: int, seed_bases: list[int], workers: int,
-                 transport: str = "socket") -> Measurement:
+def measure_pool(
+    setup: Setup, warmup_base: int, seed_bases: list[int], workers: int, transport: str = "socket"
+) -> Measurement:
     """`evaluate` of one wave per seed base, back to back, on a freshly warmed pool that has run
     one wave of the same shape (as the raw processes have): what it measures from a wave
     (step costs, episode lengths per env) it has learnt, as it has in a run after one iteration."""
@@ -609,8 +683,9 @@ def measure_pool(setup: Setup, warmup_base: int, seed_bases: list[int], workers:
         pool.close()
 
 
-def naive_episode(family: Any, spec: PolicySpec, weights: np.ndarray, params: EnvParams, seed: int,
-                  max_steps: int) -> tuple[float, int]:
+def naive_episode(
+    family: Any, spec: PolicySpec, weights: np.ndarray, params: EnvParams, seed: int, max_steps: int
+) -> tuple[float, int]:
     """The user's pattern: a task that rebuilds the policy and the env, then runs one episode."""
     torch.set_num_threads(1)
     policy = MLPPolicy(spec)
@@ -627,8 +702,10 @@ def submit_naive(setup: Setup, episodes: list[Episode]) -> list[tuple[float, int
     import ray
 
     task = ray.remote(num_cpus=1)(naive_episode)
-    refs = [task.remote(setup.family, setup.spec, setup.policies[p], setup.envs[e], seed, setup.max_steps)
-            for p, e, seed in episodes]
+    refs = [
+        task.remote(setup.family, setup.spec, setup.policies[p], setup.envs[e], seed, setup.max_steps)
+        for p, e, seed in episodes
+    ]
     return ray.get(refs)
 
 
@@ -664,10 +741,16 @@ def measure_evotorch(setup: Setup, waves: int, workers: int) -> Measurement:
     from evotorch.neuroevolution import GymNE
 
     logging.getLogger("evotorch").setLevel(logging.WARNING)
-    problem = GymNE(env="BipedalWalker-v3", network=EVOTORCH_NETWORK, num_actors=workers,
-                    episode_length=setup.max_steps, initial_bounds=(-1e-5, 1e-5))
-    search = PGPE(problem, popsize=len(setup.policies), center_learning_rate=1e-9, stdev_learning_rate=1e-9,
-                  stdev_init=0.1)
+    problem = GymNE(
+        env="BipedalWalker-v3",
+        network=EVOTORCH_NETWORK,
+        num_actors=workers,
+        episode_length=setup.max_steps,
+        initial_bounds=(-1e-5, 1e-5),
+    )
+    search = PGPE(
+        problem, popsize=len(setup.policies), center_learning_rate=1e-9, stdev_learning_rate=1e-9, stdev_init=0.1
+    )
     search.step()  # warm-up: actors, envs
     quiet = settle()
     watch = CpuWatch()
@@ -682,12 +765,16 @@ def measure_evotorch(setup: Setup, waves: int, workers: int) -> Measurement:
 
 
 # ================================================================================ memory
-def memory_wave(pool: RayEvaluator, setup: Setup, sizes: Sizes, distinct: int, seed_base: int) -> list[dict[str, float]]:
+def memory_wave(
+    pool: RayEvaluator, setup: Setup, sizes: Sizes, distinct: int, seed_base: int
+) -> list[dict[str, float]]:
     """`memory_requests` one-episode requests on the first env, cycling over `distinct` fresh
     policies; weights are released afterwards. Returns each worker's memory after the wave."""
     refs = [pool.put(w) for w in random_policies(setup.spec, distinct, seed=seed_base)]
-    requests = [EvalRequest(refs[i % distinct], setup.envs[0], 1, seed_base + i, sizes.memory_max_steps)
-                for i in range(sizes.memory_requests)]
+    requests = [
+        EvalRequest(refs[i % distinct], setup.envs[0], 1, seed_base + i, sizes.memory_max_steps)
+        for i in range(sizes.memory_requests)
+    ]
     check(pool.evaluate(requests))
     pool.release(refs)
     return worker_memory(pool)
@@ -714,9 +801,14 @@ def measure_memory(setup: Setup, sizes: Sizes, workers: int) -> dict[str, Any]:
         "worker_peak_rss_mb_10": round(max(m["peak_rss_mb"] for m in after_few), 1),
         "worker_peak_rss_mb_1000": round(max(m["peak_rss_mb"] for m in after_many), 1),
         "rss_growth_1000_vs_10": round(max(rss_many) / max(rss_few) - 1.0, 4),
-        "memory_waves": {"rows": sizes.memory_requests, "policies": [few, many], "max_steps": sizes.memory_max_steps,
-                         "per_worker_after_10": after_few, "per_worker_after_1000": after_many,
-                         "per_worker_after_1000_second_wave": after_many_again},
+        "memory_waves": {
+            "rows": sizes.memory_requests,
+            "policies": [few, many],
+            "max_steps": sizes.memory_max_steps,
+            "per_worker_after_10": after_few,
+            "per_worker_after_1000": after_many,
+            "per_worker_after_1000_second_wave": after_many_again,
+        },
     }
 
 
@@ -744,8 +836,14 @@ def ray_session(workers: int) -> Iterator[None]:
     import ray
 
     # address="local": always a new instance, never one found through RAY_ADDRESS.
-    ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=workers, include_dashboard=False,
-             logging_level="ERROR", log_to_driver=False)
+    ray.init(
+        address="local",
+        _node_ip_address="127.0.0.1",
+        num_cpus=workers,
+        include_dashboard=False,
+        logging_level="ERROR",
+        log_to_driver=False,
+    )
     try:
         yield
     finally:
@@ -779,13 +877,20 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
             runs["naive"].append(measure_naive(setup, waves[0], workers))  # one wave: it is slow
             if "evotorch" in runs:
                 runs["evotorch"].append(measure_evotorch(setup, n_waves, workers))
-        log(f"  [{name} rep {rep + 1}/{sizes.repeats}] " + "  ".join(
-            f"{way} {ms[-1].steps_per_s:,.0f} steps/s ({ms[-1].steps} steps, {ms[-1].seconds:.1f}s, "
-            f"other load {ms[-1].cpu['other_cores']:.2f} cores)" for way, ms in runs.items()))
+        log(
+            f"  [{name} rep {rep + 1}/{sizes.repeats}] "
+            + "  ".join(
+                f"{way} {ms[-1].steps_per_s:,.0f} steps/s ({ms[-1].steps} steps, {ms[-1].seconds:.1f}s, "
+                f"other load {ms[-1].cpu['other_cores']:.2f} cores)"
+                for way, ms in runs.items()
+            )
+        )
     median = {way: statistics.median(m.steps_per_s for m in ms) for way, ms in runs.items()}
     # Steps per CPU-second of the whole process tree: less sensitive to other programs' load.
-    per_cpu = {way: statistics.median(m.steps / max(1e-9, m.cpu["script_cores"] * m.seconds) for m in ms)
-               for way, ms in runs.items()}
+    per_cpu = {
+        way: statistics.median(m.steps / max(1e-9, m.cpu["script_cores"] * m.seconds) for m in ms)
+        for way, ms in runs.items()
+    }
     entry = {
         "raw_steps_per_s": round(median["raw"], 1),
         "pool_steps_per_s": round(median["pool"], 1),
@@ -797,15 +902,28 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         "raw_synced_steps_per_s": round(statistics.median(m.extra["synced_steps_per_s"] for m in runs["raw"]), 1),
         "speedup_vs_naive": round(median["pool"] / median["naive"], 3),
         "efficiency_per_repeat": [round(p.steps_per_s / r.steps_per_s, 3) for p, r in zip(runs["pool"], runs["raw"])],
-        "speedup_vs_naive_per_repeat": [round(p.steps_per_s / n.steps_per_s, 3)
-                                        for p, n in zip(runs["pool"], runs["naive"])],
-        **({"evotorch_steps_per_s": round(median["evotorch"], 1),
-            "evotorch_share_of_raw": round(median["evotorch"] / median["raw"], 3),
-            "pool_vs_evotorch": round(median["pool"] / median["evotorch"], 3)} if "evotorch" in median else {}),
+        "speedup_vs_naive_per_repeat": [
+            round(p.steps_per_s / n.steps_per_s, 3) for p, n in zip(runs["pool"], runs["naive"])
+        ],
+        **(
+            {
+                "evotorch_steps_per_s": round(median["evotorch"], 1),
+                "evotorch_share_of_raw": round(median["evotorch"] / median["raw"], 3),
+                "pool_vs_evotorch": round(median["pool"] / median["evotorch"], 3),
+            }
+            if "evotorch" in median
+            else {}
+        ),
         **{f"raw_{core}_steps_per_s": round(median[f"raw_{core}"], 1) for core in extra_cores},
-        **({"pool_vs_raw_numpy": round(median["pool"] / median["raw_numpy"], 3),
-            "raw_vs_raw_numpy": round(median["raw"] / median["raw_numpy"], 3),
-            "raw_vs_raw_lockstep": round(median["raw"] / median["raw_lockstep"], 3)} if extra_cores else {}),
+        **(
+            {
+                "pool_vs_raw_numpy": round(median["pool"] / median["raw_numpy"], 3),
+                "raw_vs_raw_numpy": round(median["raw"] / median["raw_numpy"], 3),
+                "raw_vs_raw_lockstep": round(median["raw"] / median["raw_lockstep"], 3),
+            }
+            if extra_cores
+            else {}
+        ),
         "steps_per_cpu_s": {way: round(v, 1) for way, v in per_cpu.items()},
         "cpu_efficiency": round(per_cpu["pool"] / per_cpu["raw"], 3),
         "max_other_load_cores": max(m.cpu["other_cores"] for ms in runs.values() for m in ms),
@@ -814,10 +932,15 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
     with ray_session(workers):
         entry |= measure_memory(setup, sizes, workers)
     entry |= {
-        "matrix": {"policies": len(setup.policies), "envs": len(setup.envs), "episodes": setup.episodes,
-                   "waves_per_timed_span": n_waves,
-                   "max_steps": setup.max_steps, "policy_params": setup.spec.num_params,
-                   "env_params": [p.values for p in setup.envs]},
+        "matrix": {
+            "policies": len(setup.policies),
+            "envs": len(setup.envs),
+            "episodes": setup.episodes,
+            "waves_per_timed_span": n_waves,
+            "max_steps": setup.max_steps,
+            "policy_params": setup.spec.num_params,
+            "env_params": [p.values for p in setup.envs],
+        },
         "runs": {way: [asdict(m) for m in ms] for way, ms in runs.items()},
     }
     return entry
@@ -827,20 +950,49 @@ def machine_info(workers: int) -> dict[str, Any]:
     """What the numbers were measured on."""
     import ray
 
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-    return {"cpu_count": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)), "cpu_model": model,
-            "load_average_at_start": os.getloadavg(), "platform": platform.platform(),
-            "python": sys.version.split()[0], "numpy": np.__version__, "torch": torch.__version__,
-            "ray": ray.__version__, "gymnasium": gym.__version__, "workers": workers}
+    model = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?"
+    )
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "cpu_model": model,
+        "load_average_at_start": os.getloadavg(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "ray": ray.__version__,
+        "gymnasium": gym.__version__,
+        "workers": workers,
+    }
 
 
 def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
     """One row per env, then the targets."""
-    cols = [("env", "{}"), ("raw", "{:,.0f}"), ("pool", "{:,.0f}"), ("naive", "{:,.0f}"), ("efficiency", "{:.2f}"),
-            ("vs_naive", "{:.1f}x"), ("rss_10", "{:.0f}"), ("rss_1000", "{:.0f}"), ("total_10", "{:.0f}"),
-            ("total_1000", "{:.0f}")]
-    keys = ["raw_steps_per_s", "pool_steps_per_s", "naive_steps_per_s", "efficiency", "speedup_vs_naive",
-            "worker_rss_mb_10", "worker_rss_mb_1000", "total_rss_mb_10", "total_rss_mb_1000"]
+    cols = [
+        ("env", "{}"),
+        ("raw", "{:,.0f}"),
+        ("pool", "{:,.0f}"),
+        ("naive", "{:,.0f}"),
+        ("efficiency", "{:.2f}"),
+        ("vs_naive", "{:.1f}x"),
+        ("rss_10", "{:.0f}"),
+        ("rss_1000", "{:.0f}"),
+        ("total_10", "{:.0f}"),
+        ("total_1000", "{:.0f}"),
+    ]
+    keys = [
+        "raw_steps_per_s",
+        "pool_steps_per_s",
+        "naive_steps_per_s",
+        "efficiency",
+        "speedup_vs_naive",
+        "worker_rss_mb_10",
+        "worker_rss_mb_1000",
+        "total_rss_mb_10",
+        "total_rss_mb_1000",
+    ]
     rows = [[name] + [fmt.format(r[k]) for (_, fmt), k in zip(cols[1:], keys)] for name, r in results.items()]
     widths = [max(len(c[0]), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
     print("steps/s (median over repeats); RSS in MB: max over workers (rss_*) and sum over workers (total_*)")
@@ -849,27 +1001,39 @@ def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
         print("  ".join(v.rjust(w) for v, w in zip(row, widths)))
     for name, r in results.items():
         target = TARGETS["efficiency"].get(name, 0.9)
-        marks = [f"pool / raw limit {r['efficiency']:.2f} {'>=' if r['efficiency'] >= target else '<'} {target}",
-                 f"rss growth {100 * r['rss_growth_1000_vs_10']:+.1f}% (target within "
-                 f"{100 * TARGETS['rss_growth_1000_vs_10']:.0f}%)"]
-        marks.append(f"raw waiting for each wave {r['raw_synced_steps_per_s']:,.0f} steps/s "
-                     f"(pool / that {r['pool_steps_per_s'] / r['raw_synced_steps_per_s']:.2f})")
-        marks.append(f"pool over Ray tasks (ray.transport: ray) {r['pool_ray_transport_steps_per_s']:,.0f} steps/s "
-                     f"({r['pool_ray_transport_share_of_raw']:.2f} of raw)")
+        marks = [
+            f"pool / raw limit {r['efficiency']:.2f} {'>=' if r['efficiency'] >= target else '<'} {target}",
+            f"rss growth {100 * r['rss_growth_1000_vs_10']:+.1f}% (target within "
+            f"{100 * TARGETS['rss_growth_1000_vs_10']:.0f}%)",
+        ]
+        marks.append(
+            f"raw waiting for each wave {r['raw_synced_steps_per_s']:,.0f} steps/s "
+            f"(pool / that {r['pool_steps_per_s'] / r['raw_synced_steps_per_s']:.2f})"
+        )
+        marks.append(
+            f"pool over Ray tasks (ray.transport: ray) {r['pool_ray_transport_steps_per_s']:,.0f} steps/s "
+            f"({r['pool_ray_transport_share_of_raw']:.2f} of raw)"
+        )
         if "pool_vs_evotorch" in r:
             ok = r["pool_vs_evotorch"] >= TARGETS["pool_vs_evotorch"]
-            marks.append(f"EvoTorch {r['evotorch_steps_per_s']:,.0f} steps/s ({r['evotorch_share_of_raw']:.2f} of raw), "
-                         f"pool / EvoTorch {r['pool_vs_evotorch']:.2f} {'>=' if ok else '<'} {TARGETS['pool_vs_evotorch']}")
+            marks.append(
+                f"EvoTorch {r['evotorch_steps_per_s']:,.0f} steps/s ({r['evotorch_share_of_raw']:.2f} of raw), "
+                f"pool / EvoTorch {r['pool_vs_evotorch']:.2f} {'>=' if ok else '<'} {TARGETS['pool_vs_evotorch']}"
+            )
         if "pool_vs_raw_numpy" in r:
             ok = r["pool_vs_raw_numpy"] >= TARGETS["pool_vs_raw_numpy_terrain"]
-            marks.append(f"raw with the numpy core {r['raw_numpy_steps_per_s']:,.0f} steps/s, pool / that "
-                         f"{r['pool_vs_raw_numpy']:.2f} {'>=' if ok else '<'} {TARGETS['pool_vs_raw_numpy_terrain']}; "
-                         f"the same kernels in lock-step {r['raw_lockstep_steps_per_s']:,.0f} steps/s "
-                         f"(raw / that {r['raw_vs_raw_lockstep']:.2f})")
+            marks.append(
+                f"raw with the numpy core {r['raw_numpy_steps_per_s']:,.0f} steps/s, pool / that "
+                f"{r['pool_vs_raw_numpy']:.2f} {'>=' if ok else '<'} {TARGETS['pool_vs_raw_numpy_terrain']}; "
+                f"the same kernels in lock-step {r['raw_lockstep_steps_per_s']:,.0f} steps/s "
+                f"(raw / that {r['raw_vs_raw_lockstep']:.2f})"
+            )
         if name == "terrain":
             ok = r["speedup_vs_naive"] >= TARGETS["speedup_vs_naive_terrain"]
-            marks.append(f"vs naive {r['speedup_vs_naive']:.1f}x {'>=' if ok else '<'} "
-                         f"{TARGETS['speedup_vs_naive_terrain']:.0f}x")
+            marks.append(
+                f"vs naive {r['speedup_vs_naive']:.1f}x {'>=' if ok else '<'} "
+                f"{TARGETS['speedup_vs_naive_terrain']:.0f}x"
+            )
         print(f"{name}: " + "; ".join(marks))
     if quick:
         print("(--quick: smoke-test sizes; the targets are meant for full-size runs)")
@@ -880,14 +1044,24 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--envs", default="terrain,bipedal")
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
-    parser.add_argument("--raw-widths", action="store_true",
-                        help="only time the raw loop in one process with 1, 4 and 8 walkers stepped together")
-    parser.add_argument("--per-episode-courses", action="store_true",
-                        help="a new course every episode (evaluation.course: per_episode) instead of fixed courses")
+    parser.add_argument(
+        "--raw-widths",
+        action="store_true",
+        help="only time the raw loop in one process with 1, 4 and 8 walkers stepped together",
+    )
+    parser.add_argument(
+        "--per-episode-courses",
+        action="store_true",
+        help="a new course every episode (evaluation.course: per_episode) instead of fixed courses",
+    )
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 5, quick 1)")
-    parser.add_argument("--json", type=Path, default=None,
-                        help="where to write the results (default benchmarks/results/eval_pool.json; "
-                             "a --quick run writes nothing unless asked, so a smoke run never replaces them)")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="where to write the results (default benchmarks/results/eval_pool.json; "
+        "a --quick run writes nothing unless asked, so a smoke run never replaces them)",
+    )
     args = parser.parse_args()
     if args.json is None and not args.quick and not args.raw_widths:
         args.json = ROOT / "benchmarks" / "results" / "eval_pool.json"
@@ -918,8 +1092,11 @@ def main() -> None:
         print("results not written (--quick without --json)")
         return
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"machine": info, "sizes": asdict(sizes), "targets": TARGETS, "envs": results},
-                                    indent=2, default=float))
+    args.json.write_text(
+        json.dumps(
+            {"machine": info, "sizes": asdict(sizes), "targets": TARGETS, "envs": results}, indent=2, default=float
+        )
+    )
     print(f"wrote {args.json}")
 
 

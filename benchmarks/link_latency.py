@@ -13,6 +13,7 @@ median over the rounds: `start`, from the driver sending a worker's call to the 
 starting it (first and last worker sent to), and `return`, from the first worker's finish
 to the driver holding its answer. Transports alternate round by round on the same actors.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,20 +76,28 @@ def main() -> None:
 
     import ray
 
-    ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=args.workers, include_dashboard=False,
-             logging_level="ERROR", log_to_driver=False)
+    ray.init(
+        address="local",
+        _node_ip_address="127.0.0.1",
+        num_cpus=args.workers,
+        include_dashboard=False,
+        logging_level="ERROR",
+        log_to_driver=False,
+    )
     key = np.random.default_rng().bytes(32)
     actor_cls = ray.remote(num_cpus=1, concurrency_groups={"link": 1})(Timer)
     actors = [actor_cls.remote() for _ in range(args.workers)]
     addresses = ray.get([a.open_link.remote(key) for a in actors])
     serving = [a.serve.options(concurrency_group="link").remote() for a in actors]
-    transports = {"socket": (SocketLink, [SocketLink(connect(addr, key)) for addr in addresses]),
-                  "ray": (RayLink, [RayLink(a) for a in actors])}
+    transports = {
+        "socket": (SocketLink, [SocketLink(connect(addr, key)) for addr in addresses]),
+        "ray": (RayLink, [RayLink(a) for a in actors]),
+    }
     payload = b"x" * 3500
     results = {}
     for busy_ms in [float(b) for b in args.busy_ms.split(",")]:
         samples = {name: {"start_first": [], "start_last": [], "return": []} for name in transports}
-        for name, (kind, links) in transports.items():  # warm-up
+        for kind, links in transports.values():  # warm-up
             one_round(links, kind, payload, busy_ms / 1000)
         for _ in range(args.calls):
             for name, (kind, links) in transports.items():
@@ -99,8 +108,11 @@ def main() -> None:
         for name, s in samples.items():
             row = {k: round(statistics.median(v) * 1e3, 3) for k, v in s.items()}
             results[f"{name}, busy {busy_ms:g} ms"] = row
-            print(f"{name:6} busy {busy_ms:4g} ms: start {row['start_first']:.3f} ms (first worker), "
-                  f"{row['start_last']:.3f} ms (last), return {row['return']:.3f} ms", flush=True)
+            print(
+                f"{name:6} busy {busy_ms:4g} ms: start {row['start_first']:.3f} ms (first worker), "
+                f"{row['start_last']:.3f} ms (last), return {row['return']:.3f} ms",
+                flush=True,
+            )
     for _, links in transports.values():
         for link in links:
             link.close()

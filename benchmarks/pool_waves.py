@@ -18,6 +18,7 @@ The same ES-shaped terrain waves as `eval_pool.py` (32 policies x 8 envs, 400-st
 
 Nothing here is a pass/fail test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,8 +86,11 @@ def chunks_per_worker(pool, setup, refs, waves: int) -> dict:
         totals[setting][1] += sum(int(r.lengths.sum()) for r in results)
     pool.chunks_per_worker = None
     rates = {("default" if s is None else f"{s}_per_worker"): round(n / t) for s, (t, n) in totals.items()}
-    return {"waves_each": waves, "steps_per_s": rates,
-            "over_default": {k: round(v / rates["default"], 3) for k, v in rates.items()}}
+    return {
+        "waves_each": waves,
+        "steps_per_s": rates,
+        "over_default": {k: round(v / rates["default"], 3) for k, v in rates.items()},
+    }
 
 
 def main() -> None:
@@ -102,21 +106,30 @@ def main() -> None:
         refs = [pool.put(w) for w in setup.policies]
         pool.evaluate(ep.matrix_requests(setup, refs, 1))  # warm-up, not counted
         speeds = chunk_speeds(pool, setup, refs, args.waves)
-        print(f"chunk speeds over {args.waves} waves: wave {speeds['wave_ms_median']} ms, of which the slower chunk "
-              f"{speeds['slower_chunk_ms_median']} ms and the rest {speeds['rest_of_wave_ms_median']} ms (medians); "
-              f"slower / faster chunk per env step: median {speeds['slower_over_faster_per_step_median']}, "
-              f"90th percentile {speeds['slower_over_faster_per_step_p90']}; lag-1 correlation of its log "
-              f"{speeds['log_ratio_lag1_correlation']}")
+        print(
+            f"chunk speeds over {args.waves} waves: wave {speeds['wave_ms_median']} ms, of which the slower chunk "
+            f"{speeds['slower_chunk_ms_median']} ms and the rest {speeds['rest_of_wave_ms_median']} ms (medians); "
+            f"slower / faster chunk per env step: median {speeds['slower_over_faster_per_step_median']}, "
+            f"90th percentile {speeds['slower_over_faster_per_step_p90']}; lag-1 correlation of its log "
+            f"{speeds['log_ratio_lag1_correlation']}"
+        )
         chunking = chunks_per_worker(pool, setup, refs, args.waves)
-        print("chunks per worker, interleaved: " + ", ".join(
-            f"{k} {v:,} steps/s ({chunking['over_default'][k]:.3f}x)" for k, v in chunking["steps_per_s"].items()))
+        print(
+            "chunks per worker, interleaved: "
+            + ", ".join(
+                f"{k} {v:,} steps/s ({chunking['over_default'][k]:.3f}x)" for k, v in chunking["steps_per_s"].items()
+            )
+        )
     finally:
         pool.close()
-    out = {"command": f"python benchmarks/pool_waves.py --workers {args.workers} --waves {args.waves}",
-           "machine": {"platform": platform.platform(), "python": platform.python_version()},
-           "matrix": {"policies": len(setup.policies), "envs": len(setup.envs), "max_steps": setup.max_steps},
-           "chunk_speeds": speeds, "chunks_per_worker": chunking,
-           "wall_seconds": round(time.perf_counter() - t0, 1)}
+    out = {
+        "command": f"python benchmarks/pool_waves.py --workers {args.workers} --waves {args.waves}",
+        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "matrix": {"policies": len(setup.policies), "envs": len(setup.envs), "max_steps": setup.max_steps},
+        "chunk_speeds": speeds,
+        "chunks_per_worker": chunking,
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+    }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.json} ({out['wall_seconds']} s)")

@@ -11,6 +11,7 @@ as POET scores agents). Prints one line per scored iteration and writes JSON.
 The `zoo` preset is the usual PPO setting for LunarLanderContinuous (16 envs x 1024
 steps, minibatches of 64, 4 epochs, gamma 0.999, GAE lambda 0.98, entropy 0.01).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,15 @@ from poet.trainers import PPOOptions, PPOTrainer, TrainerContext, TrainTask
 
 PRESETS = {
     "default": {},
-    "zoo": {"n_envs": 16, "n_steps": 1024, "epochs": 4, "minibatch_size": 64, "gamma": 0.999,
-            "gae_lambda": 0.98, "ent_coef": 0.01},
+    "zoo": {
+        "n_envs": 16,
+        "n_steps": 1024,
+        "epochs": 4,
+        "minibatch_size": 64,
+        "gamma": 0.999,
+        "gae_lambda": 0.98,
+        "ent_coef": 0.01,
+    },
 }
 
 
@@ -62,8 +70,15 @@ def main() -> None:
         result = evaluator.evaluate([EvalRequest(ref, params, args.eval_episodes, 10_000 + it, args.max_steps)])[0]
         evaluator.release([ref])
         seconds = time.perf_counter() - start
-        curve.append({"iteration": it, "env_steps": env_steps, "seconds": round(seconds, 1),
-                      "score": round(result.mean, 2), "score_std": round(float(np.std(result.returns)), 2)})
+        curve.append(
+            {
+                "iteration": it,
+                "env_steps": env_steps,
+                "seconds": round(seconds, 1),
+                "score": round(result.mean, 2),
+                "score_std": round(float(np.std(result.returns)), 2),
+            }
+        )
         print(f"iteration {it:4d}  env steps {env_steps:9d}  {seconds:7.1f} s  score {result.mean:8.2f}", flush=True)
 
     for it in range(args.iterations):
@@ -73,15 +88,30 @@ def main() -> None:
         theta, state = step.theta, step.state
     score(args.iterations, theta, int(state["env_steps"]))
     best = max(curve, key=lambda c: c["score"])
-    print(f"best score {best['score']:.2f} at iteration {best['iteration']} ({best['env_steps']} env steps); "
-          f"final {curve[-1]['score']:.2f} after {curve[-1]['env_steps']} env steps, {curve[-1]['seconds']:.0f} s")
+    print(
+        f"best score {best['score']:.2f} at iteration {best['iteration']} ({best['env_steps']} env steps); "
+        f"final {curve[-1]['score']:.2f} after {curve[-1]['env_steps']} env steps, {curve[-1]['seconds']:.0f} s"
+    )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "family": args.family, "params": params.to_dict(), "preset": args.preset, "options": asdict(options),
-            "max_steps": args.max_steps, "eval_episodes": args.eval_episodes, "seed": args.seed,
-            "final_score": curve[-1]["score"], "best": best, "curve": curve,
-        }, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "family": args.family,
+                    "params": params.to_dict(),
+                    "preset": args.preset,
+                    "options": asdict(options),
+                    "max_steps": args.max_steps,
+                    "eval_episodes": args.eval_episodes,
+                    "seed": args.seed,
+                    "final_score": curve[-1]["score"],
+                    "best": best,
+                    "curve": curve,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

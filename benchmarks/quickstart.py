@@ -15,6 +15,7 @@ ratio; the replay must take exactly the run's env steps. The replay runs a secon
 numpy terrain core the family had before it was compiled, with a batched numpy MLP (the
 previous limit, `raw_numpy_*`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,7 +48,7 @@ class WaveRecorder:
         self.noise: np.ndarray | None = None
         self.family_args: tuple[str, dict] | None = None
 
-    def __enter__(self) -> "WaveRecorder":
+    def __enter__(self) -> WaveRecorder:
         import ray
 
         from poet.evaluation.ray_pool import RayEvaluator
@@ -79,8 +80,16 @@ class WaveRecorder:
         self._cls.evaluate = self._original
 
 
-def replay_process(family_args: tuple[str, dict], spec: Any, weights: dict[str, np.ndarray], noise: np.ndarray | None,
-                   waves: list[list[tuple]], core: str, barrier: Any, results: Any) -> None:
+def replay_process(
+    family_args: tuple[str, dict],
+    spec: Any,
+    weights: dict[str, np.ndarray],
+    noise: np.ndarray | None,
+    waves: list[list[tuple]],
+    core: str,
+    barrier: Any,
+    results: Any,
+) -> None:
     """One plain process: its share of every wave, in one batch per wave (`eval_pool.raw_rows`
     with `core`), meeting the others between waves."""
     from envs import make_family
@@ -95,22 +104,43 @@ def replay_process(family_args: tuple[str, dict], spec: Any, weights: dict[str, 
                 theta = weights[key]
                 if pert is not None:
                     offset, sigma, sign = pert
-                    theta = (theta + np.float32(sign * sigma) * noise[offset:offset + theta.size]).astype(np.float32)
+                    theta = (theta + np.float32(sign * sigma) * noise[offset : offset + theta.size]).astype(np.float32)
                 flats.append(theta)
-            steps += raw_rows(family, spec, [r[2] for r in rows], [r[3] for r in rows], np.stack(flats),
-                              np.array([r[4] for r in rows]), core)
+            steps += raw_rows(
+                family,
+                spec,
+                [r[2] for r in rows],
+                [r[3] for r in rows],
+                np.stack(flats),
+                np.array([r[4] for r in rows]),
+                core,
+            )
         barrier.wait()  # the run's next wave starts when this one is done everywhere
     results.put((steps, time.monotonic() - t0))
 
 
-def replay(recorder: WaveRecorder, family_args: tuple[str, dict], spec: Any, workers: int,
-           core: str = "compiled") -> dict:
+def replay(
+    recorder: WaveRecorder, family_args: tuple[str, dict], spec: Any, workers: int, core: str = "compiled"
+) -> dict:
     """Wall time and steps of the recorded waves run by `workers` plain processes."""
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=replay_process, args=(family_args, spec, recorder.weights, recorder.noise,
-                                                      [w[i::workers] for w in recorder.waves], core, barrier, results))
-             for i in range(workers)]
+    procs = [
+        ctx.Process(
+            target=replay_process,
+            args=(
+                family_args,
+                spec,
+                recorder.weights,
+                recorder.noise,
+                [w[i::workers] for w in recorder.waves],
+                core,
+                barrier,
+                results,
+            ),
+        )
+        for i in range(workers)
+    ]
     for proc in procs:
         proc.start()
     reports = [results.get() for _ in procs]
@@ -158,10 +188,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=ROOT / "experiments" / "quickstart.yaml")
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                        help="config override, as `poet run --set` (repeatable)")
-    parser.add_argument("--raw-limit", action="store_true",
-                        help="also replay the run's waves with plain code (the limit for the same work)")
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override, as `poet run --set` (repeatable)",
+    )
+    parser.add_argument(
+        "--raw-limit",
+        action="store_true",
+        help="also replay the run's waves with plain code (the limit for the same work)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     recorder = WaveRecorder() if args.raw_limit else None
@@ -176,23 +215,27 @@ def main() -> None:
         limit = replay(recorder, (cfg.env.family, cfg.env.options), parts.spec, workers)
         pool_seconds = sum(recorder.seconds)
         pool_steps = sum(len(w) for w in recorder.waves)
-        stats.update({
-            "waves": len(recorder.waves),
-            "pool_seconds_in_waves": round(pool_seconds, 2),
-            "raw_seconds_same_waves": round(limit["seconds"], 2),
-            "raw_steps_same_waves": limit["steps"],
-            "raw_same_waves_steps_per_s": round(limit["steps"] / limit["seconds"]),
-            "pool_share_of_raw_same_waves": round(limit["seconds"] / pool_seconds, 3),
-            "run_share_of_raw_same_waves": round(stats["env_steps_per_s"] / (limit["steps"] / limit["seconds"]), 3),
-            "episodes_replayed": pool_steps,
-        })
+        stats.update(
+            {
+                "waves": len(recorder.waves),
+                "pool_seconds_in_waves": round(pool_seconds, 2),
+                "raw_seconds_same_waves": round(limit["seconds"], 2),
+                "raw_steps_same_waves": limit["steps"],
+                "raw_same_waves_steps_per_s": round(limit["steps"] / limit["seconds"]),
+                "pool_share_of_raw_same_waves": round(limit["seconds"] / pool_seconds, 3),
+                "run_share_of_raw_same_waves": round(stats["env_steps_per_s"] / (limit["steps"] / limit["seconds"]), 3),
+                "episodes_replayed": pool_steps,
+            }
+        )
         if cfg.env.family == "terrain":  # the numpy core it had before it was compiled
             numpy_limit = replay(recorder, (cfg.env.family, cfg.env.options), parts.spec, workers, "numpy")
-            stats.update({
-                "raw_numpy_seconds_same_waves": round(numpy_limit["seconds"], 2),
-                "raw_numpy_same_waves_steps_per_s": round(numpy_limit["steps"] / numpy_limit["seconds"]),
-                "pool_vs_raw_numpy_same_waves": round(numpy_limit["seconds"] / pool_seconds, 3),
-            })
+            stats.update(
+                {
+                    "raw_numpy_seconds_same_waves": round(numpy_limit["seconds"], 2),
+                    "raw_numpy_same_waves_steps_per_s": round(numpy_limit["steps"] / numpy_limit["seconds"]),
+                    "pool_vs_raw_numpy_same_waves": round(numpy_limit["seconds"] / pool_seconds, 3),
+                }
+            )
     width = max(len(k) for k in stats)
     for key, value in stats.items():
         print(f"{key:<{width}}  {value}")

@@ -19,6 +19,7 @@ Groups and the files they write:
   by experiments/reproduce_poet.py's own `figures` from the results.json next to them (the
   study itself takes about two hours on 2 cores: `python experiments/reproduce_poet.py`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,8 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
@@ -86,8 +87,10 @@ def draw_profiles(args: argparse.Namespace) -> list[Path]:
         out.append(write_figure(course_figure(family, params, seed=0, env_id=params.id), DOCS / f"{name}_mutated.png"))
     family, grown = courses()["bipedal_cppn"]
     stats = family.flat(grown)
-    print(f"cppn course: {stats['hidden_nodes']:.0f} hidden nodes, {stats['connections']:.0f} connections, "
-          f"amplitude {stats['amplitude']:.2f} m, max slope {stats['max_slope']:.2f}")
+    print(
+        f"cppn course: {stats['hidden_nodes']:.0f} hidden nodes, {stats['connections']:.0f} connections, "
+        f"amplitude {stats['amplitude']:.2f} m, max slope {stats['max_slope']:.2f}"
+    )
     return out
 
 
@@ -144,8 +147,13 @@ GROUPS: dict[str, Callable[[argparse.Namespace], list[Path]]] = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", choices=list(GROUPS), metavar="GROUP",
-                        help=f"draw only these groups: {', '.join(GROUPS)} (default: all)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(GROUPS),
+        metavar="GROUP",
+        help=f"draw only these groups: {', '.join(GROUPS)} (default: all)",
+    )
     parser.add_argument("--run", type=Path, help="tree: an existing run of experiments/quickstart.yaml to draw")
     parser.add_argument("--workers", type=int, help="tree: Ray workers for the quickstart run (default: all CPUs)")
     args = parser.parse_args(argv)

@@ -3,6 +3,7 @@
 `FAMILIES` maps a family name to a factory `(**options) -> EnvFamily`. Envs are also
 registered with gymnasium under the `poet/` namespace, e.g. `gymnasium.make("poet/Terrain-v0")`.
 """
+
 from __future__ import annotations
 
 from envs.base import BatchEnv, EnvCache, EnvFamily, EnvParamError, EnvParams, make_batch_env

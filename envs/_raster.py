@@ -1,7 +1,8 @@
 """Tiny numpy drawing helpers for rgb_array renders (no pygame, no PIL)."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -16,11 +17,7 @@ def blank(height: int, width: int, color: Color) -> np.ndarray:
 
 
 def fill_columns(
-    img: np.ndarray,
-    top: np.ndarray,
-    color: Color,
-    bottom: np.ndarray | None = None,
-    mask: np.ndarray | None = None,
+    img: np.ndarray, top: np.ndarray, color: Color, bottom: np.ndarray | None = None, mask: np.ndarray | None = None
 ) -> None:
     """Paint each column j from row top[j] down to row bottom[j] (exclusive; image bottom if None)."""
     rows = np.arange(img.shape[0])[:, None]

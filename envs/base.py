@@ -2,14 +2,16 @@
 
 `envs` never imports `poet`: a family is usable on its own with gymnasium.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import math
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -84,13 +86,15 @@ class EnvParams:
 
     def __post_init__(self) -> None:
         seed = self.course_seed
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63):
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63
+        ):
             raise ValueError(f"course_seed must be an integer in [0, 2**63) or None, got {seed!r}")
         if seed is not None:
             object.__setattr__(self, "course_seed", int(seed))
 
     @classmethod
-    def create(cls, family: str, values: Mapping[str, Any], course_seed: int | None = None) -> "EnvParams":
+    def create(cls, family: str, values: Mapping[str, Any], course_seed: int | None = None) -> EnvParams:
         """Build params from a plain mapping."""
         return cls(family=str(family), _items=_freeze(dict(values)), course_seed=course_seed)
 
@@ -107,7 +111,7 @@ class EnvParams:
         state.pop("_hash", None)  # string hashes differ between processes
         return state
 
-    def with_course_seed(self, seed: int | None) -> "EnvParams":
+    def with_course_seed(self, seed: int | None) -> EnvParams:
         """The same params pinned to the course of `seed` (None: a new course every episode)."""
         return EnvParams(family=self.family, _items=self._items, course_seed=seed)
 
@@ -126,7 +130,7 @@ class EnvParams:
                 return _thaw(v)
         raise KeyError(name)
 
-    def replace(self, **changes: Any) -> "EnvParams":
+    def replace(self, **changes: Any) -> EnvParams:
         """A copy with some values changed."""
         vals = self.values
         vals.update(changes)
@@ -144,7 +148,7 @@ class EnvParams:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "EnvParams":
+    def from_dict(cls, data: Mapping[str, Any]) -> EnvParams:
         """Inverse of `to_dict`."""
         if not isinstance(data, Mapping) or "family" not in data or "values" not in data:
             raise ValueError("env params JSON needs the keys 'family' and 'values'")
@@ -154,7 +158,7 @@ class EnvParams:
         return cls.create(data["family"], data["values"], data.get("course_seed"))
 
     @classmethod
-    def from_json(cls, text: str) -> "EnvParams":
+    def from_json(cls, text: str) -> EnvParams:
         """Inverse of `to_json`."""
         return cls.from_dict(json.loads(text))
 
@@ -222,9 +226,7 @@ class EnvFamily(Protocol):
         ...
 
 
-def make_batch_env(
-    family: EnvFamily, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int
-) -> BatchEnv:
+def make_batch_env(family: EnvFamily, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int) -> BatchEnv:
     """The family's own batched path if it has one, else lock-stepped gymnasium envs."""
     maker = getattr(family, "make_batch", None)
     if maker is not None:

@@ -20,6 +20,7 @@ The course follows POET's `bipedal_walker_custom.py` (uber-research/poet):
 Everything else (walker, 24-dim observation, 4-dim action, reward, falling) is gymnasium's
 `BipedalWalker`; episodes are truncated inside the env after `max_episode_steps` (2000).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -84,9 +85,7 @@ class BipedalTerrainEnv(BipedalWalker):
     at its left side, size its height in TERRAIN_STEP units); x_start in metres.
     """
 
-    def __init__(
-        self, params: EnvParams, render_mode: str | None = None, max_episode_steps: int = MAX_EPISODE_STEPS
-    ):
+    def __init__(self, params: EnvParams, render_mode: str | None = None, max_episode_steps: int = MAX_EPISODE_STEPS):
         _delegate("validate", params)
         v = params.values
         self.params = params
@@ -248,10 +247,18 @@ def env_profile(env: BipedalTerrainEnv, description: str = "", seed: int | None 
             walls.extend(rects)
         else:
             stumps.extend(rects)
-    return CourseProfile(base.params.family, x, np.asarray(base.terrain_y, dtype=np.float64),
-                         (0.0, TERRAIN_STARTPAD * TERRAIN_STEP), FINISH_X, tuple(pits),
-                         tuple(tuple(map(float, r)) for r in stumps), tuple(tuple(map(float, r)) for r in walls),
-                         description=description, seed=seed)
+    return CourseProfile(
+        base.params.family,
+        x,
+        np.asarray(base.terrain_y, dtype=np.float64),
+        (0.0, TERRAIN_STARTPAD * TERRAIN_STEP),
+        FINISH_X,
+        tuple(pits),
+        tuple(tuple(map(float, r)) for r in stumps),
+        tuple(tuple(map(float, r)) for r in walls),
+        description=description,
+        seed=seed,
+    )
 
 
 def family_profile(family: Any, params: EnvParams, seed: int | None, description: str) -> CourseProfile:

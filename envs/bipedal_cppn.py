@@ -38,6 +38,7 @@ episodes are truncated after `max_episode_steps` (2000) as in the `bipedal` fami
 reuses `BipedalTerrainEnv` (fresh Box2D world per reset, step truncation, rendering);
 only the params and `_generate_terrain` differ.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -99,9 +100,7 @@ def _genome_of(params: EnvParams) -> dict[str, Any]:
 
 def _check_choice(option: str, value: Any, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(
-            f"{FAMILY} option {option!r}: expected one of {', '.join(map(repr, choices))}, got {value!r}"
-        )
+        raise ValueError(f"{FAMILY} option {option!r}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
     return value
 
 
@@ -278,6 +277,8 @@ class BipedalCPPNFamily:
     def course_profile(self, params: EnvParams, seed: int = 0) -> CourseProfile:  # noqa: ARG002
         """The whole ground, in metres, for drawing (`envs.profile`); the seed changes nothing here."""
         stats = self.flat(params)
-        words = (f"{stats['hidden_nodes']:.0f} hidden nodes · {stats['connections']:.0f} connections · "
-                 f"amplitude {stats['amplitude']:.2f} m · max slope {stats['max_slope']:.2f}")
+        words = (
+            f"{stats['hidden_nodes']:.0f} hidden nodes · {stats['connections']:.0f} connections · "
+            f"amplitude {stats['amplitude']:.2f} m · max slope {stats['max_slope']:.2f}"
+        )
         return family_profile(self, params, None, words)

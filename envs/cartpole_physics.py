@@ -4,6 +4,7 @@ gymnasium's CartPoleEnv hard-codes gravity, masses, pole length and force in its
 constructor; this subclass takes them as keyword arguments and is registered with
 gymnasium as `poet/CartPolePhysics-v1`.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,7 +32,13 @@ class CartPolePhysicsEnv(CartPoleEnv):
         sutton_barto_reward: bool = False,
     ):
         super().__init__(sutton_barto_reward=sutton_barto_reward, render_mode=render_mode)
-        constants = {"gravity": gravity, "masscart": masscart, "masspole": masspole, "length": length, "force_mag": force_mag}
+        constants = {
+            "gravity": gravity,
+            "masscart": masscart,
+            "masspole": masspole,
+            "length": length,
+            "force_mag": force_mag,
+        }
         for name, value in constants.items():
             _check_positive(name, value)
             setattr(self, name, float(value))

@@ -68,12 +68,14 @@ bias N(0, 0.1) (clamped to [-10, 10]), then one connection -1 -> 0 with weight N
 (clamped), drawn in that order from the rng: a random slope. "flat" (ours, earlier
 versions): input and bias node into an identity output with zero weights.
 """
+
 from __future__ import annotations
 
 import copy
 import heapq
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -143,8 +145,13 @@ def reference_genome(weight: float, bias: float = 0.0, response: float = RESPONS
     return {
         "nodes": [
             {"id": INPUT_ID, "kind": "input", "activation": "identity"},
-            {"id": OUTPUT_ID, "kind": "output", "activation": "identity", "bias": float(bias),
-             "response": float(response)},
+            {
+                "id": OUTPUT_ID,
+                "kind": "output",
+                "activation": "identity",
+                "bias": float(bias),
+                "response": float(response),
+            },
         ],
         "connections": [{"in": INPUT_ID, "out": OUTPUT_ID, "weight": float(weight), "enabled": True}],
     }
@@ -249,7 +256,9 @@ def validate_genome(genome: Any) -> None:
             raise GenomeError(f + ".out", f"{kinds[conn['out']]} nodes take no incoming connections")
         w = conn["weight"]
         if not _is_num(w) or not math.isfinite(w) or abs(w) > WEIGHT_LIMIT:
-            raise GenomeError(f + ".weight", f"expected a finite number in [-{WEIGHT_LIMIT}, {WEIGHT_LIMIT}], got {w!r}")
+            raise GenomeError(
+                f + ".weight", f"expected a finite number in [-{WEIGHT_LIMIT}, {WEIGHT_LIMIT}], got {w!r}"
+            )
         if not isinstance(conn["enabled"], bool):
             raise GenomeError(f + ".enabled", f"expected a bool, got {conn['enabled']!r}")
         pairs.append((conn["in"], conn["out"]))
@@ -468,8 +477,13 @@ def _mutate_once_extended(genome: dict[str, Any], rng: np.random.Generator) -> d
 
 # ------------------------------------------------------- "reference" (neat 0.92)
 def _mutate_float(
-    value: float, rng: np.random.Generator, rate: float, power: float, replace_rate: float,
-    init: Callable[[], float], limit: float,
+    value: float,
+    rng: np.random.Generator,
+    rate: float,
+    power: float,
+    replace_rate: float,
+    init: Callable[[], float],
+    limit: float,
 ) -> float:
     """neat-python's FloatAttribute.mutate_value: one uniform r; perturb, re-init or keep."""
     r = float(rng.random())
@@ -515,19 +529,34 @@ def _mutate_once_reference(genome: dict[str, Any], rng: np.random.Generator) -> 
     g = _canonical(g)
     for c in g["connections"]:
         c["weight"] = _mutate_float(
-            c["weight"], rng, WEIGHT_MUTATE_RATE, WEIGHT_MUTATE_POWER, WEIGHT_REPLACE_RATE,
-            lambda: _clip_w(float(rng.normal(0.0, WEIGHT_INIT_STDEV))), WEIGHT_LIMIT,
+            c["weight"],
+            rng,
+            WEIGHT_MUTATE_RATE,
+            WEIGHT_MUTATE_POWER,
+            WEIGHT_REPLACE_RATE,
+            lambda: _clip_w(float(rng.normal(0.0, WEIGHT_INIT_STDEV))),
+            WEIGHT_LIMIT,
         )  # enabled_mutate_rate 0: no draw
     for n in g["nodes"]:
         if n["kind"] not in ("hidden", "output"):
             continue
         n["bias"] = _mutate_float(
-            n.get("bias", 0.0), rng, BIAS_MUTATE_RATE, BIAS_MUTATE_POWER, BIAS_REPLACE_RATE,
-            lambda: _new_bias(rng), BIAS_LIMIT,
+            n.get("bias", 0.0),
+            rng,
+            BIAS_MUTATE_RATE,
+            BIAS_MUTATE_POWER,
+            BIAS_REPLACE_RATE,
+            lambda: _new_bias(rng),
+            BIAS_LIMIT,
         )
         n["response"] = _mutate_float(
-            n.get("response", RESPONSE_INIT), rng, RESPONSE_MUTATE_RATE, 0.2, RESPONSE_REPLACE_RATE,
-            lambda: RESPONSE_INIT, math.inf,
+            n.get("response", RESPONSE_INIT),
+            rng,
+            RESPONSE_MUTATE_RATE,
+            0.2,
+            RESPONSE_REPLACE_RATE,
+            lambda: RESPONSE_INIT,
+            math.inf,
         )
         # activation_mutate_rate and aggregation_mutate_rate are 0: no draw, no change
     return g
@@ -609,8 +638,11 @@ def mutate(
 
 
 def _mutate_reference(
-    genome: dict[str, Any], rng: np.random.Generator, xs: np.ndarray,
-    accept: Callable[[dict[str, Any]], bool] | None, max_tries: int,
+    genome: dict[str, Any],
+    rng: np.random.Generator,
+    xs: np.ndarray,
+    accept: Callable[[dict[str, Any]], bool] | None,
+    max_tries: int,
 ) -> dict[str, Any]:
     parent = _semantic(genome)
     for _ in range(max_tries):
@@ -640,7 +672,9 @@ def _mutate_reference(
                     n["response"] = float(response)
             y = evaluate(child, xs)
             # Where node values hit VALUE_LIMIT (neat would overflow) the rescale cannot work: skip.
-            if not np.all(np.isfinite(y)) or not THRESHOLD_LOW * (1 - 1e-9) <= abs(float(np.max(y - y[0]))) <= THRESHOLD_HIGH * (1 + 1e-9):
+            if not np.all(np.isfinite(y)) or not THRESHOLD_LOW * (1 - 1e-9) <= abs(
+                float(np.max(y - y[0]))
+            ) <= THRESHOLD_HIGH * (1 + 1e-9):
                 continue
         if accept is not None and not accept(child):
             continue

@@ -11,14 +11,16 @@ the evolved numeric parameters with their ranges:
       gravity: {initial: -10.0, low: -11.99, high: -2.0, step: 0.5}
       n_legs:  {initial: 2, low: 1, high: 6, step: 1, type: int}
 """
+
 from __future__ import annotations
 
 import inspect
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -86,7 +88,9 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _check_keys(data: Mapping[str, Any], allowed: tuple[str, ...], required: tuple[str, ...], source: str, prefix: str) -> None:
+def _check_keys(
+    data: Mapping[str, Any], allowed: tuple[str, ...], required: tuple[str, ...], source: str, prefix: str
+) -> None:
     """Unknown and missing keys of one mapping, each named with its dotted path."""
     for key in data:
         if key not in allowed:
@@ -223,7 +227,11 @@ def _check_constructor_accepts(spec: GymSpec) -> None:
     for key, name in names:
         if name not in accepted:
             known = ", ".join(sorted(accepted - {"self"}))
-            raise _fail(spec.source, key, f"env {spec.env_id!r} does not accept the constructor keyword {name!r} (it accepts: {known})")
+            raise _fail(
+                spec.source,
+                key,
+                f"env {spec.env_id!r} does not accept the constructor keyword {name!r} (it accepts: {known})",
+            )
 
 
 def _probe_construction(spec: GymSpec) -> None:
@@ -252,8 +260,9 @@ def _make(spec: GymSpec, values: Mapping[str, Any], render_mode: str | None) -> 
     before any work (`poet.runner`).
     """
     limit = {} if spec.max_episode_steps is None else {"max_episode_steps": spec.max_episode_steps}
-    return gym.make(spec.env_id, render_mode=render_mode, disable_env_checker=True, **limit, **dict(spec.kwargs),
-                    **dict(values))
+    return gym.make(
+        spec.env_id, render_mode=render_mode, disable_env_checker=True, **limit, **dict(spec.kwargs), **dict(values)
+    )
 
 
 # ---------------------------------------------------------------- reusing envs
@@ -261,17 +270,21 @@ def _make(spec: GymSpec, values: Mapping[str, Any], render_mode: str | None) -> 
 # Wrappers gym.make adds whose state `reset` clears.
 _RESET_CLEAN_WRAPPERS = ("TimeLimit", "OrderEnforcing", "PassiveEnvChecker")
 # Envs whose `reset(seed=s)` sets every piece of state their episodes read.
-_EXACT_RESET = ("gymnasium.envs.classic_control.cartpole:CartPoleEnv",
-                "gymnasium.envs.classic_control.pendulum:PendulumEnv",
-                "gymnasium.envs.classic_control.mountain_car:MountainCarEnv",
-                "gymnasium.envs.classic_control.continuous_mountain_car:Continuous_MountainCarEnv",
-                "gymnasium.envs.classic_control.acrobot:AcrobotEnv",
-                "envs.cartpole_physics:CartPolePhysicsEnv")
+_EXACT_RESET = (
+    "gymnasium.envs.classic_control.cartpole:CartPoleEnv",
+    "gymnasium.envs.classic_control.pendulum:PendulumEnv",
+    "gymnasium.envs.classic_control.mountain_car:MountainCarEnv",
+    "gymnasium.envs.classic_control.continuous_mountain_car:Continuous_MountainCarEnv",
+    "gymnasium.envs.classic_control.acrobot:AcrobotEnv",
+    "envs.cartpole_physics:CartPolePhysicsEnv",
+)
 # Box2D envs whose `reset` rebuilds every body but keeps the world: a kept world carries
 # broad-phase and contact state over, and the same seed gives another episode (BipedalWalker-v3
 # reused as it is: 15 of 30 episodes differ), so the world is replaced before the next reset.
-_BOX2D_WORLD_RESET = ("gymnasium.envs.box2d.bipedal_walker:BipedalWalker",
-                      "gymnasium.envs.box2d.lunar_lander:LunarLander")
+_BOX2D_WORLD_RESET = (
+    "gymnasium.envs.box2d.bipedal_walker:BipedalWalker",
+    "gymnasium.envs.box2d.lunar_lander:LunarLander",
+)
 
 
 def renew_gym_env(env: gym.Env) -> bool:
@@ -309,8 +322,15 @@ class GymFamily:
 
     def fingerprint(self) -> str:
         """What this family does, beyond its name in a config: the parsed spec (not where it was read)."""
-        return repr((self.spec.name, self.spec.env_id, sorted(self.spec.kwargs.items()), self.spec.max_episode_steps,
-                     self.spec.params))
+        return repr(
+            (
+                self.spec.name,
+                self.spec.env_id,
+                sorted(self.spec.kwargs.items()),
+                self.spec.max_episode_steps,
+                self.spec.params,
+            )
+        )
 
     def __init__(self, spec: GymSpec | Mapping[str, Any]):
         self.spec = spec if isinstance(spec, GymSpec) else parse_spec(spec)
@@ -320,7 +340,7 @@ class GymFamily:
         _probe_construction(self.spec)
 
     @classmethod
-    def from_yaml(cls, path: str | Path, **overrides: Any) -> "GymFamily":
+    def from_yaml(cls, path: str | Path, **overrides: Any) -> GymFamily:
         """A family from a YAML spec file; `overrides` deep-merge over its keys."""
         path = Path(path)
         try:
@@ -337,12 +357,14 @@ class GymFamily:
         return cls(parse_spec(_deep_merge(data, overrides), source=str(path)))
 
     @classmethod
-    def from_options(cls, spec: str | Path | None = None, **inline_spec: Any) -> "GymFamily":
+    def from_options(cls, spec: str | Path | None = None, **inline_spec: Any) -> GymFamily:
         """A family from `spec=<yaml path>` (other options override it) or an inline spec."""
         if spec is not None:
             return cls.from_yaml(spec, **inline_spec)
         if not inline_spec:
-            raise ValueError("the gym family needs options: spec=<path to yaml> or an inline spec (name, env_id, params, ...)")
+            raise ValueError(
+                "the gym family needs options: spec=<path to yaml> or an inline spec (name, env_id, params, ...)"
+            )
         return cls(parse_spec(inline_spec))
 
     @property

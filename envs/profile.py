@@ -5,6 +5,7 @@ A family with courses (`terrain`, `bipedal`, `bipedal_cppn`) has
 the start pad and the finish, and its parameters in words. `envs` draws nothing from it;
 `poet profile` and `poet report` turn it into a figure with axes in metres and a legend.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

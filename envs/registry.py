@@ -1,8 +1,10 @@
 """The family registry (a plain dict) and gymnasium registration under `poet/`."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import gymnasium as gym
 
@@ -65,9 +67,7 @@ FAMILIES: dict[str, Callable[..., EnvFamily]] = {
 }
 
 # Options that the registry-wide tests use for families that cannot be built bare.
-EXAMPLE_OPTIONS: dict[str, dict[str, Any]] = {
-    "gym": {"spec": str(SPEC_DIR / "lunar_lander.yaml")},
-}
+EXAMPLE_OPTIONS: dict[str, dict[str, Any]] = {"gym": {"spec": str(SPEC_DIR / "lunar_lander.yaml")}}
 
 # gymnasium ids under the poet/ namespace, one per family that builds without options.
 GYMNASIUM_IDS: dict[str, str] = {

@@ -9,12 +9,14 @@ only (no reductions across rows), so a row's numbers never depend on the other r
 the batch size. `TerrainEnv` is the gymnasium view of the same core with one row, so both
 paths give the same returns bit for bit.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -24,8 +26,21 @@ from envs import _raster, terrain_core
 from envs.base import EnvParamError, EnvParams
 from envs.profile import CourseProfile, runs, span_text
 from envs.terrain_core import (  # noqa: F401  (part of this module's API)
-    FALL_DEPTH, FALL_REWARD, H, JUMP_SPEED, KILL, MAX_LOOKAHEAD, NO_GROUND, OBS_DIM, OBS_LIMIT, PIT,
-    PROGRESS_REWARD, RES, SLOPE, X, Y,
+    FALL_DEPTH,
+    FALL_REWARD,
+    JUMP_SPEED,
+    KILL,
+    MAX_LOOKAHEAD,
+    NO_GROUND,
+    OBS_DIM,
+    OBS_LIMIT,
+    PIT,
+    PROGRESS_REWARD,
+    RES,
+    SLOPE,
+    H,
+    X,
+    Y,
 )
 
 FAMILY = "terrain"
@@ -338,8 +353,19 @@ class TerrainBatch:
             a = a.reshape(self.num_envs, 2)
         self.t += 1
         self._obs, rewards, terminated, truncated = terrain_core.step_rows(
-            self.table, self.bases, self.max_cell, self.course_length, self.progress_scale,
-            self.t >= self.max_steps, a, self._state, self.grounded, self.done, self.cell, self._obs)
+            self.table,
+            self.bases,
+            self.max_cell,
+            self.course_length,
+            self.progress_scale,
+            self.t >= self.max_steps,
+            a,
+            self._state,
+            self.grounded,
+            self.done,
+            self.cell,
+            self._obs,
+        )
         return self._obs, rewards, terminated, truncated
 
     def close(self) -> None:
@@ -444,9 +470,13 @@ def render_frame(course: Course, x: float, y: float, height: int = 200, width: i
 def describe(values: dict[str, Any]) -> str:
     """The three parameter groups in words: 'roughness 2.4 · pit gap 0.8-2.4 · stump height 0.4-1.2'."""
     pit, stump = values["pit_gap"], values["stump_height"]
-    return " · ".join([f"roughness {float(values['roughness']):g}",
-                       f"pit gap {span_text(pit)}" if pit else "no pits",
-                       f"stump height {span_text(stump)}" if stump else "no stumps"])
+    return " · ".join(
+        [
+            f"roughness {float(values['roughness']):g}",
+            f"pit gap {span_text(pit)}" if pit else "no pits",
+            f"stump height {span_text(stump)}" if stump else "no stumps",
+        ]
+    )
 
 
 def course_profile(course: Course, description: str = "", seed: int | None = None) -> CourseProfile:
@@ -455,10 +485,13 @@ def course_profile(course: Course, description: str = "", seed: int | None = Non
     x = np.arange(course.n_cells) * RES
     ground = np.where(course.pit, np.nan, course.base)
     pits = tuple((a * RES, b * RES) for a, b in runs(course.pit))
-    stumps = tuple((a * RES, b * RES, float(course.base[a:b].min()), float(course.height[a:b].max()))
-                   for a, b in runs(course.stump))
-    return CourseProfile(FAMILY, x, ground, (0.0, START_PAD), course.course_length, pits, stumps,
-                         description=description, seed=seed)
+    stumps = tuple(
+        (a * RES, b * RES, float(course.base[a:b].min()), float(course.height[a:b].max()))
+        for a, b in runs(course.stump)
+    )
+    return CourseProfile(
+        FAMILY, x, ground, (0.0, START_PAD), course.course_length, pits, stumps, description=description, seed=seed
+    )
 
 
 def _draw_ground(img: np.ndarray, course: Course, col_x: np.ndarray, bottom: float, ppm: float) -> None:
@@ -548,16 +581,27 @@ class TerrainFamily:
         roughness = float(rng.uniform(0.0, ROUGH_MAX))
         pit = sorted(float(x) for x in rng.uniform(0.0, PIT_MAX, size=2))
         stump = sorted(float(x) for x in rng.uniform(0.0, STUMP_MAX, size=2))
-        return EnvParams.create(FAMILY, {"roughness": roughness,
-                                         "pit_gap": pit if pit[1] >= PIT_DEFAULT[1] else [],
-                                         "stump_height": stump if stump[1] >= STUMP_DEFAULT[1] else []})
+        return EnvParams.create(
+            FAMILY,
+            {
+                "roughness": roughness,
+                "pit_gap": pit if pit[1] >= PIT_DEFAULT[1] else [],
+                "stump_height": stump if stump[1] >= STUMP_DEFAULT[1] else [],
+            },
+        )
 
     def sample_easy(self, rng: np.random.Generator) -> EnvParams:
         """A random easy course, as dcd's BipedalWalker "Easy" levels (where ACCEL starts):
         roughness uniform in [0, 0.6], pits [0, 0.8], stumps [0, 0.4] (dcd's easy stump range
         is [0, 0.4] too; its easy ranges fix the pit and stump ends)."""
-        return EnvParams.create(FAMILY, {"roughness": float(rng.uniform(0.0, EASY_ROUGHNESS)),
-                                         "pit_gap": list(PIT_DEFAULT), "stump_height": list(STUMP_DEFAULT)})
+        return EnvParams.create(
+            FAMILY,
+            {
+                "roughness": float(rng.uniform(0.0, EASY_ROUGHNESS)),
+                "pit_gap": list(PIT_DEFAULT),
+                "stump_height": list(STUMP_DEFAULT),
+            },
+        )
 
     def interpolate(self, start: EnvParams, target: EnvParams, t: float) -> EnvParams:
         """The course a fraction `t` of the way from `start` to `target` (a direct path): every

@@ -10,6 +10,7 @@ The constants live here, beside the kernels, because numba freezes module global
 compiled code and its cache is keyed on this file: a constant changed anywhere else would
 leave a stale compiled kernel behind.
 """
+
 from __future__ import annotations
 
 import numba
@@ -77,8 +78,7 @@ def _cell_of(x: float, max_cell: int) -> int:
 
 
 @numba.njit(cache=True)
-def observe_row(table: np.ndarray, base: int, state: np.ndarray, grounded: bool, cell: int,
-                obs: np.ndarray) -> None:
+def observe_row(table: np.ndarray, base: int, state: np.ndarray, grounded: bool, cell: int, obs: np.ndarray) -> None:
     """Write one row's observation (OBS_DIM float32) into `obs`: its state, then how far the
     ground ahead lies below or above it (pit cells hold NO_GROUND, so they read -1)."""
     here = base + cell
@@ -93,8 +93,18 @@ def observe_row(table: np.ndarray, base: int, state: np.ndarray, grounded: bool,
 
 
 @numba.njit(cache=True)
-def step_row(table: np.ndarray, base: int, max_cell: int, course_length: float, progress_scale: float,
-             a0: float, a1: float, state: np.ndarray, grounded: bool, cell: int) -> tuple[float, bool, bool, int, bool]:
+def step_row(
+    table: np.ndarray,
+    base: int,
+    max_cell: int,
+    course_length: float,
+    progress_scale: float,
+    a0: float,
+    a1: float,
+    state: np.ndarray,
+    grounded: bool,
+    cell: int,
+) -> tuple[float, bool, bool, int, bool]:
     """Advance one live row by DT in place of `state` (x, y, vx, vy); the course's cells start at
     `table[base]`. Actions are clipped to [-1, 1]. Returns (reward, fell, finished, new cell,
     new grounded)."""
@@ -142,15 +152,23 @@ def step_row(table: np.ndarray, base: int, max_cell: int, course_length: float, 
     if fell:
         reward = FALL_REWARD
     else:
-        reward = progress_scale * ((x_new if x_new < course_length else course_length) - x) \
-            - ACTION_COST * (a0 * a0 + a1 * a1)
+        reward = progress_scale * ((x_new if x_new < course_length else course_length) - x) - ACTION_COST * (
+            a0 * a0 + a1 * a1
+        )
     state[X], state[Y], state[VX], state[VY] = x_new, y_new, vx, vy
     return reward, fell, finished, new_cell, contact
 
 
 @numba.njit(cache=True)
-def reset_rows(table: np.ndarray, bases: np.ndarray, state: np.ndarray, grounded: np.ndarray,
-               done: np.ndarray, cells: np.ndarray, obs: np.ndarray) -> None:
+def reset_rows(
+    table: np.ndarray,
+    bases: np.ndarray,
+    state: np.ndarray,
+    grounded: np.ndarray,
+    done: np.ndarray,
+    cells: np.ndarray,
+    obs: np.ndarray,
+) -> None:
     """Put every row at x = 0, standing on the start pad, and write its observation."""
     for r in range(bases.size):
         state[r, :] = 0.0
@@ -159,9 +177,20 @@ def reset_rows(table: np.ndarray, bases: np.ndarray, state: np.ndarray, grounded
 
 
 @numba.njit(cache=True)
-def step_rows(table: np.ndarray, bases: np.ndarray, max_cell: int, course_length: float, progress_scale: float,
-              truncate: bool, actions: np.ndarray, state: np.ndarray, grounded: np.ndarray, done: np.ndarray,
-              cells: np.ndarray, last_obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def step_rows(
+    table: np.ndarray,
+    bases: np.ndarray,
+    max_cell: int,
+    course_length: float,
+    progress_scale: float,
+    truncate: bool,
+    actions: np.ndarray,
+    state: np.ndarray,
+    grounded: np.ndarray,
+    done: np.ndarray,
+    cells: np.ndarray,
+    last_obs: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One DT step of every row that is not done; returns new (observations float32, rewards
     float64, terminated, truncated) arrays.
 
@@ -179,8 +208,17 @@ def step_rows(table: np.ndarray, bases: np.ndarray, max_cell: int, course_length
             obs[r] = last_obs[r]
             continue
         reward, fell, finished, cell, contact = step_row(
-            table, bases[r], max_cell, course_length, progress_scale,
-            np.float64(actions[r, 0]), np.float64(actions[r, 1]), state[r], grounded[r], cells[r])
+            table,
+            bases[r],
+            max_cell,
+            course_length,
+            progress_scale,
+            np.float64(actions[r, 0]),
+            np.float64(actions[r, 1]),
+            state[r],
+            grounded[r],
+            cells[r],
+        )
         cells[r], grounded[r] = cell, contact
         rewards[r] = reward
         terminated[r] = fell or finished

@@ -13,10 +13,11 @@ course. There are no pits and no stumps; the seed changes nothing. The runner, i
 observations, actions and rewards are the `terrain` family's (`envs.terrain_core`), so
 batches run on the same compiled kernels.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 
@@ -78,8 +79,14 @@ class TerrainCPPNFamily:
 
     name = FAMILY
 
-    def __init__(self, course_length: float = 80.0, max_episode_steps: int = 600, operators: str = "reference",
-                 amplitude: str = "reference", initial: str = "reference"):
+    def __init__(
+        self,
+        course_length: float = 80.0,
+        max_episode_steps: int = 600,
+        operators: str = "reference",
+        amplitude: str = "reference",
+        initial: str = "reference",
+    ):
         runner = TerrainFamily(course_length, max_episode_steps)  # checks the runner's options
         self._genomes = BipedalCPPNFamily(operators=operators, amplitude=amplitude, initial=initial)
         self.course_length, self.max_episode_steps = runner.course_length, runner.max_episode_steps
@@ -132,8 +139,11 @@ class TerrainCPPNFamily:
     def course_profile(self, params: EnvParams, seed: int = 0) -> CourseProfile:  # noqa: ARG002
         """The whole course, in metres, for drawing (`envs.profile`); the seed changes nothing here."""
         stats = self.flat(params)
-        words = (f"{stats['hidden_nodes']:.0f} hidden nodes · {stats['connections']:.0f} connections · "
-                 f"amplitude {stats['amplitude']:.2f} m · max slope {stats['max_slope']:.2f}")
+        words = (
+            f"{stats['hidden_nodes']:.0f} hidden nodes · {stats['connections']:.0f} connections · "
+            f"amplitude {stats['amplitude']:.2f} m · max slope {stats['max_slope']:.2f}"
+        )
         profile = course_profile(self.course(params), words, None)
-        return CourseProfile(FAMILY, profile.x, profile.y, (0.0, START_PAD), profile.finish,
-                             description=words, seed=None)
+        return CourseProfile(
+            FAMILY, profile.x, profile.y, (0.0, START_PAD), profile.finish, description=words, seed=None
+        )

@@ -5,8 +5,8 @@
 
 Both arms run `experiments/reproduce_poet.yaml` with the paper's structure where it fits
 (capacity 20, a transfer every 25 iterations as in the reference's scripts, and a
-reproduction at every transfer: see `STRUCTURE`), the same iterations and seeds: original POET (`curriculum=poet`) on the terrain family, whose
-mutations move POET's three obstacle groups, and Enhanced POET (`curriculum=enhanced_poet`)
+reproduction at every transfer: see `STRUCTURE`), the same iterations and seeds: original
+POET (`curriculum=poet`) on the terrain family, whose mutations move POET's three obstacle groups, and Enhanced POET (`curriculum=enhanced_poet`)
 on `terrain_cppn`, whose grounds are the reference's CPPNs, on the same runner and core.
 ANNECS is counted as the Enhanced POET paper defines it (`run.annecs`) and, for Enhanced
 POET, as the reference code counts it (`run.annecs_reference`). Runs are resumable: a run
@@ -15,6 +15,7 @@ directory that exists is resumed to `--iterations` (a finished one costs nothing
 `experiments/reproduce_poet.py` runs these arms as part of its study (its `annecs.png`); this
 script runs them alone, for other lengths and seeds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,14 @@ CONFIG = ROOT / "experiments" / "reproduce_poet.yaml"
 # every transfer and admits up to 2 (the YAML's): at most 240 in 3,000 iterations.
 STRUCTURE = ["reproduction.capacity=20", "transfer.every=25", "reproduction.every=25"]
 ARMS = {"poet": ("poet", "terrain"), "enhanced_poet": ("enhanced_poet", "terrain_cppn")}
-QUICK = ["env.options={course_length: 20.0, max_episode_steps: 150}", "trainer.es.population=8",
-         "evaluation.backend=inprocess",
-         "evaluation.eval_episodes=1", "reproduction.every=4", "transfer.every=3"]
+QUICK = [
+    "env.options={course_length: 20.0, max_episode_steps: 150}",
+    "trainer.es.population=8",
+    "evaluation.backend=inprocess",
+    "evaluation.eval_episodes=1",
+    "reproduction.every=4",
+    "transfer.every=3",
+]
 
 
 def run_arm(arm: str, seed: int, iterations: int, out: Path, quick: bool) -> dict:
@@ -47,15 +53,28 @@ def run_arm(arm: str, seed: int, iterations: int, out: Path, quick: bool) -> dic
     if (run_dir / "checkpoints").is_dir():
         poet.resume(run_dir, iterations=iterations, progress=False)
     else:
-        sets = [f"seed={seed}", f"iterations={iterations}", f"curriculum={curriculum}", f"env.family={family}",
-                *(QUICK if quick else STRUCTURE)]
+        sets = [
+            f"seed={seed}",
+            f"iterations={iterations}",
+            f"curriculum={curriculum}",
+            f"env.family={family}",
+            *(QUICK if quick else STRUCTURE),
+        ]
         poet.run(CONFIG, out=run_dir, overrides=sets, progress=False)
     run = load_run(run_dir)
     annecs = run.annecs
-    entry = {"arm": arm, "curriculum": curriculum, "family": family, "seed": seed, "run_dir": str(run_dir),
-             "iterations": int(len(annecs)), "annecs": int(annecs.iloc[-1]) if len(annecs) else 0,
-             "annecs_curve": [int(v) for v in annecs.to_numpy()],
-             "envs_created": int(len(run.envs)), "wall_seconds_this_call": round(time.perf_counter() - t0, 1)}
+    entry = {
+        "arm": arm,
+        "curriculum": curriculum,
+        "family": family,
+        "seed": seed,
+        "run_dir": str(run_dir),
+        "iterations": int(len(annecs)),
+        "annecs": int(annecs.iloc[-1]) if len(annecs) else 0,
+        "annecs_curve": [int(v) for v in annecs.to_numpy()],
+        "envs_created": int(len(run.envs)),
+        "wall_seconds_this_call": round(time.perf_counter() - t0, 1),
+    }
     if curriculum == "enhanced_poet":
         ref = run.annecs_reference
         entry["annecs_reference"] = int(ref.iloc[-1]) if len(ref) else 0
@@ -72,8 +91,14 @@ def figure(runs: list[dict], path: Path) -> None:
         label = f"{'POET on terrain' if r['arm'] == 'poet' else 'Enhanced POET on terrain_cppn'}, seed {r['seed']}"
         ax.plot(r["annecs_curve"], color=colors[r["arm"]], alpha=0.6 + 0.4 * (r["seed"] % 2), label=label)
         if "annecs_reference_curve" in r:
-            ax.plot(r["annecs_reference_curve"], color=colors[r["arm"]], ls="--", lw=1,
-                    alpha=0.6 + 0.4 * (r["seed"] % 2), label=f"  its reference-code counter, seed {r['seed']}")
+            ax.plot(
+                r["annecs_reference_curve"],
+                color=colors[r["arm"]],
+                ls="--",
+                lw=1,
+                alpha=0.6 + 0.4 * (r["seed"] % 2),
+                label=f"  its reference-code counter, seed {r['seed']}",
+            )
     ax.set(xlabel="iteration", ylabel="ANNECS", title="ANNECS: original POET against Enhanced POET")
     ax.legend(fontsize="small", loc="upper left")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,15 +122,25 @@ def main() -> None:
         for arm in ARMS:
             runs.append(run_arm(arm, seed, args.iterations, args.out, args.quick))
             r = runs[-1]
-            print(f"{arm:14s} seed {seed}: ANNECS {r['annecs']}"
-                  + (f" ({r['annecs_reference']} as the reference code counts)" if "annecs_reference" in r else "")
-                  + f", {r['envs_created']} envs created, {r['wall_seconds_this_call']} s", flush=True)
+            print(
+                f"{arm:14s} seed {seed}: ANNECS {r['annecs']}"
+                + (f" ({r['annecs_reference']} as the reference code counts)" if "annecs_reference" in r else "")
+                + f", {r['envs_created']} envs created, {r['wall_seconds_this_call']} s",
+                flush=True,
+            )
     figure(runs, args.figure)
-    command = "python experiments/annecs_poet_vs_enhanced.py" + (" --quick" if args.quick else "") + \
-        f" --iterations {args.iterations} --seeds {' '.join(map(str, args.seeds))}"
-    result = {"command": command, "config": str(CONFIG.relative_to(ROOT)),
-              "overrides": QUICK if args.quick else STRUCTURE, "runs": runs,
-              "wall_seconds": round(time.perf_counter() - t0, 1)}
+    command = (
+        "python experiments/annecs_poet_vs_enhanced.py"
+        + (" --quick" if args.quick else "")
+        + f" --iterations {args.iterations} --seeds {' '.join(map(str, args.seeds))}"
+    )
+    result = {
+        "command": command,
+        "config": str(CONFIG.relative_to(ROOT)),
+        "overrides": QUICK if args.quick else STRUCTURE,
+        "runs": runs,
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+    }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.json} and {args.figure} ({result['wall_seconds']} s)")

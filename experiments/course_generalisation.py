@@ -9,6 +9,7 @@ checkpoint) is scored on `--courses` fresh courses of its env's params, and of t
 with roughness raised to the paper's criterion (4.5) and beyond: how many it solves, and on how
 many it scores below the minimal criterion's lower bound (those children would be refused).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,13 +44,22 @@ def generalisation(run_dir: Path, n_envs: int, n_courses: int) -> dict:
         entry = {"env_id": env.env_id, "params": params.values, "own_course_score": float(own), "fresh_courses": []}
         for roughness in (float(params.values["roughness"]), *ROUGHNESS):
             values = {**params.values, "roughness": roughness}
-            requests = [EvalRequest(policy, EnvParams.create(params.family, values, course_seed=10_000 + k), 1, 0,
-                                    max_steps, tag=str(k)) for k in range(n_courses)]
+            requests = [
+                EvalRequest(
+                    policy, EnvParams.create(params.family, values, course_seed=10_000 + k), 1, 0, max_steps, tag=str(k)
+                )
+                for k in range(n_courses)
+            ]
             scores = np.array([r.mean for r in evaluator.evaluate(requests)])
-            entry["fresh_courses"].append({"roughness": roughness, "courses": n_courses,
-                                           "solved": int((scores >= threshold).sum()),
-                                           "below_mc": int((scores < mc_lower).sum()),
-                                           "median": float(np.median(scores))})
+            entry["fresh_courses"].append(
+                {
+                    "roughness": roughness,
+                    "courses": n_courses,
+                    "solved": int((scores >= threshold).sum()),
+                    "below_mc": int((scores < mc_lower).sum()),
+                    "median": float(np.median(scores)),
+                }
+            )
         rows.append(entry)
     return {"run_dir": str(run_dir), "solved_threshold": threshold, "mc_lower": mc_lower, "envs": rows}
 
@@ -61,11 +71,15 @@ def main() -> None:
     parser.add_argument("--courses", type=int, default=20)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    report = {"command": " ".join(["python experiments/course_generalisation.py", *sys.argv[1:]]),
-              **generalisation(args.run_dir, args.envs, args.courses)}
+    report = {
+        "command": " ".join(["python experiments/course_generalisation.py", *sys.argv[1:]]),
+        **generalisation(args.run_dir, args.envs, args.courses),
+    }
     for env in report["envs"]:
-        cells = ", ".join(f"roughness {c['roughness']:g}: {c['solved']}/{c['courses']} solved, {c['below_mc']} below "
-                          f"the MC" for c in env["fresh_courses"])
+        cells = ", ".join(
+            f"roughness {c['roughness']:g}: {c['solved']}/{c['courses']} solved, {c['below_mc']} below the MC"
+            for c in env["fresh_courses"]
+        )
         print(f"{env['env_id'][:8]} (own course {env['own_course_score']:.0f}): {cells}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ was solved; then, every `--every` iterations, the largest value of each criterio
 envs solved by then (max stump height, max pit gap, roughness: the paper's thresholds are
 2.4, 6.0 and 4.5), and the run's throughput per phase.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,10 +28,16 @@ def climb(run_dir: Path, every: int) -> dict:
     for level, name in enumerate(DIFFICULTY_CLASSES):
         rows = envs_t[envs_t["difficulty"] == level]
         solved = rows["solved_iteration"].dropna()
-        classes[name] = {"created": int(len(rows)), "solved": int(len(solved)),
-                         "first_solved_iteration": int(solved.min()) if len(solved) else None}
-    criteria = {"stump_height": envs_t.get("stump_height_hi"), "pit_gap": envs_t.get("pit_gap_hi"),
-                "roughness": envs_t.get("roughness")}
+        classes[name] = {
+            "created": int(len(rows)),
+            "solved": int(len(solved)),
+            "first_solved_iteration": int(solved.min()) if len(solved) else None,
+        }
+    criteria = {
+        "stump_height": envs_t.get("stump_height_hi"),
+        "pit_gap": envs_t.get("pit_gap_hi"),
+        "roughness": envs_t.get("roughness"),
+    }
     solved_at = envs_t["solved_iteration"]
     over_time = []
     for it in list(range(every - 1, last + 1, every)) + ([last] if last % every != every - 1 else []):
@@ -57,11 +64,15 @@ def main() -> None:
     args = parser.parse_args()
     report = climb(args.run_dir, args.every)
     for name, c in report["classes"].items():
-        print(f"{name:22s}: {c['created']:4d} created, {c['solved']:4d} solved, first solved at "
-              f"{c['first_solved_iteration']}")
+        print(
+            f"{name:22s}: {c['created']:4d} created, {c['solved']:4d} solved, first solved at "
+            f"{c['first_solved_iteration']}"
+        )
     for row in report["solved_envs_over_iterations"]:
-        print(f"iteration {row['iteration']:5d}: {row['envs_solved']:4d} solved; max stump {row['max_stump_height']}, "
-              f"max pit gap {row['max_pit_gap']}, roughness {row['max_roughness']}")
+        print(
+            f"iteration {row['iteration']:5d}: {row['envs_solved']:4d} solved; max stump {row['max_stump_height']}, "
+            f"max pit gap {row['max_pit_gap']}, roughness {row['max_roughness']}"
+        )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")

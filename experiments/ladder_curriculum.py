@@ -9,6 +9,7 @@ rung until its score reaches `threshold`, then climbs. Everything it has to reme
 rung it is on) lives in `ctx.state.curriculum_data`, which checkpoints save, so a killed
 run resumes exactly. See poet/curricula/base.py for the protocol.
 """
+
 from __future__ import annotations
 
 from poet.context import RunContext

@@ -4,6 +4,7 @@
 
 Read top to bottom: load the config, run, load the record tables, print a summary.
 """
+
 from __future__ import annotations
 
 import argparse

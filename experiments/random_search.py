@@ -8,10 +8,12 @@ in one evaluator wave, and keeps the best if it beats the agent. The Trainer pro
 `name`, `init_state`, `reset_state` and `step`; an `Options` dataclass (optional) gets
 its fields checked against `trainer.options`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,8 +28,11 @@ class RandomSearchOptions:
     episodes: int = 1  # episodes per candidate (and for the incumbent)
 
     def check(self) -> list[tuple[str, str]]:
-        return [(k, f"must be > 0, got {getattr(self, k)}") for k in ("candidates", "sigma", "episodes")
-                if getattr(self, k) <= 0]
+        return [
+            (k, f"must be > 0, got {getattr(self, k)}")
+            for k in ("candidates", "sigma", "episodes")
+            if getattr(self, k) <= 0
+        ]
 
 
 class RandomSearchTrainer:
@@ -48,28 +53,39 @@ class RandomSearchTrainer:
         plans, requests, refs = [], [], []
         for task in tasks:
             rng = np.random.default_rng(task.seed)  # all randomness of the step from its seed
-            thetas = [task.theta] + [(task.theta + o.sigma * rng.standard_normal(task.theta.size)).astype(np.float32)
-                                     for _ in range(o.candidates)]
+            thetas = [task.theta] + [
+                (task.theta + o.sigma * rng.standard_normal(task.theta.size)).astype(np.float32)
+                for _ in range(o.candidates)
+            ]
             seed = int(rng.integers(2**31 - 1))  # every candidate sees the same episodes
             for theta in thetas:
                 refs.append(evaluator.put(theta))
                 requests.append(EvalRequest(refs[-1], task.env, o.episodes, seed, ctx.max_steps, tag=task.key))
             if task.eval_episodes > 0:
                 refs.append(evaluator.put(task.theta))
-                requests.append(EvalRequest(refs[-1], task.env, task.eval_episodes, seed + 1, ctx.max_steps,
-                                            tag=f"{task.key} (score)"))
+                requests.append(
+                    EvalRequest(
+                        refs[-1], task.env, task.eval_episodes, seed + 1, ctx.max_steps, tag=f"{task.key} (score)"
+                    )
+                )
             plans.append(thetas)
         scores = ctx.errors.scores(evaluator.evaluate(requests))
         evaluator.release(refs)
         steps, at = [], 0
         for task, thetas in zip(tasks, plans):
-            returns = scores[at:at + len(thetas)]
+            returns = scores[at : at + len(thetas)]
             at += len(thetas)
             score = None
             if task.eval_episodes > 0:
                 score, at = float(scores[at]), at + 1
             best = int(np.argmax(returns))  # index 0, the incumbent, wins ties
             state = {"steps": task.state["steps"] + 1, "improvements": task.state["improvements"] + (best > 0)}
-            steps.append(TrainStep(theta=thetas[best], state=state, score=score,
-                                   metrics={"rs_best": float(returns[best]), "rs_incumbent": float(returns[0])}))
+            steps.append(
+                TrainStep(
+                    theta=thetas[best],
+                    state=state,
+                    score=score,
+                    metrics={"rs_best": float(returns[best]), "rs_incumbent": float(returns[0])},
+                )
+            )
         return steps

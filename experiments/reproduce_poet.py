@@ -30,6 +30,7 @@ Every run is resumable: rerunning the command resumes each run directory where i
 finished one costs nothing). It writes `results.json` (every number), `results.md` (the
 tables), `scores.png`, `climb.png` and `annecs.png` in `--results`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,12 @@ from difficulty_climb import climb  # noqa: E402
 CONFIG = arms.CONFIG
 CONTROLS = ("direct", "path", "accel", "dr")
 BUDGET_FACTOR = 2  # the issue's rule where the paper's own could not be checked (see the README)
-QUICK_CONTROL = ["env.options={course_length: 20.0, max_episode_steps: 150}", "trainer.es.population=8",
-                 "evaluation.backend=inprocess", "evaluation.eval_episodes=1"]
+QUICK_CONTROL = [
+    "env.options={course_length: 20.0, max_episode_steps: 150}",
+    "trainer.es.population=8",
+    "evaluation.backend=inprocess",
+    "evaluation.eval_episodes=1",
+]
 
 
 # ------------------------------------------------------------------------------ runs
@@ -84,9 +89,11 @@ def control_overrides(name: str, target: EnvParams, seed: int, quick: bool) -> l
 # --------------------------------------------------------------------------- targets
 def hardness(values: dict) -> float:
     """How far a course goes past the paper's criteria: each value over its threshold, summed."""
-    top = {"roughness": float(values["roughness"]),
-           "pit_gap": float(values["pit_gap"][-1]) if values["pit_gap"] else 0.0,
-           "stump_height": float(values["stump_height"][-1]) if values["stump_height"] else 0.0}
+    top = {
+        "roughness": float(values["roughness"]),
+        "pit_gap": float(values["pit_gap"][-1]) if values["pit_gap"] else 0.0,
+        "stump_height": float(values["stump_height"][-1]) if values["stump_height"] else 0.0,
+    }
     return sum(top[k] / v for k, v in DIFFICULTY_CRITERIA.items())
 
 
@@ -135,8 +142,17 @@ def final_score(run_dir: Path, target: EnvParams) -> float:
     parts, snapshot = load_agents(run_dir)
     evaluator = InProcessEvaluator(parts.family, parts.spec)
     agents = snapshot.state.population.active
-    requests = [EvalRequest(evaluator.put(a.theta), target, parts.cfg.evaluation.eval_episodes, 0,
-                            parts.cfg.evaluation.max_steps, tag=a.pair_id) for a in agents]
+    requests = [
+        EvalRequest(
+            evaluator.put(a.theta),
+            target,
+            parts.cfg.evaluation.eval_episodes,
+            0,
+            parts.cfg.evaluation.max_steps,
+            tag=a.pair_id,
+        )
+        for a in agents
+    ]
     return float(max(r.mean for r in evaluator.evaluate(requests)))
 
 
@@ -175,11 +191,18 @@ def main() -> None:
         from poet.evaluation.ray_pool import ensure_ray
 
         ensure_ray(None)
-    command = "python experiments/reproduce_poet.py" + (" --quick" if args.quick else
-        f" --iterations {args.iterations} --seeds {args.seeds} --control-seeds {args.control_seeds}"
-        f" --targets {args.targets}")
-    result: dict = {"command": command, "config": str(CONFIG.relative_to(ROOT)),
-                    "structure": arms.QUICK if args.quick else arms.STRUCTURE, "budget_factor": BUDGET_FACTOR}
+    command = "python experiments/reproduce_poet.py" + (
+        " --quick"
+        if args.quick
+        else f" --iterations {args.iterations} --seeds {args.seeds} --control-seeds {args.control_seeds}"
+        f" --targets {args.targets}"
+    )
+    result: dict = {
+        "command": command,
+        "config": str(CONFIG.relative_to(ROOT)),
+        "structure": arms.QUICK if args.quick else arms.STRUCTURE,
+        "budget_factor": BUDGET_FACTOR,
+    }
 
     # 1: POET, seed 0 (the other arms run last: the controls need only this one)
     first = arms.run_arm("poet", 0, args.iterations, args.out, args.quick)
@@ -193,17 +216,28 @@ def main() -> None:
     result["classes"] = []
     envs = run.envs.set_index("env_id")
     for level, ids in pick_targets(run, args.targets).items():
-        entry = {"class": level, "name": DIFFICULTY_CLASSES[level],
-                 "created": int((run.envs["difficulty"] == level).sum()),
-                 "solved": int(((run.envs["difficulty"] == level) & run.envs["solved_iteration"].notna()).sum()),
-                 "targets": []}
+        entry = {
+            "class": level,
+            "name": DIFFICULTY_CLASSES[level],
+            "created": int((run.envs["difficulty"] == level).sum()),
+            "solved": int(((run.envs["difficulty"] == level) & run.envs["solved_iteration"].notna()).sum()),
+            "targets": [],
+        }
         targets = [EnvParams.from_json(envs.loc[env_id, "params_json"]) for env_id in ids]
         for env_id, target in zip(ids, targets):
             steps = lineage_steps(run, env_id)
-            entry["targets"].append({
-                "env_id": env_id, "params": target.values, "hardness": hardness(target.values),
-                "solved_iteration": int(envs.loc[env_id, "solved_iteration"]), "lineage_steps": steps,
-                "budget": BUDGET_FACTOR * max(1, steps), "poet_score": best_recorded(run, env_id), "controls": {}})
+            entry["targets"].append(
+                {
+                    "env_id": env_id,
+                    "params": target.values,
+                    "hardness": hardness(target.values),
+                    "solved_iteration": int(envs.loc[env_id, "solved_iteration"]),
+                    "lineage_steps": steps,
+                    "budget": BUDGET_FACTOR * max(1, steps),
+                    "poet_score": best_recorded(run, env_id),
+                    "controls": {},
+                }
+            )
         longest = max(t["budget"] for t in entry["targets"])
         for name in CONTROLS:
             for seed in range(args.control_seeds):
@@ -212,8 +246,10 @@ def main() -> None:
                     run_or_resume(out, control_overrides(name, targets[0], seed, args.quick), longest)
                     runs = [(out, longest)] * len(targets)
                 else:
-                    runs = [(args.out / "controls" / f"{t['env_id'][:8]}-{name}-seed{seed}", t["budget"])
-                            for t in entry["targets"]]
+                    runs = [
+                        (args.out / "controls" / f"{t['env_id'][:8]}-{name}-seed{seed}", t["budget"])
+                        for t in entry["targets"]
+                    ]
                     for (out, iterations), target in zip(runs, targets):
                         run_or_resume(out, control_overrides(name, target, seed, args.quick), iterations)
                 for t, target, (out, iterations) in zip(entry["targets"], targets, runs):
@@ -224,9 +260,13 @@ def main() -> None:
         entry["controls"] = {}
         for name in CONTROLS:
             scores = [s for t in entry["targets"] for s in t["controls"][name]["scores"]]
-            entry["controls"][name] = {"runs": len(scores), "reached_threshold": int(sum(s >= threshold for s in scores)),
-                                       "best": max(scores), "median": float(np.median(scores)),
-                                       "mann_whitney_poet_greater": rank_test(poet_scores, scores)}
+            entry["controls"][name] = {
+                "runs": len(scores),
+                "reached_threshold": int(sum(s >= threshold for s in scores)),
+                "best": max(scores),
+                "median": float(np.median(scores)),
+                "mann_whitney_poet_greater": rank_test(poet_scores, scores),
+            }
         result["classes"].append(entry)
 
     # 4: both POETs at every seed, for the ANNECS figure
@@ -249,26 +289,43 @@ def main() -> None:
 def tables(result: dict) -> str:
     """Markdown: per class, POET's envs and each control's runs at the threshold, best score, rank test."""
     threshold = result["solved_threshold"]
-    lines = ["| class | POET: envs created / solved | targets | control | runs >= "
-             f"{threshold:g} | best | median | Mann-Whitney p (POET higher) |", "|---" * 8 + "|"]
+    lines = [
+        "| class | POET: envs created / solved | targets | control | runs >= "
+        f"{threshold:g} | best | median | Mann-Whitney p (POET higher) |",
+        "|---" * 8 + "|",
+    ]
     for c in result["classes"]:
         for i, name in enumerate(CONTROLS):
             s = c["controls"][name]
             p = s["mann_whitney_poet_greater"]["p"]
-            head = (f"| {c['class']} {c['name']} | {c['created']} / {c['solved']} | {len(c['targets'])} "
-                    if i == 0 else "| | | ")
-            lines.append(head + f"| {name} | {s['reached_threshold']}/{s['runs']} | {s['best']:.0f} | "
-                         f"{s['median']:.0f} | {'n/a' if p is None else f'{p:.3g}'} |")
-    lines += ["", "| class | target | POET solved at | lineage steps | control budget | POET score | "
-              + " | ".join(f"{n} (best)" for n in CONTROLS) + " |", "|---" * (6 + len(CONTROLS)) + "|"]
+            head = (
+                f"| {c['class']} {c['name']} | {c['created']} / {c['solved']} | {len(c['targets'])} "
+                if i == 0
+                else "| | | "
+            )
+            lines.append(
+                head + f"| {name} | {s['reached_threshold']}/{s['runs']} | {s['best']:.0f} | "
+                f"{s['median']:.0f} | {'n/a' if p is None else f'{p:.3g}'} |"
+            )
+    lines += [
+        "",
+        "| class | target | POET solved at | lineage steps | control budget | POET score | "
+        + " | ".join(f"{n} (best)" for n in CONTROLS)
+        + " |",
+        "|---" * (6 + len(CONTROLS)) + "|",
+    ]
     for c in result["classes"]:
         for t in c["targets"]:
             cells = [f"{max(t['controls'][n]['scores']):.0f}" for n in CONTROLS]
-            lines.append(f"| {c['class']} | {t['env_id'][:8]} ({describe(t['params'])}) | {t['solved_iteration']} | "
-                         f"{t['lineage_steps']} | {t['budget']} | {t['poet_score']:.0f} | " + " | ".join(cells) + " |")
-    ends = ", ".join(f"{a['arm']} seed {a['seed']}: {a['annecs']}"
-                     + (f" ({a['annecs_reference']} by the reference code)" if "annecs_reference" in a else "")
-                     for a in result["arms"])
+            lines.append(
+                f"| {c['class']} | {t['env_id'][:8]} ({describe(t['params'])}) | {t['solved_iteration']} | "
+                f"{t['lineage_steps']} | {t['budget']} | {t['poet_score']:.0f} | " + " | ".join(cells) + " |"
+            )
+    ends = ", ".join(
+        f"{a['arm']} seed {a['seed']}: {a['annecs']}"
+        + (f" ({a['annecs_reference']} by the reference code)" if "annecs_reference" in a else "")
+        for a in result["arms"]
+    )
     return "\n".join(lines + ["", f"ANNECS at the end: {ends}"]) + "\n"
 
 
@@ -298,14 +355,20 @@ def scores_figure(result: dict, path: Path) -> None:
     width = 0.8 / len(names)
     for i, name in enumerate(names):
         for j, c in enumerate(result["classes"]):
-            ys = ([t["poet_score"] for t in c["targets"]] if name == "POET"
-                  else [s for t in c["targets"] for s in t["controls"][name]["scores"]])
+            ys = (
+                [t["poet_score"] for t in c["targets"]]
+                if name == "POET"
+                else [s for t in c["targets"] for s in t["controls"][name]["scores"]]
+            )
             xs = j + (i - (len(names) - 1) / 2) * width + np.linspace(-0.3, 0.3, len(ys)) * width
             ax.scatter(xs, ys, s=18, color=f"C{i}", label=name if j == 0 else None)
     ax.axhline(result["solved_threshold"], color="k", ls="--", lw=1, label=f"solved ({result['solved_threshold']:g})")
     ax.set_xticks(range(len(result["classes"])), [f"{c['class']}: {c['name']}" for c in result["classes"]])
-    ax.set(xlabel="the POET paper's difficulty class of the target", ylabel="score on the target",
-           title="POET's solved envs against its controls, per class")
+    ax.set(
+        xlabel="the POET paper's difficulty class of the target",
+        ylabel="score on the target",
+        title="POET's solved envs against its controls, per class",
+    )
     ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.savefig(path, dpi=100)
 
@@ -319,8 +382,11 @@ def climb_figure(result: dict, path: Path) -> None:
         ys = [np.nan if r[f"max_{name}"] is None else r[f"max_{name}"] / threshold for r in rows]
         ax.plot([r["iteration"] + 1 for r in rows], ys, color=f"C{i}", label=f"max {name} / {threshold:g}")
     ax.axhline(1.0, color="k", ls="--", lw=1, label="the paper's criterion")
-    ax.set(xlabel="iteration", ylabel="largest among solved envs / criterion",
-           title="How far POET's solved envs climb towards the paper's criteria (seed 0)")
+    ax.set(
+        xlabel="iteration",
+        ylabel="largest among solved envs / criterion",
+        title="How far POET's solved envs climb towards the paper's criteria (seed 0)",
+    )
     ax.legend(fontsize="small")
     fig.savefig(path, dpi=100)
 

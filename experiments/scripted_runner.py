@@ -14,6 +14,7 @@ distance before the next obstacle (pits: the last step before the edge; stumps: 
 lead) or when the ground within the next step rises by more than a wall (`WALL`) or falls
 into a pit. A course is cleared when the episode ends by reaching the finish line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,7 @@ import numpy as np
 
 from envs.base import EnvParams
 from envs.terrain import RES, TerrainBatch, TerrainFamily, difficulty
-from envs.terrain_core import DT, JUMP_SPEED, GRAVITY, WALL
+from envs.terrain_core import DT, GRAVITY, JUMP_SPEED, WALL
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILY = TerrainFamily(course_length=80.0, max_episode_steps=2000)
@@ -61,8 +62,8 @@ def run_episode(params: EnvParams, seed: int, stump_lead: float) -> tuple[bool, 
             if nxt is not None and nxt[1] == "stump" and nxt[0] - x <= stump_lead:
                 jump = True
             # the last step before a pit edge, or a wall in the next step
-            jump = jump or bool(course.pit[cell + 1:next_cell + 1].any())
-            rise = course.height[cell + 1:next_cell + 1].max(initial=-np.inf) - float(env.y[0])
+            jump = jump or bool(course.pit[cell + 1 : next_cell + 1].any())
+            rise = course.height[cell + 1 : next_cell + 1].max(initial=-np.inf) - float(env.y[0])
             jump = jump or rise > WALL
         _, reward, terminated, truncated = env.step(np.array([[1.0, 1.0 if jump else -1.0]]))
         total += float(reward[0])
@@ -78,7 +79,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "experiments" / "results" / "scripted_runner.json")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    apex = JUMP_SPEED ** 2 / (2 * GRAVITY)
+    apex = JUMP_SPEED**2 / (2 * GRAVITY)
     air = 2 * JUMP_SPEED / GRAVITY
     results = {}
     for name, values in COURSES.items():
@@ -87,19 +88,29 @@ def main() -> None:
         for lead in STUMP_LEADS if values["stump_height"] else (0.0,):
             runs = [run_episode(params, seed, lead) for seed in range(args.seeds)]
             cleared = sum(r[0] for r in runs)
-            entry = {"stump_lead_m": lead, "cleared": cleared, "seeds": args.seeds,
-                     "mean_return": round(float(np.mean([r[1] for r in runs])), 1),
-                     "mean_distance_m": round(float(np.mean([r[2] for r in runs])), 1)}
+            entry = {
+                "stump_lead_m": lead,
+                "cleared": cleared,
+                "seeds": args.seeds,
+                "mean_return": round(float(np.mean([r[1] for r in runs])), 1),
+                "mean_distance_m": round(float(np.mean([r[2] for r in runs])), 1),
+            }
             if best is None or cleared > best["cleared"]:
                 best = entry
         results[name] = {"params": values, "difficulty": difficulty(values), **best}
-        print(f"{name:18s} (class {difficulty(values)}): cleared {best['cleared']}/{args.seeds} course seeds, "
-              f"mean return {best['mean_return']}, mean distance {best['mean_distance_m']} m"
-              + (f", stump lead {best['stump_lead_m']} m" if values["stump_height"] else ""))
+        print(
+            f"{name:18s} (class {difficulty(values)}): cleared {best['cleared']}/{args.seeds} course seeds, "
+            f"mean return {best['mean_return']}, mean distance {best['mean_distance_m']} m"
+            + (f", stump lead {best['stump_lead_m']} m" if values["stump_height"] else "")
+        )
     out = {
         "command": "python experiments/scripted_runner.py" + (f" --seeds {args.seeds}" if args.seeds != 100 else ""),
-        "physics": {"jump_apex_m": apex, "air_time_s": air, "top_speed_m_s": 8.0,
-                    "longest_jump_from_flat_m": round(8.0 * air, 2)},
+        "physics": {
+            "jump_apex_m": apex,
+            "air_time_s": air,
+            "top_speed_m_s": 8.0,
+            "longest_jump_from_flat_m": round(8.0 * air, 2),
+        },
         "courses": results,
         "wall_seconds": round(time.perf_counter() - t0, 1),
     }

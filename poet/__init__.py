@@ -1,9 +1,10 @@
 """POET and Enhanced POET: open-ended co-evolution of environments and agents.
 
-    import poet
-    result = poet.run("experiments/quickstart.yaml", out="runs/demo")
-    run = poet.analysis.load_run(result.run_dir)
+import poet
+result = poet.run("experiments/quickstart.yaml", out="runs/demo")
+run = poet.analysis.load_run(result.run_dir)
 """
+
 __version__ = "0.1.0"
 
 from typing import Any  # noqa: E402
@@ -23,5 +24,15 @@ def __getattr__(name: str) -> Any:
         return getattr(runner, name)
     raise AttributeError(f"module 'poet' has no attribute {name!r}")
 
-__all__ = ["ConfigError", "RunConfig", "RunInterrupted", "RunResult", "analysis", "load_config", "resume", "run",
-           "__version__"]
+
+__all__ = [
+    "ConfigError",
+    "RunConfig",
+    "RunInterrupted",
+    "RunResult",
+    "analysis",
+    "load_config",
+    "resume",
+    "run",
+    "__version__",
+]

@@ -1,4 +1,5 @@
 """Reading a run directory: `load_run(dir)` gives the record tables as pandas DataFrames."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,8 +15,16 @@ from poet.records import read_rows
 
 COLUMNS = {
     "iterations": ["iteration", "pair_id", "env_id", "score"],
-    "envs": ["env_id", "family", "pair_id", "parent_env_id", "created_iteration", "retired_iteration", "solved_iteration",
-             "difficulty"],
+    "envs": [
+        "env_id",
+        "family",
+        "pair_id",
+        "parent_env_id",
+        "created_iteration",
+        "retired_iteration",
+        "solved_iteration",
+        "difficulty",
+    ],
     "transfers": ["iteration", "source_pair_id", "target_pair_id", "kind", "score", "incumbent_score", "accepted"],
     "events": ["iteration", "kind", "pair_id", "env_id", "detail"],
     "phases": ["iteration", "phase", "seconds", "env_steps"],
@@ -56,8 +65,11 @@ class Run:
         iteration: admitted envs on which the best archived agent passed the MC (Enhanced POET only;
         it stays 0 until the archive holds an agent)."""
         admitted = self.events[self.events["kind"] == "admitted"] if len(self.events) else self.events
-        counted = [int(it) for it, d in zip(admitted["iteration"], admitted["detail"])
-                   if json.loads(d or "{}").get("annecs_reference") is True]
+        counted = [
+            int(it)
+            for it, d in zip(admitted["iteration"], admitted["detail"])
+            if json.loads(d or "{}").get("annecs_reference") is True
+        ]
         return self._per_iteration(pd.Series(counted, dtype="int64"), "annecs_reference")
 
     def throughput(self) -> pd.DataFrame:
@@ -66,15 +78,25 @@ class Run:
         rows = []
         for name, part in [*ph.groupby("phase", sort=False), ("all", ph)]:
             seconds, steps = float(part["seconds"].sum()), int(part["env_steps"].sum())
-            rows.append({"phase": name, "seconds": seconds, "env_steps": steps,
-                         "steps_per_second": steps / seconds if seconds > 0 else float("nan")})
+            rows.append(
+                {
+                    "phase": name,
+                    "seconds": seconds,
+                    "env_steps": steps,
+                    "steps_per_second": steps / seconds if seconds > 0 else float("nan"),
+                }
+            )
         return pd.DataFrame(rows, columns=["phase", "seconds", "env_steps", "steps_per_second"]).set_index("phase")
 
     def children(self) -> pd.DataFrame:
         """Every proposed child env with its MC score, novelty and whether it was admitted."""
         rows = self.events[self.events["kind"] == "child"]
         details = [json.loads(d) for d in rows["detail"]]
-        out = rows[["iteration", "pair_id", "env_id"]].rename(columns={"pair_id": "parent_pair_id"}).reset_index(drop=True)
+        out = (
+            rows[["iteration", "pair_id", "env_id"]]
+            .rename(columns={"pair_id": "parent_pair_id"})
+            .reset_index(drop=True)
+        )
         for key in ("mc_score", "passed_mc", "novelty", "admitted_as"):
             out[key] = [d.get(key) for d in details]
         return out
@@ -113,5 +135,9 @@ def load_run(run_dir: str | Path) -> Run:
 def _fill_env_lifecycle(envs: pd.DataFrame, events: pd.DataFrame) -> None:
     """retired_iteration and solved_iteration of each env, from the events table."""
     for kind, col in (("retired", "retired_iteration"), ("solved", "solved_iteration")):
-        hits = events[events["kind"] == kind].groupby("env_id")["iteration"].min() if len(events) else pd.Series(dtype=float)
+        hits = (
+            events[events["kind"] == kind].groupby("env_id")["iteration"].min()
+            if len(events)
+            else pd.Series(dtype=float)
+        )
         envs[col] = envs["env_id"].map(hits).astype("Int64") if len(envs) else pd.Series(dtype="Int64")

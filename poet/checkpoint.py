@@ -12,6 +12,7 @@ It is written into a temporary folder and renamed into place, so a crash never l
 a half-written checkpoint under a final name. Random streams need no saving: every draw
 comes from the root seed and the (phase, iteration, pair) it is for.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -57,6 +58,7 @@ def _sha(path: Path) -> str:
 
 # ---------------------------------------------------------------- plain data <-> (json, arrays)
 
+
 def _split(value: Any, prefix: str, arrays: dict[str, np.ndarray]) -> Any:
     """JSON-able form of nested data; arrays are moved to `arrays` and referenced by key."""
     if isinstance(value, np.ndarray):
@@ -84,16 +86,31 @@ def _join(value: Any, arrays: Any) -> Any:
 
 
 def _pair_data(p: Pair) -> dict[str, Any]:
-    return {"pair_id": p.pair_id, "index": p.index, "env": p.env.to_dict(), "theta": p.theta, "state": p.state,
-            "parent_env_id": p.parent_env_id, "created_iteration": p.created_iteration, "scores": list(p.scores),
-            "retired_iteration": p.retired_iteration}
+    return {
+        "pair_id": p.pair_id,
+        "index": p.index,
+        "env": p.env.to_dict(),
+        "theta": p.theta,
+        "state": p.state,
+        "parent_env_id": p.parent_env_id,
+        "created_iteration": p.created_iteration,
+        "scores": list(p.scores),
+        "retired_iteration": p.retired_iteration,
+    }
 
 
 def _pair_from(d: dict[str, Any]) -> Pair:
-    return Pair(pair_id=d["pair_id"], index=int(d["index"]), env=EnvParams.from_dict(d["env"]),
-                theta=np.asarray(d["theta"], dtype=np.float32), state=d["state"], parent_env_id=d["parent_env_id"],
-                created_iteration=int(d["created_iteration"]), scores=[float(s) for s in d["scores"]],
-                retired_iteration=d["retired_iteration"])
+    return Pair(
+        pair_id=d["pair_id"],
+        index=int(d["index"]),
+        env=EnvParams.from_dict(d["env"]),
+        theta=np.asarray(d["theta"], dtype=np.float32),
+        state=d["state"],
+        parent_env_id=d["parent_env_id"],
+        created_iteration=int(d["created_iteration"]),
+        scores=[float(s) for s in d["scores"]],
+        retired_iteration=d["retired_iteration"],
+    )
 
 
 @dataclass
@@ -110,6 +127,7 @@ class Snapshot:
 
 
 # ---------------------------------------------------------------- write
+
 
 @dataclass
 class Captured:
@@ -187,7 +205,12 @@ def _versions() -> dict[str, str]:
     import gymnasium
     import torch
 
-    return {"poet": __version__, "numpy": np.__version__, "torch": torch.__version__, "gymnasium": gymnasium.__version__}
+    return {
+        "poet": __version__,
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "gymnasium": gymnasium.__version__,
+    }
 
 
 def _prune(root: Path, keep: int) -> None:
@@ -198,6 +221,7 @@ def _prune(root: Path, keep: int) -> None:
 
 # ---------------------------------------------------------------- read
 
+
 def load(path: Path, config_text: str | None = None) -> Snapshot:
     """Read and verify one checkpoint folder (raises CheckpointError if it is not usable)."""
     path = Path(path)
@@ -207,8 +231,9 @@ def load(path: Path, config_text: str | None = None) -> Snapshot:
         raise CheckpointError(f"{path}: unreadable manifest ({exc.__class__.__name__})") from None
     version = manifest.get("format_version")
     if version != FORMAT_VERSION:
-        raise CheckpointError(f"{path}: checkpoint format version {version!r}; this poet {__version__} reads "
-                              f"version {FORMAT_VERSION}")
+        raise CheckpointError(
+            f"{path}: checkpoint format version {version!r}; this poet {__version__} reads version {FORMAT_VERSION}"
+        )
     for name, digest in manifest.get("sha256", {}).items():
         if not (path / name).exists() or _sha(path / name) != digest:
             raise CheckpointError(f"{path}: {name} is missing or corrupt (checksum mismatch)")
@@ -270,8 +295,10 @@ def latest(run_dir: Path, config_text: str | None = None, rows_on_disk: dict[str
         if not short:
             return snap
         t = short[0]
-        reason = (f"{path}: records/{t}.jsonl holds {rows_on_disk[t]} complete rows, the checkpoint counted "
-                  f"{snap.table_rows[t]}")
+        reason = (
+            f"{path}: records/{t}.jsonl holds {rows_on_disk[t]} complete rows, the checkpoint counted "
+            f"{snap.table_rows[t]}"
+        )
         warnings.warn(f"skipping checkpoint {reason}", stacklevel=2)
         reasons.append(reason)
     raise CheckpointError(f"{run_dir}: no usable checkpoint of {len(found)}; newest: {reasons[0]}")

@@ -1,5 +1,6 @@
 """Command line: `poet run [CONFIG] ...`, `poet resume DIR [--iterations N]`, `poet report DIR`,
 `poet render DIR`, `poet profile DIR`."""
+
 from __future__ import annotations
 
 import argparse
@@ -29,22 +30,37 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="run directory to create (default: runs/<config>-<time>)")
     r.add_argument("--iterations", type=int, help="number of POET iterations")
     r.add_argument("--seed", type=int, help="root seed")
-    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config field, e.g. --set reproduction.every=50 (repeatable)")
+    r.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, e.g. --set reproduction.every=50 (repeatable)",
+    )
     r.add_argument("--backend", choices=["ray", "inprocess"], help="where rollouts run (default: ray)")
     r.add_argument("--address", help="join this Ray cluster instead of starting a local one (e.g. auto)")
     r.add_argument("--workers", type=int, help="Ray workers (default: the CPUs Ray sees)")
-    r.add_argument("--quiet", action="store_true",
-                   help="no progress bar or phase lines (the run directory and the closing line still print)")
+    r.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar or phase lines (the run directory and the closing line still print)",
+    )
     rs = sub.add_parser("resume", help="continue a run from its newest checkpoint")
     rs.add_argument("run_dir", help="the run directory")
-    rs.add_argument("--iterations", type=int, help="new total number of iterations (default: the run's; "
-                    "saved in the run's config.yaml)")
+    rs.add_argument(
+        "--iterations",
+        type=int,
+        help="new total number of iterations (default: the run's; saved in the run's config.yaml)",
+    )
     rs.add_argument("--backend", choices=["ray", "inprocess"], help="where rollouts run, this resume only")
     rs.add_argument("--address", help="Ray cluster to continue on (ray.address), this resume only")
     rs.add_argument("--workers", type=int, help="pool size (ray.workers), this resume only")
-    rs.add_argument("--quiet", action="store_true",
-                    help="no progress bar or phase lines (the run directory and the closing line still print)")
+    rs.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar or phase lines (the run directory and the closing line still print)",
+    )
     rp = sub.add_parser("report", help="write PNG figures and index.html of a run")
     rp.add_argument("run_dir", help="the run directory")
     rp.add_argument("--out", help="folder for the report (default: DIR/report)")
@@ -54,14 +70,19 @@ def build_parser() -> argparse.ArgumentParser:
     rd = sub.add_parser("render", help="animated GIF of one episode of a pair's agent")
     rd.add_argument("run_dir", help="the run directory")
     rd.add_argument("--pair", required=True, help="pair id of the agent (active or archived), e.g. p3")
-    rd.add_argument("--env", dest="env_id",
-                    help="env id to run on, or a pair id for that pair's env (default: the pair's own env)")
+    rd.add_argument(
+        "--env", dest="env_id", help="env id to run on, or a pair id for that pair's env (default: the pair's own env)"
+    )
     rd.add_argument("--seed", type=int, default=0, help="episode seed, for envs not pinned to one course (default: 0)")
     rd.add_argument("--out", required=True, help="GIF file to write (.gif); prints the episode's return and length")
     pf = sub.add_parser("profile", help="figure of the whole course of one env (terrain families)")
     pf.add_argument("run_dir", help="the run directory")
-    pf.add_argument("--env", dest="env_id", required=True,
-                    help="env id (see the envs table or `poet report`), or a pair id for its own env, e.g. p3")
+    pf.add_argument(
+        "--env",
+        dest="env_id",
+        required=True,
+        help="env id (see the envs table or `poet report`), or a pair id for its own env, e.g. p3",
+    )
     pf.add_argument("--seed", type=int, default=0, help="course seed, for envs not pinned to one course (default: 0)")
     pf.add_argument("--out", required=True, help="figure to write: .png, .svg or .pdf")
     return parser
@@ -89,8 +110,11 @@ def _render(args: argparse.Namespace) -> int:
 
     def done(ep: Episode) -> None:
         whose = "its own env" if args.env_id is None else "env"
-        print(f"episode: {args.pair} on {whose} {ep.env_id} (course seed {ep.seed}): "
-              f"return {ep.ret:.2f} over {ep.length} steps", flush=True)
+        print(
+            f"episode: {args.pair} on {whose} {ep.env_id} (course seed {ep.seed}): "
+            f"return {ep.ret:.2f} over {ep.length} steps",
+            flush=True,
+        )
 
     print(render_gif(args.run_dir, args.pair, args.out, env_id=args.env_id, seed=args.seed, on_episode=done))
     return 0
@@ -109,8 +133,11 @@ POOL_FLAGS = (("backend", "evaluation.backend"), ("address", "ray.address"), ("w
 
 def _given(args: argparse.Namespace, flags: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
     """(as written on the command line, `key=value`) for each flag of `flags` that was set."""
-    return [(f"--{flag} {getattr(args, flag)}", f"{key}={getattr(args, flag)}")
-            for flag, key in flags if getattr(args, flag) is not None]
+    return [
+        (f"--{flag} {getattr(args, flag)}", f"{key}={getattr(args, flag)}")
+        for flag, key in flags
+        if getattr(args, flag) is not None
+    ]
 
 
 def _check_sets(args: argparse.Namespace, flags: tuple[tuple[str, str], ...]) -> list[str]:
@@ -121,12 +148,18 @@ def _check_sets(args: argparse.Namespace, flags: tuple[tuple[str, str], ...]) ->
         if "=" not in text:
             hint = ""
             # `--set iterations 5`: argparse gave `iterations` to --set and took `5` for CONFIG
-            after = [args.argv[i + 2] for i in range(len(args.argv) - 2)
-                     if args.argv[i] == "--set" and args.argv[i + 1] == text]
+            after = [
+                args.argv[i + 2]
+                for i in range(len(args.argv) - 2)
+                if args.argv[i] == "--set" and args.argv[i + 1] == text
+            ]
             if getattr(args, "config", None) is not None and args.config in after:
                 hint = f"; the {args.config!r} after it was taken for CONFIG (the config file): write --set {text}={args.config}"
-            raise ConfigError(f"--set {text!r}: expected key=value, e.g. --set {text}=VALUE" if not hint
-                              else f"--set {text!r}: expected key=value{hint}")
+            raise ConfigError(
+                f"--set {text!r}: expected key=value, e.g. --set {text}=VALUE"
+                if not hint
+                else f"--set {text!r}: expected key=value{hint}"
+            )
     given = [*((f"--set {text}", text) for text in sets), *_given(args, flags)]
     check_overrides(sorted(given, key=lambda item: _position(args.argv, *item[0].split(" ", 1))))  # in typed order
     return [text for _, text in given]
@@ -135,7 +168,7 @@ def _check_sets(args: argparse.Namespace, flags: tuple[tuple[str, str], ...]) ->
 def _position(argv: list[str], flag: str, value: str) -> int:
     """Where `flag value` (or `flag=value`) stands in argv (its end if not found as such)."""
     for i, word in enumerate(argv):
-        if (word == flag and argv[i + 1:i + 2] == [value]) or word == f"{flag}={value}":
+        if (word == flag and argv[i + 1 : i + 2] == [value]) or word == f"{flag}={value}":
             return i
     return len(argv)
 

@@ -12,13 +12,14 @@ counted). A run without held-out records is still drawn where it can be (its tra
 score) and the figures say so; runs whose held-out levels differ (other families) compare
 on the levels whose names they share.
 """
+
 from __future__ import annotations
 
 import html
 import math
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,12 +40,15 @@ NO_HELDOUT = "no held-out records"
 
 # ---------------------------------------------------------------- reading
 
+
 def load_runs(run_dirs: Sequence[str | Path]) -> list[Run]:
     """The runs to compare, loaded; a ConfigError (one line) for fewer than MIN_RUNS, a directory
     given twice or one that is not a run."""
     if len(run_dirs) < MIN_RUNS:
-        raise ConfigError(f"poet compare needs at least {MIN_RUNS} run directories, got {len(run_dirs)} "
-                          f"(for one run: poet report DIR)")
+        raise ConfigError(
+            f"poet compare needs at least {MIN_RUNS} run directories, got {len(run_dirs)} "
+            f"(for one run: poet report DIR)"
+        )
     seen: dict[Path, str] = {}
     for run_dir in run_dirs:
         key = Path(run_dir).resolve()
@@ -103,8 +107,12 @@ def best_heldout(run: Run) -> pd.DataFrame:
     if not len(ho):
         return pd.DataFrame(columns=["iteration", "level", "best", "mean", "agents", "env_steps"])
     ho = ho.assign(score=ho["score"].astype(float))
-    out = (ho.groupby(["iteration", "level"], sort=False)["score"].agg(["max", "mean", "size"])
-           .rename(columns={"max": "best", "size": "agents"}).reset_index())
+    out = (
+        ho.groupby(["iteration", "level"], sort=False)["score"]
+        .agg(["max", "mean", "size"])
+        .rename(columns={"max": "best", "size": "agents"})
+        .reset_index()
+    )
     out["env_steps"] = _steps_at(run, out["iteration"])
     return out
 
@@ -130,8 +138,10 @@ def notes(runs: Sequence[Run]) -> list[str]:
     out = []
     missing = [label for label, run in zip(labels, runs) if not len(run.heldout)]
     if missing:
-        out.append(f"{NO_HELDOUT} in {', '.join(missing)} (evaluation.test_every is 0 or was never due): "
-                   "drawn in the training-score figure only")
+        out.append(
+            f"{NO_HELDOUT} in {', '.join(missing)} (evaluation.test_every is 0 or was never due): "
+            "drawn in the training-score figure only"
+        )
     no_phases = [label for label, run in zip(labels, runs) if not len(training_steps(run))]
     if no_phases:
         out.append(f"no phases recorded in {', '.join(no_phases)}: not placed on the env-step axis")
@@ -140,14 +150,22 @@ def notes(runs: Sequence[Run]) -> list[str]:
         out.append("different env families (" + ", ".join(f"{k}: {v}" for k, v in families.items()) + ")")
     every, common = _levels(runs)
     if set(every) != set(common):
-        out.append(f"held-out levels not in every run: {', '.join(lv for lv in every if lv not in common)}; "
-                   f"runs compare on the levels they share ({', '.join(common) or 'none'})")
+        out.append(
+            f"held-out levels not in every run: {', '.join(lv for lv in every if lv not in common)}; "
+            f"runs compare on the levels they share ({', '.join(common) or 'none'})"
+        )
     for level in common:
-        ids = {str(i) for run in runs if len(run.heldout)
-               for i in run.heldout.loc[run.heldout["level"] == level, "env_id"].dropna().unique()}
+        ids = {
+            str(i)
+            for run in runs
+            if len(run.heldout)
+            for i in run.heldout.loc[run.heldout["level"] == level, "env_id"].dropna().unique()
+        }
         if len(ids) > 1:
-            out.append(f"held-out level {level!r} is not the same env in every run "
-                       "(other env.options or evaluation.course): its scores compare loosely")
+            out.append(
+                f"held-out level {level!r} is not the same env in every run "
+                "(other env.options or evaluation.course): its scores compare loosely"
+            )
     thresholds = {_threshold(run) for run in runs}
     if len(thresholds) > 1:
         out.append("different solved thresholds: " + ", ".join(f"{t:g}" for t in sorted(thresholds)))
@@ -155,6 +173,7 @@ def notes(runs: Sequence[Run]) -> list[str]:
 
 
 # ---------------------------------------------------------------- figures
+
 
 def _threshold_lines(ax: Axes, runs: Sequence[Run]) -> None:
     """A dashed line at each distinct solved threshold of the runs."""
@@ -173,8 +192,10 @@ def steps_text(steps: float) -> str:
 STEPS_FORMAT = FuncFormatter(lambda value, _: steps_text(value))
 # minor ticks of a log axis: 2 and 5 times a power of ten labelled, the rest left bare
 MINOR_STEPS_FORMAT = FuncFormatter(
-    lambda value, _: steps_text(value) if value > 0 and round(value / 10 ** math.floor(math.log10(value))) in (2, 5)
-    else "")
+    lambda value, _: (
+        steps_text(value) if value > 0 and round(value / 10 ** math.floor(math.log10(value))) in (2, 5) else ""
+    )
+)
 LOG_RATIO = 4.0  # runs whose budgets differ more than this many times share a log env-step axis
 
 
@@ -201,8 +222,10 @@ def heldout_levels_figure(runs: Sequence[Run]) -> Figure:
     ax = fig.add_subplot()
     every, _ = _levels(runs)
     labels, colors = run_labels(runs), run_colors(runs)
-    ax.set(ylabel="score on the level",
-           title="Held-out levels at each run's last held-out evaluation: best agent (bar), mean of its agents (black line)")
+    ax.set(
+        ylabel="score on the level",
+        title="Held-out levels at each run's last held-out evaluation: best agent (bar), mean of its agents (black line)",
+    )
     if not every:
         _note(ax, f"{NO_HELDOUT} in any run (set evaluation.test_every)")
         return fig
@@ -212,23 +235,31 @@ def heldout_levels_figure(runs: Sequence[Run]) -> Figure:
     handles = []
     for table, label, color in zip(tables, labels, colors):
         if not len(table):
-            handles.append(Line2D([], [], ls="", marker="s", mfc="w", mec=color,
-                                  label=f"{label}: {NO_HELDOUT}, not drawn"))
+            handles.append(
+                Line2D([], [], ls="", marker="s", mfc="w", mec=color, label=f"{label}: {NO_HELDOUT}, not drawn")
+            )
             continue
         last = table[table["iteration"] == table["iteration"].max()].set_index("level")
         x = np.array([every.index(lv) for lv in last.index], dtype=float) + (k - (drawn - 1) / 2) * width
         k += 1
         steps = last["env_steps"].iloc[0]
         when = f"iteration {int(last['iteration'].iloc[0])}" + (
-            f", {steps_text(steps)} training env steps" if np.isfinite(steps) else "")
+            f", {steps_text(steps)} training env steps" if np.isfinite(steps) else ""
+        )
         bars = ax.bar(x, last["best"].to_numpy(dtype=float), width * 0.92, color=color, label=f"{label}: {when}")
         handles.append(bars)
         if drawn * len(every) <= 40:  # values on top while they stay readable
             ax.bar_label(bars, fmt="%.0f", fontsize="x-small", padding=3)
         several = last["agents"].to_numpy() > 1
         if several.any():  # the mean says how typical the best agent is (one agent: the same)
-            ax.hlines(last["mean"].to_numpy(dtype=float)[several], x[several] - width * 0.46,
-                      x[several] + width * 0.46, color="k", lw=2, zorder=3)
+            ax.hlines(
+                last["mean"].to_numpy(dtype=float)[several],
+                x[several] - width * 0.46,
+                x[several] + width * 0.46,
+                color="k",
+                lw=2,
+                zorder=3,
+            )
     _threshold_lines(ax, runs)
     ax.axhline(0, color="0.6", lw=0.8)
     ax.set_xticks(range(len(every)), every)
@@ -236,8 +267,14 @@ def heldout_levels_figure(runs: Sequence[Run]) -> Figure:
     ax.margins(y=0.12)
     extra = [Line2D([], [], color="k", lw=2, label="mean of the run's active agents (runs with several)")]
     extra += [h for h in ax.get_legend_handles_labels()[0] if isinstance(h, Line2D) and h.get_linestyle() == "--"]
-    ax.legend(handles=handles + extra, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2,
-              frameon=False)
+    ax.legend(
+        handles=handles + extra,
+        fontsize="small",
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.08),
+        ncol=2,
+        frameon=False,
+    )
     return fig
 
 
@@ -263,27 +300,48 @@ def heldout_curves_figure(runs: Sequence[Run]) -> Figure:
             if not len(table):
                 continue
             if panel == "mean":
-                part = table[table["level"].isin(common)].groupby("iteration").agg(
-                    best=("best", "mean"), env_steps=("env_steps", "first")).reset_index()
+                part = (
+                    table[table["level"].isin(common)]
+                    .groupby("iteration")
+                    .agg(best=("best", "mean"), env_steps=("env_steps", "first"))
+                    .reset_index()
+                )
             else:
                 part = table[table["level"] == panel]
-            ax.plot(part["env_steps"].to_numpy(dtype=float), part["best"].to_numpy(dtype=float), color=color,
-                    marker="o", ms=3.5, lw=1.4)
+            ax.plot(
+                part["env_steps"].to_numpy(dtype=float),
+                part["best"].to_numpy(dtype=float),
+                color=color,
+                marker="o",
+                ms=3.5,
+                lw=1.4,
+            )
         _threshold_lines(ax, runs)
         ax.set_title(f"mean over {len(common)} levels" if panel == "mean" else panel)
         _steps_axis(ax, log, label=None)
         ax.set_ylabel("score")
-    for ax in axes[len(panels):]:
+    for ax in axes[len(panels) :]:
         ax.set_axis_off()
-    for ax in axes[max(0, len(panels) - ncols):len(panels)]:
+    for ax in axes[max(0, len(panels) - ncols) : len(panels)]:
         ax.set_xlabel(STEPS_LABEL if ncols == 1 else "training env steps" + (", log scale" if log else ""))
         ax.xaxis.set_tick_params(which="both", labelbottom=True)
-    handles = [Line2D([], [], color=color, marker="o", ms=3.5, lw=1.4,
-                      label=label if len(table) else f"{label}: {NO_HELDOUT}, not drawn",
-                      alpha=1.0 if len(table) else 0.4)
-               for label, color, table in zip(labels, colors, tables)]
-    handles += [Line2D([], [], color="k", ls="--", lw=1, label=f"solved ({t:g})")
-                for t in sorted({_threshold(run) for run in runs})]
+    handles = [
+        Line2D(
+            [],
+            [],
+            color=color,
+            marker="o",
+            ms=3.5,
+            lw=1.4,
+            label=label if len(table) else f"{label}: {NO_HELDOUT}, not drawn",
+            alpha=1.0 if len(table) else 0.4,
+        )
+        for label, color, table in zip(labels, colors, tables)
+    ]
+    handles += [
+        Line2D([], [], color="k", ls="--", lw=1, label=f"solved ({t:g})")
+        for t in sorted({_threshold(run) for run in runs})
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize="small", frameon=False)
     return fig
 
@@ -310,17 +368,23 @@ def training_scores_figure(runs: Sequence[Run]) -> Figure:
         handles.extend(ax.plot(x, smooth, color=color, lw=1.5, label=label + suffix))
     _threshold_lines(ax, runs)
     handles += [h for h in ax.get_lines() if h.get_linestyle() == "--"]
-    window_text = ("" if not windows or max(windows) == 1
-                   else f"moving average over {min(windows)} iterations" if min(windows) == max(windows)
-                   else f"moving average over {min(windows)} to {max(windows)} iterations")
-    ax.set(ylabel="best agent's score on its training level",
-           title="Training score over env steps" + (f" ({window_text})" if window_text else "")
-           + "\neach curriculum trains on its own levels: compare them on the held-out levels")
+    window_text = (
+        ""
+        if not windows or max(windows) == 1
+        else f"moving average over {min(windows)} iterations"
+        if min(windows) == max(windows)
+        else f"moving average over {min(windows)} to {max(windows)} iterations"
+    )
+    ax.set(
+        ylabel="best agent's score on its training level",
+        title="Training score over env steps"
+        + (f" ({window_text})" if window_text else "")
+        + "\neach curriculum trains on its own levels: compare them on the held-out levels",
+    )
     _steps_axis(ax, _log_steps(runs))
     if not windows:
         _note(ax, "no run has iterations and phases recorded")
-    ax.legend(handles=handles, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
-              frameon=False)
+    ax.legend(handles=handles, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     return fig
 
 
@@ -338,11 +402,15 @@ def caption(name: str) -> str:
 
 # ---------------------------------------------------------------- summary and page
 
+
 def _iterations_run(run: Run) -> int:
     """Iterations the run has done: the last one any table records, plus one (an iteration of a
     level-buffer curriculum that only explored trains no agent and has no `iterations` row)."""
-    found = [int(t["iteration"].max()) for t in (run.iterations, run.phases, run.heldout)
-             if len(t) and t["iteration"].notna().any()]
+    found = [
+        int(t["iteration"].max())
+        for t in (run.iterations, run.phases, run.heldout)
+        if len(t) and t["iteration"].notna().any()
+    ]
     return max(found, default=-1) + 1
 
 
@@ -352,11 +420,16 @@ def summary(runs: Sequence[Run]) -> pd.DataFrame:
     rows = []
     for run, label in zip(runs, run_labels(runs)):
         table, steps = best_heldout(run), training_steps(run)
-        row = {"run": label, "directory": str(run.path), "curriculum": curriculum_of(run.config),
-               "family": (run.config.get("env") or {}).get("family", "?"), "seed": run.config.get("seed", "?"),
-               "iterations": _iterations_run(run),
-               "training env steps": f"{int(steps.iloc[-1]):,}" if len(steps) else "?",
-               "held-out evaluations": int(table["iteration"].nunique()) if len(table) else 0}
+        row = {
+            "run": label,
+            "directory": str(run.path),
+            "curriculum": curriculum_of(run.config),
+            "family": (run.config.get("env") or {}).get("family", "?"),
+            "seed": run.config.get("seed", "?"),
+            "iterations": _iterations_run(run),
+            "training env steps": f"{int(steps.iloc[-1]):,}" if len(steps) else "?",
+            "held-out evaluations": int(table["iteration"].nunique()) if len(table) else 0,
+        }
         last = table[table["iteration"] == table["iteration"].max()].set_index("level")["best"] if len(table) else {}
         for level in common:
             row[level] = f"{last[level]:.0f}" if level in last else ""
@@ -368,17 +441,23 @@ def _html(runs: Sequence[Run], names: list[str]) -> str:
     """The index page: the runs' table, the notes, every figure with its caption."""
     table = summary(runs)
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
-    body = "\n".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
-                     for row in table.itertuples(index=False))
+    body = "\n".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
+        for row in table.itertuples(index=False)
+    )
     _, common = _levels(runs)
     said = notes(runs)
     note_html = ("<ul>\n" + "\n".join(f"<li>{html.escape(n)}</li>" for n in said) + "\n</ul>") if said else ""
     figures = "\n".join(
         f'<figure><img src="{name}.png" alt="{name}"><figcaption>{html.escape(caption(name))}</figcaption></figure>'
-        for name in names)
+        for name in names
+    )
     title = html.escape(f"POET runs compared: {', '.join(run_labels(runs))}")
-    levels = (f"Last held-out evaluation, best agent, on the levels every run has ({', '.join(common)})."
-              if common else "No held-out level is shared by the runs.")
+    levels = (
+        f"Last held-out evaluation, best agent, on the levels every run has ({', '.join(common)})."
+        if common
+        else "No held-out level is shared by the runs."
+    )
     return f"""{html_head(title, 1150)}
 <p>{html.escape(levels)}</p>
 <table>
@@ -396,8 +475,9 @@ def default_out_dir() -> Path:
     return Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def write_comparison(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None,
-                     say: Callable[[str], None] | None = None) -> Path:
+def write_comparison(
+    run_dirs: Sequence[str | Path], out_dir: str | Path | None = None, say: Callable[[str], None] | None = None
+) -> Path:
     """Write every FIGURES figure of the runs as PNG and index.html into out_dir (default
     runs/compare-<date-time>); returns the folder. Bad input is a ConfigError, before any writing;
     `say` is told each of the `notes` (the page and the figures show them too)."""

@@ -3,17 +3,23 @@
 Every problem (bad YAML, unknown key, wrong type, impossible value) raises ConfigError
 naming the field, before any work starts.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import types
 import typing
-import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import yaml
+
+# Marks a setting that changes where and how fast a run goes, never its numbers: a resumed
+# run may change it (a laptop run continues on a cluster, with more workers, ...), and a
+# checkpoint's identity leaves it out. Every other setting is fixed for the run's life.
+WHERE_ONLY = {"changes_results": False}
 
 
 class ConfigError(ValueError):
@@ -46,12 +52,12 @@ class PolicyConfig:
 class EvaluationConfig:
     """How agents are scored and where rollouts run."""
 
-    backend: Literal["ray", "inprocess"] = "ray"
+    backend: Literal["ray", "inprocess"] = field(default="ray", metadata=WHERE_ONLY)
     max_steps: int = 2000  # step cap of every episode
     eval_episodes: int = 5  # episodes behind each agent-on-env score (eligibility, MC, novelty, transfer)
     on_error: Literal["stop", "score_as_failure"] = "stop"
     failure_score: float = -100.0  # the score a failed evaluation gets with on_error=score_as_failure
-    batch_rows: int = 4096  # most episodes stepped together in one batch
+    batch_rows: int = field(default=4096, metadata=WHERE_ONLY)  # most episodes stepped together in one batch
     # "fixed": each env carries one course seed, drawn when the env is created, and every
     # rollout on it runs that course (the reference's Box2DNiche, stochastic=False);
     # "per_episode": every episode draws a new course (tests generalisation over the family)
@@ -63,7 +69,7 @@ class EvaluationConfig:
     # With after_step: run the next iteration's trainer requests in this iteration's score
     # wave (both evaluate the updated agents), so an iteration is one wave, not two. Changes
     # no number: a result run ahead is used only by an identical request.
-    run_ahead: bool = True
+    run_ahead: bool = field(default=True, metadata=WHERE_ONLY)
     # every this many iterations, score the active agents on the family's held-out levels
     # (poet.heldout; the `heldout` table); 0: never
     test_every: int = 0
@@ -163,30 +169,51 @@ class RunConfig:
     """A whole run."""
 
     # poet | enhanced_poet | accel | robust_plr | dr | direct | path, or a curriculum of your own as package.module:Class (built with
-    # the keyword arguments in curriculum_options). `mode: poet | enhanced` is read as
-    # curriculum: poet | enhanced_poet (deprecated).
+    # the keyword arguments in curriculum_options).
     curriculum: str = "poet"
     curriculum_options: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
-    iterations: int = 1000
+    iterations: int = field(default=1000, metadata=WHERE_ONLY)
     solved_threshold: float = 230.0
-    progress: bool = True
+    progress: bool = field(default=True, metadata=WHERE_ONLY)
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
-    ray: RayConfig = field(default_factory=RayConfig)
+    ray: RayConfig = field(default_factory=RayConfig, metadata=WHERE_ONLY)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     reproduction: ReproductionConfig = field(default_factory=ReproductionConfig)
     transfer: TransferConfig = field(default_factory=TransferConfig)
-    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig, metadata=WHERE_ONLY)
+    logging: LoggingConfig = field(default_factory=LoggingConfig, metadata=WHERE_ONLY)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (what is saved in the run directory)."""
         return dataclasses.asdict(self)
 
 
+def where_only_settings(cls: type = RunConfig, prefix: str = "") -> list[str]:
+    """The dotted keys marked WHERE_ONLY (a whole section as `name.*`), in declaration order."""
+    keys = []
+    for f in dataclasses.fields(cls):
+        section = f.default_factory if dataclasses.is_dataclass(f.default_factory) else None
+        if f.metadata.get("changes_results", True) is False:
+            keys.append(f"{prefix}{f.name}" + (".*" if section else ""))
+        elif section:
+            keys += where_only_settings(section, f"{prefix}{f.name}.")
+    return keys
+
+
+def changes_results(key: str) -> bool:
+    """Whether the config field `key` (dotted) can change a run's numbers."""
+    for setting in where_only_settings():
+        section = setting.removesuffix(".*")
+        if key == setting or key == section or (setting.endswith(".*") and key.startswith(section + ".")):
+            return False
+    return True
+
+
 # ---------------------------------------------------------------- type-checked building
+
 
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
@@ -290,18 +317,24 @@ def validate(cfg: RunConfig) -> RunConfig:
     """Reject impossible values; returns cfg unchanged."""
     _check(cfg.seed >= 0, f"seed: must be >= 0, got {cfg.seed}")
     _check(cfg.iterations >= 0, f"iterations: must be >= 0, got {cfg.iterations}")
-    _check(len(cfg.policy.hidden) >= 1 and all(h >= 1 for h in cfg.policy.hidden),
-           f"policy.hidden: needs at least one layer, all sizes >= 1, got {cfg.policy.hidden}")
+    _check(
+        len(cfg.policy.hidden) >= 1 and all(h >= 1 for h in cfg.policy.hidden),
+        f"policy.hidden: needs at least one layer, all sizes >= 1, got {cfg.policy.hidden}",
+    )
     ev = cfg.evaluation
     _check(1 <= ev.max_steps <= MAX_STEPS, f"evaluation.max_steps: must be in [1, {MAX_STEPS:,}], got {ev.max_steps}")
     _check(ev.eval_episodes >= 1, f"evaluation.eval_episodes: must be >= 1, got {ev.eval_episodes}")
     _check(ev.batch_rows >= 1, f"evaluation.batch_rows: must be >= 1, got {ev.batch_rows}")
     _check(ev.test_every >= 0, f"evaluation.test_every: must be >= 0 (0: never), got {ev.test_every}")
     rc = cfg.ray
-    _check(rc.workers is None or 1 <= rc.workers <= MAX_WORKERS,
-           f"ray.workers: must be in [1, {MAX_WORKERS:,}], got {rc.workers}")
-    _check(rc.chunks_per_worker is None or rc.chunks_per_worker >= 1,
-           f"ray.chunks_per_worker: must be >= 1 (or unset: the pool's own rule), got {rc.chunks_per_worker}")
+    _check(
+        rc.workers is None or 1 <= rc.workers <= MAX_WORKERS,
+        f"ray.workers: must be in [1, {MAX_WORKERS:,}], got {rc.workers}",
+    )
+    _check(
+        rc.chunks_per_worker is None or rc.chunks_per_worker >= 1,
+        f"ray.chunks_per_worker: must be >= 1 (or unset: the pool's own rule), got {rc.chunks_per_worker}",
+    )
     _check(rc.inflight_per_worker >= 1, f"ray.inflight_per_worker: must be >= 1, got {rc.inflight_per_worker}")
     _check(rc.max_chunk_retries >= 0, f"ray.max_chunk_retries: must be >= 0, got {rc.max_chunk_retries}")
     _check(rc.deadline_s is None or rc.deadline_s > 0, f"ray.deadline_s: must be > 0 (or unset), got {rc.deadline_s}")
@@ -311,19 +344,25 @@ def validate(cfg: RunConfig) -> RunConfig:
     _check(rp.every >= 1, f"reproduction.every: must be >= 1, got {rp.every}")
     _check(rp.max_children >= 1, f"reproduction.max_children: must be >= 1, got {rp.max_children}")
     _check(rp.max_admitted >= 1, f"reproduction.max_admitted: must be >= 1, got {rp.max_admitted}")
-    _check(rp.capacity >= 2, f"reproduction.capacity: the population needs room for at least 2 pairs, got {rp.capacity}")
+    _check(
+        rp.capacity >= 2, f"reproduction.capacity: the population needs room for at least 2 pairs, got {rp.capacity}"
+    )
     _check(rp.novelty_k >= 1, f"reproduction.novelty_k: must be >= 1, got {rp.novelty_k}")
-    _check(rp.mc_lower <= rp.mc_upper,
-           f"reproduction.mc_lower ({rp.mc_lower}) must be <= reproduction.mc_upper ({rp.mc_upper})")
+    _check(
+        rp.mc_lower <= rp.mc_upper,
+        f"reproduction.mc_lower ({rp.mc_lower}) must be <= reproduction.mc_upper ({rp.mc_upper})",
+    )
     _check(cfg.transfer.every >= 1, f"transfer.every: must be >= 1, got {cfg.transfer.every}")
     _check(cfg.checkpoint.every >= 0, f"checkpoint.every: must be >= 0, got {cfg.checkpoint.every}")
     _check(cfg.checkpoint.keep >= 1, f"checkpoint.keep: must be >= 1, got {cfg.checkpoint.keep}")
     name = cfg.trainer.name
     # One place for a trainer's options: had `options` also applied to a built-in trainer,
     # one of two places would silently win over the other.
-    _check(not (cfg.trainer.options and name in BUILTIN_TRAINERS),
-           f"trainer.options: options of the built-in trainer {name!r} go under trainer.{name} (trainer.options is "
-           f"only for a package.module:Class trainer); got {', '.join(map(str, cfg.trainer.options))}")
+    _check(
+        not (cfg.trainer.options and name in BUILTIN_TRAINERS),
+        f"trainer.options: options of the built-in trainer {name!r} go under trainer.{name} (trainer.options is "
+        f"only for a package.module:Class trainer); got {', '.join(map(str, cfg.trainer.options))}",
+    )
     return cfg
 
 
@@ -333,6 +372,7 @@ BUILTIN_TRAINERS = tuple(f.name for f in dataclasses.fields(TrainerConfig) if f.
 
 
 # ---------------------------------------------------------------- loading
+
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse one `a.b.c=value` override; the value is read as YAML (so 3, 0.5, true, [1,2] work)."""
@@ -374,7 +414,7 @@ def apply_override(data: dict, parts: list[str], value: Any) -> None:
         if child is None:
             child = node[part] = {}
         if not isinstance(child, dict):
-            raise ConfigError(f"--set {'.'.join(parts)}: {'.'.join(parts[:i + 1])} is not a section")
+            raise ConfigError(f"--set {'.'.join(parts)}: {'.'.join(parts[: i + 1])} is not a section")
         node = child
     node[parts[-1]] = value
 
@@ -445,15 +485,19 @@ def read_yaml(path: str | Path) -> dict:
     except UnicodeDecodeError:
         raise ConfigError(f"config file {str(p)!r} is not a text file") from None
     if data is None:  # an empty file, or only comments: most likely not the file meant
-        raise ConfigError(f"config file {str(p)!r} holds no settings (empty, or only comments); write the settings "
-                          "there (e.g. start from a copy of experiments/quickstart.yaml), or leave CONFIG out to run "
-                          "experiments/quickstart.yaml")
+        raise ConfigError(
+            f"config file {str(p)!r} holds no settings (empty, or only comments); write the settings "
+            "there (e.g. start from a copy of experiments/quickstart.yaml), or leave CONFIG out to run "
+            "experiments/quickstart.yaml"
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(p)!r}: the top level must be a mapping of sections")
     return data
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), data: Mapping | None = None) -> RunConfig:
+def load_config(
+    path: str | Path | None = None, overrides: Sequence[str] = (), data: Mapping | None = None
+) -> RunConfig:
     """Load, override and validate a RunConfig from a YAML file and/or a mapping."""
     raw: dict = read_yaml(path) if path is not None else {}
     if data is not None:
@@ -461,28 +505,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), d
     for text in overrides:
         parts, value = parse_override(text)
         apply_override(raw, parts, value)
-    return validate(build_dataclass(RunConfig, _read_mode_alias(raw)))
-
-
-MODE_ALIASES = {"poet": "poet", "enhanced": "enhanced_poet"}
-
-
-def _read_mode_alias(raw: dict) -> dict:
-    """`mode: poet | enhanced` (before curricula) as `curriculum: poet | enhanced_poet`, with a note."""
-    if "mode" not in raw:
-        return raw
-    raw = dict(raw)
-    mode = raw.pop("mode")
-    if mode not in MODE_ALIASES:
-        raise ConfigError(f"mode: expected one of {', '.join(map(repr, MODE_ALIASES))} (deprecated: use "
-                          f"curriculum: poet | enhanced_poet), got {mode!r}")
-    curriculum = MODE_ALIASES[mode]
-    if raw.get("curriculum", curriculum) != curriculum:
-        raise ConfigError(f"mode: {mode!r} contradicts curriculum: {raw['curriculum']!r} (mode is deprecated; "
-                          "keep only curriculum)")
-    warnings.warn(f"config: `mode: {mode}` is deprecated; write `curriculum: {curriculum}`", FutureWarning, stacklevel=3)
-    raw["curriculum"] = curriculum
-    return raw
+    return validate(build_dataclass(RunConfig, raw))
 
 
 def _deep_merge(base: dict, extra: dict) -> dict:

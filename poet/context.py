@@ -1,9 +1,10 @@
 """RunContext: the services a run's phases share (config, family, trainer, evaluator, seeds,
 scorer, records) and the run's state (`poet.state.RunState`), kept apart."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from envs import EnvFamily
 from poet.config import RunConfig

@@ -1,4 +1,5 @@
 """Exceptions the command line turns into one-line messages (kept free of heavy imports)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,9 @@ class RunInterrupted(RuntimeError):
 
     def __init__(self, iteration: int, run_dir: Path):
         self.iteration, self.run_dir = iteration, run_dir
-        super().__init__(f"interrupted before iteration {iteration}; checkpoint saved; "
-                         f"continue with: poet resume {run_dir}")
+        super().__init__(
+            f"interrupted before iteration {iteration}; checkpoint saved; continue with: poet resume {run_dir}"
+        )
 
 
 class WaveInterrupted(RuntimeError):

@@ -7,6 +7,7 @@ With `evaluation.course: fixed` each level is pinned to course seed TEST_COURSE_
 position, the same in every run; scores go through the run's scorer (cached per agent and
 level; the episode seeds are a function of the level only).
 """
+
 from __future__ import annotations
 
 from envs import EnvFamily, EnvParams
@@ -25,8 +26,10 @@ def check(family: EnvFamily) -> str | None:
 def test_levels(ctx: RunContext) -> list[tuple[str, EnvParams]]:
     """(name, params) of the run's held-out levels, course seeds set as the config says."""
     fixed = ctx.cfg.evaluation.course == "fixed"
-    return [(name, params.with_course_seed(TEST_COURSE_SEED + i if fixed else None))
-            for i, (name, params) in enumerate(ctx.family.test_levels().items())]
+    return [
+        (name, params.with_course_seed(TEST_COURSE_SEED + i if fixed else None))
+        for i, (name, params) in enumerate(ctx.family.test_levels().items())
+    ]
 
 
 def due(ctx: RunContext, iteration: int) -> bool:
@@ -39,8 +42,18 @@ def evaluate(ctx: RunContext, iteration: int) -> None:
     """Score every active agent on every held-out level (one wave) and record the scores."""
     agents, levels = list(ctx.state.population.active), test_levels(ctx)
     jobs = [(agent, name, level) for agent in agents for name, level in levels]
-    scores = ctx.scorer.score([(agent.theta, level) for agent, _, level in jobs],
-                              tags=[f"{agent.pair_id} held-out {name}" for agent, name, _ in jobs])
+    scores = ctx.scorer.score(
+        [(agent.theta, level) for agent, _, level in jobs],
+        tags=[f"{agent.pair_id} held-out {name}" for agent, name, _ in jobs],
+    )
     for (agent, name, level), score in zip(jobs, scores):
-        ctx.records.write("heldout", {"iteration": iteration, "pair_id": agent.pair_id, "level": name,
-                                      "env_id": level.id, "score": float(score)})
+        ctx.records.write(
+            "heldout",
+            {
+                "iteration": iteration,
+                "pair_id": agent.pair_id,
+                "level": name,
+                "env_id": level.id,
+                "score": float(score),
+            },
+        )

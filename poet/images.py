@@ -1,9 +1,10 @@
 """Images a report or the CLI produces: PNG stills, animated GIFs (Pillow, no torch) and the
 figure of a course profile (matplotlib's `Figure`, no display or pyplot state needed)."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -38,8 +39,14 @@ def write_gif(frames: Sequence[np.ndarray], out: str | Path, fps: float, step: i
     images = [Image.fromarray(f) for f in frames]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        images[0].save(path, format="GIF", save_all=True, append_images=images[1:],
-                       duration=max(20, round(1000 * step / fps)), loop=0)
+        images[0].save(
+            path,
+            format="GIF",
+            save_all=True,
+            append_images=images[1:],
+            duration=max(20, round(1000 * step / fps)),
+            loop=0,
+        )
     except OSError as exc:
         raise ConfigError(f"--out {str(path)!r}: cannot write the GIF ({exc.strerror or exc})") from None
     return path
@@ -52,8 +59,9 @@ def profile_title(profile: CourseProfile, env_id: str | None = None) -> str:
     return " · ".join([head, *([profile.description] if profile.description else []), *seed])
 
 
-def profile_figure(profile: CourseProfile, env_id: str | None = None,
-                   size: tuple[float, float] = PROFILE_SIZE) -> Figure:
+def profile_figure(
+    profile: CourseProfile, env_id: str | None = None, size: tuple[float, float] = PROFILE_SIZE
+) -> Figure:
     """A course seen from the side: axes in metres (the vertical exaggeration, if any, in the
     y label), the ground, pits, stumps, start pad and finish in a legend, the env id and its
     parameters in the title."""
@@ -68,11 +76,12 @@ def profile_figure(profile: CourseProfile, env_id: str | None = None,
     floor = lo - max(1.0, 0.3 * (hi - lo))
     ceiling = hi + max(1.5, 0.3 * (hi - lo))
     solid = np.isfinite(profile.y)
-    ax.fill_between(profile.x, np.where(solid, profile.y, floor), floor, where=solid, color=GROUND, lw=0,
-                    interpolate=False)
+    ax.fill_between(
+        profile.x, np.where(solid, profile.y, floor), floor, where=solid, color=GROUND, lw=0, interpolate=False
+    )
     ax.plot(profile.x, profile.y, color="#3d6b2a", lw=1.2, zorder=2)  # the surface; NaN leaves a pit open
     handles = [Patch(color=GROUND, label="ground")]
-    for x0, x1, y0, y1 in profile.solids:  # pit walls: ground too
+    for x0, x1, _, y1 in profile.solids:  # pit walls: ground too
         ax.add_patch(Rectangle((x0, floor), x1 - x0, y1 - floor, color=GROUND, lw=0))
     for x0, x1 in profile.pits:
         ax.axvspan(x0, x1, color=PIT, alpha=0.25, lw=0, zorder=0.5)  # behind the ground: shows the opening
@@ -100,14 +109,17 @@ def profile_figure(profile: CourseProfile, env_id: str | None = None,
     return fig
 
 
-def course_figure(family: object, params: object, seed: int = 0, env_id: str | None = None,
-                  name: str | None = None) -> Figure:
+def course_figure(
+    family: object, params: object, seed: int = 0, env_id: str | None = None, name: str | None = None
+) -> Figure:
     """`profile_figure` of an env's course: its own course when the params are pinned to one,
     else the course of `seed`. ConfigError if the family gives no course profile."""
     describe = getattr(family, "course_profile", None)
     if describe is None:
         name = name or getattr(family, "name", type(family).__name__)
-        raise ConfigError(f"env family {name!r} has no course profile to draw (terrain, bipedal, bipedal_cppn, terrain_cppn do)")
+        raise ConfigError(
+            f"env family {name!r} has no course profile to draw (terrain, bipedal, bipedal_cppn, terrain_cppn do)"
+        )
     return profile_figure(describe(params, seed=params.reset_seed(seed)), env_id)
 
 
@@ -125,8 +137,9 @@ def check_figure_out(out: str | Path, option: str = "--out") -> Path:
     """`out` if its extension is one `write_figure` writes, else ConfigError naming them."""
     path = Path(out)
     if path.suffix.lower() not in FIGURE_FORMATS:
-        raise ConfigError(f"{option} {str(path)!r}: writes {', '.join(FIGURE_FORMATS)} files; "
-                          f"got {path.suffix or 'no extension'}")
+        raise ConfigError(
+            f"{option} {str(path)!r}: writes {', '.join(FIGURE_FORMATS)} files; got {path.suffix or 'no extension'}"
+        )
     return path
 
 

@@ -4,6 +4,7 @@ POET: hand-designed feature vectors from the env family (the reference's `env2ar
 distances, `original_poet` branch). Enhanced POET: PATA-EC, the centred ranks of all
 agents' scores on an env clipped to the minimal-criterion bounds (`update_pata_ec`).
 """
+
 from __future__ import annotations
 
 import numpy as np

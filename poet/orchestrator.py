@@ -5,11 +5,12 @@ and records them (the `phases` table), forgets the scores of agents that no long
 flushes the records, advances `state.iteration` and calls `on_iteration` (progress,
 checkpoints).
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from poet import heldout
 from poet.context import RunContext
@@ -20,8 +21,12 @@ from poet.state import RunState
 class Orchestrator:
     """Runs a curriculum over a RunContext."""
 
-    def __init__(self, ctx: RunContext, on_iteration: Callable[["Orchestrator"], None] | None = None,
-                 curriculum: Curriculum | None = None):
+    def __init__(
+        self,
+        ctx: RunContext,
+        on_iteration: Callable[[Orchestrator], None] | None = None,
+        curriculum: Curriculum | None = None,
+    ):
         self.ctx = ctx
         self.curriculum = curriculum if curriculum is not None else PoetCurriculum()
         self.on_iteration = on_iteration
@@ -45,8 +50,9 @@ class Orchestrator:
         steps = getattr(self.ctx.evaluator, "env_steps", 0) - steps0
         totals[0] += seconds
         totals[1] += steps
-        self.ctx.records.write("phases", {"iteration": self.iteration, "phase": name, "seconds": seconds,
-                                          "env_steps": int(steps)})
+        self.ctx.records.write(
+            "phases", {"iteration": self.iteration, "phase": name, "seconds": seconds, "env_steps": int(steps)}
+        )
 
     def run_iteration(self) -> None:
         """Run the next iteration of the schedule."""

@@ -1,4 +1,5 @@
 """Pair: one environment with its agent, the agent's trainer state and its lineage."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -3,6 +3,7 @@
 A policy is described by a `PolicySpec` (sizes, activation, action kind) and its weights
 are one flat float32 numpy vector in the order of `torch.nn.utils.parameters_to_vector`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,22 +44,32 @@ class PolicySpec:
     def to_dict(self) -> dict:
         """Plain JSON-ready form."""
         return {
-            "obs_dim": self.obs_dim, "act_dim": self.act_dim, "hidden": list(self.hidden),
-            "activation": self.activation, "action_kind": self.action_kind,
-            "action_low": list(self.action_low), "action_high": list(self.action_high),
+            "obs_dim": self.obs_dim,
+            "act_dim": self.act_dim,
+            "hidden": list(self.hidden),
+            "activation": self.activation,
+            "action_kind": self.action_kind,
+            "action_low": list(self.action_low),
+            "action_high": list(self.action_high),
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PolicySpec":
+    def from_dict(cls, d: dict) -> PolicySpec:
         """Inverse of to_dict."""
         return cls(
-            obs_dim=int(d["obs_dim"]), act_dim=int(d["act_dim"]), hidden=tuple(int(h) for h in d["hidden"]),
-            activation=str(d["activation"]), action_kind=str(d["action_kind"]),
-            action_low=tuple(float(x) for x in d["action_low"]), action_high=tuple(float(x) for x in d["action_high"]),
+            obs_dim=int(d["obs_dim"]),
+            act_dim=int(d["act_dim"]),
+            hidden=tuple(int(h) for h in d["hidden"]),
+            activation=str(d["activation"]),
+            action_kind=str(d["action_kind"]),
+            action_low=tuple(float(x) for x in d["action_low"]),
+            action_high=tuple(float(x) for x in d["action_high"]),
         )
 
 
-def spec_for_spaces(observation_space: gym.Space, action_space: gym.Space, hidden: tuple[int, ...], activation: str) -> PolicySpec:
+def spec_for_spaces(
+    observation_space: gym.Space, action_space: gym.Space, hidden: tuple[int, ...], activation: str
+) -> PolicySpec:
     """The policy spec that fits an env's spaces."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"unknown activation {activation!r}; known: {', '.join(ACTIVATIONS)}")
@@ -70,8 +81,15 @@ def spec_for_spaces(observation_space: gym.Space, action_space: gym.Space, hidde
         high = np.broadcast_to(action_space.high, action_space.shape).ravel()
         if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
             raise ValueError("Box action spaces need finite bounds for a tanh policy")
-        return PolicySpec(obs_dim, int(low.size), tuple(hidden), activation, "box",
-                          tuple(float(x) for x in low), tuple(float(x) for x in high))
+        return PolicySpec(
+            obs_dim,
+            int(low.size),
+            tuple(hidden),
+            activation,
+            "box",
+            tuple(float(x) for x in low),
+            tuple(float(x) for x in high),
+        )
     raise ValueError(f"unsupported action space {action_space}")
 
 
@@ -174,8 +192,17 @@ def _axpy(acc: np.ndarray, a: np.float32, x: np.ndarray) -> None:
 
 
 @numba.njit(cache=True, inline="always")
-def _axpy4(acc: np.ndarray, a0: np.float32, a1: np.float32, a2: np.float32, a3: np.float32,
-           x0: np.ndarray, x1: np.ndarray, x2: np.ndarray, x3: np.ndarray) -> None:
+def _axpy4(
+    acc: np.ndarray,
+    a0: np.float32,
+    a1: np.float32,
+    a2: np.float32,
+    a3: np.float32,
+    x0: np.ndarray,
+    x1: np.ndarray,
+    x2: np.ndarray,
+    x3: np.ndarray,
+) -> None:
     # four `_axpy` in one pass, each sum in the same order (so the same bits): a pass over
     # the outputs costs more to start than its few vector operations, so fewer passes win
     for j in range(acc.size):
@@ -183,8 +210,17 @@ def _axpy4(acc: np.ndarray, a0: np.float32, a1: np.float32, a2: np.float32, a3: 
 
 
 @numba.njit(cache=True, error_model="numpy")
-def forward_row(w: np.ndarray, sizes: np.ndarray, activation: int, box: bool, low: np.ndarray, span: np.ndarray,
-                h: np.ndarray, acc: np.ndarray, out: np.ndarray) -> None:
+def forward_row(
+    w: np.ndarray,
+    sizes: np.ndarray,
+    activation: int,
+    box: bool,
+    low: np.ndarray,
+    span: np.ndarray,
+    h: np.ndarray,
+    acc: np.ndarray,
+    out: np.ndarray,
+) -> None:
     """One row's MLP: reads its observation from `h[:sizes[0]]`, writes its raw outputs (box:
     already squashed to the bounds) to `out`; `h` and `acc` are scratch of `sizes.max()`.
 
@@ -203,14 +239,23 @@ def forward_row(w: np.ndarray, sizes: np.ndarray, activation: int, box: bool, lo
         i = 0
         while i + 4 <= fan_in:
             b = off + i * fan_out
-            _axpy4(a, h[i], h[i + 1], h[i + 2], h[i + 3], w[b:b + fan_out], w[b + fan_out:b + 2 * fan_out],
-                   w[b + 2 * fan_out:b + 3 * fan_out], w[b + 3 * fan_out:b + 4 * fan_out])
+            _axpy4(
+                a,
+                h[i],
+                h[i + 1],
+                h[i + 2],
+                h[i + 3],
+                w[b : b + fan_out],
+                w[b + fan_out : b + 2 * fan_out],
+                w[b + 2 * fan_out : b + 3 * fan_out],
+                w[b + 3 * fan_out : b + 4 * fan_out],
+            )
             i += 4
         while i < fan_in:
-            _axpy(a, h[i], w[off + i * fan_out:off + (i + 1) * fan_out])
+            _axpy(a, h[i], w[off + i * fan_out : off + (i + 1) * fan_out])
             i += 1
         off += fan_in * fan_out
-        bias = w[off:off + fan_out]
+        bias = w[off : off + fan_out]
         off += fan_out
         if layer == layers - 1:
             if box:
@@ -229,8 +274,16 @@ def forward_row(w: np.ndarray, sizes: np.ndarray, activation: int, box: bool, lo
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _forward(obs: np.ndarray, weights: np.ndarray, sizes: np.ndarray, activation: int, box: bool,
-             low: np.ndarray, span: np.ndarray, done: np.ndarray) -> np.ndarray:
+def _forward(
+    obs: np.ndarray,
+    weights: np.ndarray,
+    sizes: np.ndarray,
+    activation: int,
+    box: bool,
+    low: np.ndarray,
+    span: np.ndarray,
+    done: np.ndarray,
+) -> np.ndarray:
     """`forward_row` for every row not marked `done` (their outputs read 0), float32."""
     n = obs.shape[0]
     out = np.zeros((n, sizes[-1]), dtype=np.float32)
@@ -238,7 +291,7 @@ def _forward(obs: np.ndarray, weights: np.ndarray, sizes: np.ndarray, activation
     acc = np.empty(sizes.max(), dtype=np.float32)
     for r in range(n):
         if not done[r]:
-            h[:sizes[0]] = obs[r]
+            h[: sizes[0]] = obs[r]
             forward_row(weights[r], sizes, activation, box, low, span, h, acc, out[r])
     return out
 
@@ -263,9 +316,9 @@ class BatchedPolicy:
         # The flat layout stores each matrix (out, in); the kernel reads it (in, out).
         parts, offset, n = [], 0, flats.shape[0]
         for fan_in, fan_out in zip(spec.layer_sizes[:-1], spec.layer_sizes[1:]):
-            w = flats[:, offset:offset + fan_in * fan_out].reshape(n, fan_out, fan_in)
+            w = flats[:, offset : offset + fan_in * fan_out].reshape(n, fan_out, fan_in)
             offset += fan_in * fan_out
-            parts += [w.transpose(0, 2, 1).reshape(n, -1), flats[:, offset:offset + fan_out]]
+            parts += [w.transpose(0, 2, 1).reshape(n, -1), flats[:, offset : offset + fan_out]]
             offset += fan_out
         self._weights = np.ascontiguousarray(np.concatenate(parts, axis=1))
         self._box = spec.action_kind == "box"
@@ -291,6 +344,14 @@ class BatchedPolicy:
         """Actions for one observation per row: low + (tanh(raw) + 1) * 0.5 * (high - low), or
         argmax. Rows marked in the bool mask `done` are skipped (a box action reads 0 there)."""
         obs = np.asarray(obs, dtype=np.float32)
-        out = _forward(obs, self._weights, self._sizes, self._activation, self._box, self._low, self._span,
-                       self._none_done if done is None else done)
+        out = _forward(
+            obs,
+            self._weights,
+            self._sizes,
+            self._activation,
+            self._box,
+            self._low,
+            self._span,
+            self._none_done if done is None else done,
+        )
         return out if self._box else out.argmax(axis=-1)

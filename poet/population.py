@@ -1,4 +1,5 @@
 """The population: active pairs in creation order, retired pairs in an archive, capacity."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,5 @@
 """Rank transforms: centred ranks (ES, PATA-EC as the reference) and average-tie ranks (PATA-EC option)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +29,7 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
         end = start
         while end + 1 < x.size and sorted_x[end + 1] == sorted_x[start]:
             end += 1
-        ranks[order[start:end + 1]] = (start + end) / 2.0
+        ranks[order[start : end + 1]] = (start + end) / 2.0
         start = end + 1
     return ranks
 

@@ -5,13 +5,15 @@ Tables: `iterations` (iteration x pair), `envs` (one row per admitted env), `tra
 summaries). Rows are appended and flushed after each phase; `poet.analysis.load_run`
 reads them back as pandas DataFrames.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any, Callable, Mapping
+from typing import IO, Any
 
 import numpy as np
 
@@ -60,13 +62,27 @@ class RecordWriter:
         for listener in self.listeners:
             listener(table, row)
 
-    def event(self, iteration: int, kind: str, pair_id: str | None = None, env_id: str | None = None,
-              detail: str | Mapping[str, Any] = "") -> None:
+    def event(
+        self,
+        iteration: int,
+        kind: str,
+        pair_id: str | None = None,
+        env_id: str | None = None,
+        detail: str | Mapping[str, Any] = "",
+    ) -> None:
         """One row of the events table. `kind`: admitted, child, retired, reproduce, transfer,
         transfer_accepted, solved (POET), replayed, explored, edited (PLR, ACCEL), or a user
         curriculum's own; a mapping `detail` is stored as compact JSON (`json.loads` reads it)."""
-        self.write("events", {"iteration": iteration, "kind": kind, "pair_id": pair_id, "env_id": env_id,
-                              "detail": detail if isinstance(detail, str) else json_text(detail)})
+        self.write(
+            "events",
+            {
+                "iteration": iteration,
+                "kind": kind,
+                "pair_id": pair_id,
+                "env_id": env_id,
+                "detail": detail if isinstance(detail, str) else json_text(detail),
+            },
+        )
 
     def row_counts(self) -> dict[str, int]:
         """Rows written so far per table (a checkpoint stores them to cut the tables back on resume)."""

@@ -5,12 +5,13 @@ and the course profile of any env a run admitted.
     render_gif("runs/demo", "p3", "p3-on-p5.gif", env_id=...)  # any env the run admitted
     render_profile_png("runs/demo", "p3", "course.png")        # the whole course of p3's env
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -86,8 +87,9 @@ def find_env(run_dir: str | Path, env_id: str) -> EnvParams:
         rows = envs[envs["pair_id"] == env_id]  # a pair's own env: the one made for it
     if not len(rows):
         known = _listing([f"{e} ({p})" for e, p in zip(envs["env_id"], envs["pair_id"])])
-        raise ConfigError(f"--env: unknown env {env_id!r} (neither an env id nor a pair id of this run); "
-                          f"envs of this run: {known}")
+        raise ConfigError(
+            f"--env: unknown env {env_id!r} (neither an env id nor a pair id of this run); envs of this run: {known}"
+        )
     return EnvParams.from_json(rows["params_json"].iloc[-1])
 
 
@@ -116,8 +118,15 @@ def _frame(env: gym.Env, name: str) -> np.ndarray:
 
 
 @torch.no_grad()
-def play_episode(family: EnvFamily, spec: PolicySpec, theta: np.ndarray, params: EnvParams, seed: int,
-                 max_steps: int, name: str = "?") -> Episode:
+def play_episode(
+    family: EnvFamily,
+    spec: PolicySpec,
+    theta: np.ndarray,
+    params: EnvParams,
+    seed: int,
+    max_steps: int,
+    name: str = "?",
+) -> Episode:
     """One deterministic episode of the policy `theta` on `params`: frames, return and length.
 
     An env pinned to a course (`params.course_seed`) runs that course whatever `seed` says.
@@ -143,8 +152,15 @@ def play_episode(family: EnvFamily, spec: PolicySpec, theta: np.ndarray, params:
     return Episode(frames, ret, steps, reset_seed, params.id)
 
 
-def episode_frames(family: EnvFamily, spec: PolicySpec, theta: np.ndarray, params: EnvParams, seed: int,
-                   max_steps: int, name: str = "?") -> list[np.ndarray]:
+def episode_frames(
+    family: EnvFamily,
+    spec: PolicySpec,
+    theta: np.ndarray,
+    params: EnvParams,
+    seed: int,
+    max_steps: int,
+    name: str = "?",
+) -> list[np.ndarray]:
     """Frames of one deterministic episode (`play_episode`): reset, then every step."""
     return play_episode(family, spec, theta, params, seed, max_steps, name).frames
 
@@ -162,14 +178,23 @@ def check_gif_out(out: str | Path) -> Path:
     """`out` if it names a GIF file, else ConfigError naming the supported extensions."""
     path = Path(out)
     if path.suffix.lower() not in GIF_FORMATS:
-        raise ConfigError(f"--out {str(path)!r}: poet render writes an animated GIF; supported extensions: "
-                          f"{', '.join(GIF_FORMATS)} (got {path.suffix or 'none'})")
+        raise ConfigError(
+            f"--out {str(path)!r}: poet render writes an animated GIF; supported extensions: "
+            f"{', '.join(GIF_FORMATS)} (got {path.suffix or 'none'})"
+        )
     return path
 
 
-def render_gif(run_dir: str | Path, pair_id: str, out: str | Path, env_id: str | None = None, seed: int = 0,
-               max_steps: int | None = None, fps: float = 20,
-               on_episode: Callable[[Episode], None] | None = None) -> Path:
+def render_gif(
+    run_dir: str | Path,
+    pair_id: str,
+    out: str | Path,
+    env_id: str | None = None,
+    seed: int = 0,
+    max_steps: int | None = None,
+    fps: float = 20,
+    on_episode: Callable[[Episode], None] | None = None,
+) -> Path:
     """One episode of a pair's agent (newest checkpoint) on its own env or on `env_id`, as an animated GIF.
 
     `on_episode` is called with the episode as soon as it ends, before the GIF is written.

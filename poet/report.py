@@ -4,6 +4,7 @@ Every figure is a function of a `poet.analysis.Run` returning a matplotlib `Figu
 (built with `matplotlib.figure.Figure`, so no display or pyplot state is needed);
 `FIGURES` lists them by name, for `write_report` and `notebooks/analyze_run.ipynb`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -11,8 +12,8 @@ import html
 import inspect
 import io
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -30,13 +31,28 @@ from poet.curricula.level_buffer import LevelBuffer
 from poet.images import course_figure, figure_rgb, write_png
 
 # Columns of `run.envs` that are not env parameters.
-NON_PARAM_COLUMNS = {"env_id", "family", "pair_id", "parent_env_id", "created_iteration", "retired_iteration",
-                     "solved_iteration", "difficulty", "params_json", "course_seed"}
+NON_PARAM_COLUMNS = {
+    "env_id",
+    "family",
+    "pair_id",
+    "parent_env_id",
+    "created_iteration",
+    "retired_iteration",
+    "solved_iteration",
+    "difficulty",
+    "params_json",
+    "course_seed",
+}
 SOLVED_COLOR, UNSOLVED_COLOR = "tab:green", "tab:gray"
 MAX_COURSES = 48  # the report draws the courses of the newest envs up to this many
 LEVEL_BUFFER_CURRICULA = ("robust_plr", "accel")
 POET_CURRICULA = ("poet", "enhanced_poet")
-NO_REPRODUCTION = (*LEVEL_BUFFER_CURRICULA, "dr", "direct", "path")  # registered curricula that admit no envs by reproduction
+NO_REPRODUCTION = (
+    *LEVEL_BUFFER_CURRICULA,
+    "dr",
+    "direct",
+    "path",
+)  # registered curricula that admit no envs by reproduction
 MAX_TREE_NODES = 60  # the env tree draws at most this many envs (readable labels) ...
 MAX_TREE_INCHES = 14.0  # ... in a figure at most this tall
 
@@ -55,8 +71,16 @@ def _pair_order(run: Run) -> list[str]:
 
 def _note(ax: Axes, text: str) -> None:
     """Grey centred text on an axes (for empty panels)."""
-    ax.text(0.5, 0.6, text, ha="center", va="center", transform=ax.transAxes, color="0.4",
-            bbox={"facecolor": "w", "edgecolor": "none"})
+    ax.text(
+        0.5,
+        0.6,
+        text,
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        color="0.4",
+        bbox={"facecolor": "w", "edgecolor": "none"},
+    )
 
 
 def _threshold(run: Run) -> float:
@@ -74,8 +98,11 @@ def _is_level_buffer(run: Run) -> bool:
 
 def _last_iteration(run: Run) -> int:
     """The last iteration any table of the run records (-1: none)."""
-    found = [int(t["iteration"].max()) for t in (run.iterations, run.events, run.phases, run.heldout)
-             if len(t) and t["iteration"].notna().any()]
+    found = [
+        int(t["iteration"].max())
+        for t in (run.iterations, run.events, run.phases, run.heldout)
+        if len(t) and t["iteration"].notna().any()
+    ]
     return max(found, default=-1)
 
 
@@ -116,6 +143,7 @@ def _buffer_fill(run: Run) -> pd.Series:
 
 # ---------------------------------------------------------------- figures
 
+
 def scores_figure(run: Run) -> Figure:
     """Training scores with the solved threshold: every pair's on its own env (a heat map, smoothed, and the best and median pair); for robust PLR and ACCEL the agent's after each replay, and the buffer's fill.
 
@@ -140,18 +168,27 @@ def scores_figure(run: Run) -> Figure:
     smooth = table.T.rolling(window, min_periods=1).mean().T.where(table.notna())
     values = smooth.to_numpy(dtype=float)
     finite = values[np.isfinite(values)]
-    low, high = (np.percentile(finite, [1, 99]) if finite.size else (0.0, 1.0))
+    low, high = np.percentile(finite, [1, 99]) if finite.size else (0.0, 1.0)
     low, high = min(low, threshold - 1), max(high, threshold + 1)
-    image = heat.imshow(np.ma.masked_invalid(values), aspect="auto", interpolation="nearest", cmap="viridis",
-                        vmin=low, vmax=high, extent=(table.columns[0] - 0.5, table.columns[-1] + 0.5, len(pairs) - 0.5,
-                                                     -0.5))
+    image = heat.imshow(
+        np.ma.masked_invalid(values),
+        aspect="auto",
+        interpolation="nearest",
+        cmap="viridis",
+        vmin=low,
+        vmax=high,
+        extent=(table.columns[0] - 0.5, table.columns[-1] + 0.5, len(pairs) - 0.5, -0.5),
+    )
     bar = fig.colorbar(image, ax=heat, label="score", pad=0.01)
     bar.ax.axhline(threshold, color="w", lw=2)
     bar.ax.axhline(threshold, color="k", lw=1, ls="--")
     step = max(1, -(-len(pairs) // 20))  # at most 20 labels
     heat.set_yticks(range(0, len(pairs), step), [str(p) for p in pairs[::step]], fontsize="small")
-    heat.set(ylabel="pair", title=f"Scores of every pair (moving average over {window} iterations; "
-                                  f"dashed on the colour bar: solved, {threshold:g})")
+    heat.set(
+        ylabel="pair",
+        title=f"Scores of every pair (moving average over {window} iterations; "
+        f"dashed on the colour bar: solved, {threshold:g})",
+    )
     best = smooth.max(axis=0)
     median = smooth.median(axis=0)
     lines.plot(best.index, best.to_numpy(dtype=float), lw=1.4, label="best pair")
@@ -178,15 +215,23 @@ def replay_scores_figure(run: Run) -> Figure:
         x, y = it["iteration"].astype(float).to_numpy(), it["score"].astype(float).to_numpy()
         window = max(1, len(it) // 20)
         top.scatter(x, y, s=14, color="tab:blue", alpha=0.6, label="after a replay")
-        top.plot(x, pd.Series(y).rolling(window, min_periods=1).mean().to_numpy(), color="tab:blue", lw=1.4,
-                 label=f"moving average over {window} replays")
+        top.plot(
+            x,
+            pd.Series(y).rolling(window, min_periods=1).mean().to_numpy(),
+            color="tab:blue",
+            lw=1.4,
+            label=f"moving average over {window} replays",
+        )
         top.axhline(threshold, color="k", ls="--", lw=1, label=f"solved ({threshold:g})")
         top.legend(fontsize="small", loc="lower right", ncol=3)
         top.set_title(f"The agent's score after each of its {len(it)} replays (one trainer step each)")
     else:
         explored = int((run.events["kind"] == "explored").sum()) if len(run.events) else 0
-        _note(top, f"no training yet: {explored} levels explored, buffer fills to {needed} "
-                   f"(of {capacity}) before the first replay")
+        _note(
+            top,
+            f"no training yet: {explored} levels explored, buffer fills to {needed} "
+            f"(of {capacity}) before the first replay",
+        )
         top.set_title("The agent's score after each replay")
     top.set(ylabel="score")
     if len(fill):
@@ -202,8 +247,14 @@ def replay_scores_figure(run: Run) -> Figure:
 def _param_columns(run: Run) -> list[str]:
     """Numeric env parameter columns of `run.envs` (no ids, iterations or *_enabled flags)."""
     envs, types = run.envs, pd.api.types
-    return [c for c in envs.columns if c not in NON_PARAM_COLUMNS and not c.endswith(("_enabled", "_id"))
-            and types.is_numeric_dtype(envs[c]) and not types.is_bool_dtype(envs[c])]
+    return [
+        c
+        for c in envs.columns
+        if c not in NON_PARAM_COLUMNS
+        and not c.endswith(("_enabled", "_id"))
+        and types.is_numeric_dtype(envs[c])
+        and not types.is_bool_dtype(envs[c])
+    ]
 
 
 def env_params_figure(run: Run) -> Figure:
@@ -286,7 +337,7 @@ def _two_lines(label: str, longest: int = 24) -> str:
     if len(label) <= longest or not cuts:
         return label
     cut = min(cuts, key=lambda i: abs(i - len(label) / 2))
-    return label[:cut] + "\n" + label[cut + 2:]
+    return label[:cut] + "\n" + label[cut + 2 :]
 
 
 def _num(value: object) -> str:
@@ -331,14 +382,20 @@ def _tree_selection(run: Run, envs: pd.DataFrame) -> tuple[pd.DataFrame, pd.Seri
     if buffer_run:
         never = len(envs) - len(set(replays.index) & set(parent))
         if never:
-            notes.append(f"{never} of {len(envs)} levels were never replayed (explored or edited, not trained "
-                         "on): only ancestors of replayed levels among them are drawn")
+            notes.append(
+                f"{never} of {len(envs)} levels were never replayed (explored or edited, not trained "
+                "on): only ancestors of replayed levels among them are drawn"
+            )
         if drawn_wanted < len(wanted):
-            notes.append(f"{len(wanted) - drawn_wanted} replayed levels beyond {MAX_TREE_NODES} nodes left out "
-                         "(the most replayed are drawn, with their ancestors)")
+            notes.append(
+                f"{len(wanted) - drawn_wanted} replayed levels beyond {MAX_TREE_NODES} nodes left out "
+                "(the most replayed are drawn, with their ancestors)"
+            )
     elif len(shown) < len(envs):
-        notes.append(f"{len(envs) - len(shown)} of {len(envs)} envs left out: at most {MAX_TREE_NODES} are "
-                     "drawn, the newest with their ancestors")
+        notes.append(
+            f"{len(envs) - len(shown)} of {len(envs)} envs left out: at most {MAX_TREE_NODES} are "
+            "drawn, the newest with their ancestors"
+        )
     return shown, replays, "; ".join(notes)
 
 
@@ -361,31 +418,45 @@ def env_tree_figure(run: Run) -> Figure:
     x = dict(zip(shown["env_id"], shown["created_iteration"].astype(float)))
     for env_id, parent in zip(shown["env_id"], shown["parent_env_id"]):
         if isinstance(parent, str) and parent in x:
-            ax.annotate("", xy=(x[env_id], y[env_id]), xytext=(x[parent], y[parent]),
-                        arrowprops={"arrowstyle": "->", "color": "0.5", "lw": 1, "shrinkA": 6, "shrinkB": 6})
+            ax.annotate(
+                "",
+                xy=(x[env_id], y[env_id]),
+                xytext=(x[parent], y[parent]),
+                arrowprops={"arrowstyle": "->", "color": "0.5", "lw": 1, "shrinkA": 6, "shrinkB": 6},
+            )
     xs, ys = shown["env_id"].map(x).to_numpy(float), shown["env_id"].map(y).to_numpy(float)
     if buffer_run:
         times = shown["env_id"].map(replays).fillna(0).to_numpy(int)
         colors = np.where(times > 0, "tab:blue", UNSOLVED_COLOR)
         ax.scatter(xs, ys, s=40 + 25 * np.sqrt(times), c=list(colors), zorder=3)
-        handles = [Line2D([], [], ls="", marker="o", color="tab:blue", label="replayed (size: how often)"),
-                   Line2D([], [], ls="", marker="o", color=UNSOLVED_COLOR, label="ancestor, never replayed")]
+        handles = [
+            Line2D([], [], ls="", marker="o", color="tab:blue", label="replayed (size: how often)"),
+            Line2D([], [], ls="", marker="o", color=UNSOLVED_COLOR, label="ancestor, never replayed"),
+        ]
     else:
         solved = shown["solved_iteration"].notna().to_numpy()
         retired = shown["retired_iteration"].notna().to_numpy()
         colors = np.where(solved, SOLVED_COLOR, UNSOLVED_COLOR)
         ax.scatter(xs, ys, s=90, c=list(colors), edgecolors=np.where(retired, "k", "none").tolist(), zorder=3)
-        handles = [Line2D([], [], ls="", marker="o", color=SOLVED_COLOR, label="solved"),
-                   Line2D([], [], ls="", marker="o", color=UNSOLVED_COLOR, label="not solved"),
-                   Line2D([], [], ls="", marker="o", mfc="w", mec="k", label="retired (black edge)")]
+        handles = [
+            Line2D([], [], ls="", marker="o", color=SOLVED_COLOR, label="solved"),
+            Line2D([], [], ls="", marker="o", color=UNSOLVED_COLOR, label="not solved"),
+            Line2D([], [], ls="", marker="o", mfc="w", mec="k", label="retired (black edge)"),
+        ]
     # one agent per env (POET): its pair id after the env's label; one agent for all: none
     several = shown["pair_id"].nunique() > 1
     for xi, yi, (_, row) in zip(xs, ys, shown.iterrows()):
         label = _env_label(row.get("params_json"), row["env_id"])
         if several and isinstance(row["pair_id"], str):
             label += f" ({row['pair_id']})"
-        ax.annotate(_two_lines(label), (xi, yi), xytext=(7, 0), textcoords="offset points", va="center",
-                    fontsize="x-small" if len(shown) > 20 else "small")
+        ax.annotate(
+            _two_lines(label),
+            (xi, yi),
+            xytext=(7, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize="x-small" if len(shown) > 20 else "small",
+        )
     ax.legend(handles=handles, fontsize="small", loc="best")
     low, high = float(np.min(xs)), float(np.max(xs))
     span = max(high - low, 1.0)
@@ -414,8 +485,10 @@ def transfer_matrix_figure(run: Run) -> Figure:
     size = min(14.0, 3.0 + 0.35 * len(pairs))
     fig = Figure(figsize=(2 * size + 1, size), layout="constrained")
     axes = fig.subplots(1, 2)
-    for ax, accepted_only, title, cmap in ((axes[0], True, "accepted transfers", "Greens"),
-                                           (axes[1], False, "transfer attempts", "Blues")):
+    for ax, accepted_only, title, cmap in (
+        (axes[0], True, "accepted transfers", "Greens"),
+        (axes[1], False, "transfer attempts", "Blues"),
+    ):
         ax.set(title=title, xlabel="target pair", ylabel="source pair")
         if not pairs:
             _note(ax, "no pairs")
@@ -429,8 +502,9 @@ def transfer_matrix_figure(run: Run) -> Figure:
         if len(pairs) <= 20:
             for (i, j), n in np.ndenumerate(counts):
                 if n:
-                    ax.text(j, i, str(n), ha="center", va="center", fontsize="x-small",
-                            color="w" if n > top / 2 else "k")
+                    ax.text(
+                        j, i, str(n), ha="center", va="center", fontsize="x-small", color="w" if n > top / 2 else "k"
+                    )
         if not len(run.transfers):
             _note(ax, "no transfers")
         bar = fig.colorbar(image, ax=ax, shrink=0.8, label="count")
@@ -453,21 +527,43 @@ def annecs_figure(run: Run) -> Figure:
     name = curriculum_of(run.config)
     if name in NO_REPRODUCTION and len(annecs):
         solved = _solved_levels(run)
-        ax.step(solved.index, solved.to_numpy(), where="post", color="tab:green",
-                label=f"levels solved (score >= {_threshold(run):g} after a trainer step)")
-        ax.step(annecs.index, annecs.to_numpy(), where="post", color="tab:purple", linestyle="--",
-                label="of them made from another level (edits, stages)")
+        ax.step(
+            solved.index,
+            solved.to_numpy(),
+            where="post",
+            color="tab:green",
+            label=f"levels solved (score >= {_threshold(run):g} after a trainer step)",
+        )
+        ax.step(
+            annecs.index,
+            annecs.to_numpy(),
+            where="post",
+            color="tab:purple",
+            linestyle="--",
+            label="of them made from another level (edits, stages)",
+        )
         ax.legend(fontsize="small", loc="upper left")
         ax.set(xlabel="iteration", ylabel="levels", title=f"Levels solved ({name} has no reproduction, so no ANNECS)")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         return fig
     if len(annecs):
-        ax.step(annecs.index, annecs.to_numpy(), where="post", color="tab:purple",
-                label="ANNECS (paper: passed the MC when created, later solved)")
+        ax.step(
+            annecs.index,
+            annecs.to_numpy(),
+            where="post",
+            color="tab:purple",
+            label="ANNECS (paper: passed the MC when created, later solved)",
+        )
         if curriculum_of(run.config) == "enhanced_poet":
             ref = run.annecs_reference
-            ax.step(ref.index, ref.to_numpy(), where="post", color="tab:gray", linestyle="--",
-                    label="ANNECS (reference code: best archived agent passes the MC at admission)")
+            ax.step(
+                ref.index,
+                ref.to_numpy(),
+                where="post",
+                color="tab:gray",
+                linestyle="--",
+                label="ANNECS (reference code: best archived agent passes the MC at admission)",
+            )
         ax.legend(fontsize="small", loc="upper left")
     else:
         _note(ax, "no iterations recorded")
@@ -495,8 +591,10 @@ def difficulty_figure(run: Run) -> Figure:
     envs_t = run.envs
     classes = envs_t["difficulty"].dropna().astype(int) if len(envs_t) else pd.Series(dtype=int)
     if not len(run.iterations) or not len(classes):
-        _note(ax, "no iterations recorded" if not len(run.iterations) else
-              "this run's family defines no difficulty classes")
+        _note(
+            ax,
+            "no iterations recorded" if not len(run.iterations) else "this run's family defines no difficulty classes",
+        )
     else:
         last = _last_iteration(run)
         steps = np.arange(last + 1)
@@ -510,7 +608,11 @@ def difficulty_figure(run: Run) -> Figure:
             ax.step(steps, created, where="post", color=colors[level], label=label)
             ax.step(steps, solved, where="post", color=colors[level], linestyle="--")
         ax.legend(fontsize="small", loc="upper left")
-    ax.set(xlabel="iteration", ylabel="envs", title="Envs by the POET paper's difficulty class (solid created, dashed solved)")
+    ax.set(
+        xlabel="iteration",
+        ylabel="envs",
+        title="Envs by the POET paper's difficulty class (solid created, dashed solved)",
+    )
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     return fig
 
@@ -544,8 +646,15 @@ def heldout_figure(run: Run) -> Figure:
         styles = ["-", "--", "-.", ":"]  # levels that score alike stay apart
         for i, level in enumerate(dict.fromkeys(ho["level"])):
             series = best.loc[level]
-            ax.plot(series.index, series.to_numpy(dtype=float), marker="osD^v"[i % 5], ms=4, lw=1.4,
-                    ls=styles[i % len(styles)], label=str(level))
+            ax.plot(
+                series.index,
+                series.to_numpy(dtype=float),
+                marker="osD^v"[i % 5],
+                ms=4,
+                lw=1.4,
+                ls=styles[i % len(styles)],
+                label=str(level),
+            )
         ax.axhline(_threshold(run), color="k", ls="--", lw=1, label=f"solved ({_threshold(run):g})")
         ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
     else:
@@ -580,6 +689,7 @@ def figure_png(fig: Figure, dpi: int = 100) -> bytes:
 
 # ---------------------------------------------------------------- courses
 
+
 def course_images(run: Run, limit: int = MAX_COURSES) -> dict[str, np.ndarray]:
     """Course profile (RGB array of `poet.images.course_figure`: env id and parameters in the
     title, axes in metres, a legend) of each env of the run, the newest `limit`, rebuilt from
@@ -608,13 +718,16 @@ def course_file(env_id: str) -> str:
 def _course_caption(env_id: str, row: pd.Series) -> str:
     parent = row["parent_env_id"] if isinstance(row["parent_env_id"], str) else None
     solved = row["solved_iteration"]
-    return (f"{env_id} (pair {row['pair_id']}): "
-            + (f"child of {parent}, " if parent else "the initial env, ")
-            + f"created at iteration {int(row['created_iteration'])}, "
-            + (f"solved at iteration {int(solved)}" if pd.notna(solved) else "not solved"))
+    return (
+        f"{env_id} (pair {row['pair_id']}): "
+        + (f"child of {parent}, " if parent else "the initial env, ")
+        + f"created at iteration {int(row['created_iteration'])}, "
+        + (f"solved at iteration {int(solved)}" if pd.notna(solved) else "not solved")
+    )
 
 
 # ---------------------------------------------------------------- summary and page
+
 
 def summary(run: Run) -> dict[str, object]:
     """The report's summary table: size of the run and what it achieved, in the terms of its
@@ -622,10 +735,14 @@ def summary(run: Run) -> dict[str, object]:
     trainer steps of the one-agent baselines), then wall time and env steps per phase."""
     it = run.iterations
     name = curriculum_of(run.config)
-    throughput = {
-        f"{phase}: wall time, env steps, steps/s": f"{row.seconds:.1f} s, {int(row.env_steps):,}, {row.steps_per_second:,.0f}"
-        for phase, row in run.throughput().iterrows()
-    } if len(run.phases) else {}
+    throughput = (
+        {
+            f"{phase}: wall time, env steps, steps/s": f"{row.seconds:.1f} s, {int(row.env_steps):,}, {row.steps_per_second:,.0f}"
+            for phase, row in run.throughput().iterrows()
+        }
+        if len(run.phases)
+        else {}
+    )
     out: dict[str, object] = {
         "curriculum": name,
         "family": run.config.get("env", {}).get("family", "?"),
@@ -642,8 +759,9 @@ def summary(run: Run) -> dict[str, object]:
         if name == "accel" or kinds.get("edited", 0):
             out["levels made by editing a replayed one"] = int(kinds.get("edited", 0))
         out["replays (one trainer step each)"] = len(it)
-        out["levels in the buffer / capacity"] = (f"{held} / {capacity} (replays start at "
-                                                  f"{LevelBuffer.levels_to_replay(capacity, min_fill)})")
+        out["levels in the buffer / capacity"] = (
+            f"{held} / {capacity} (replays start at {LevelBuffer.levels_to_replay(capacity, min_fill)})"
+        )
         out["agent's score after its last replay"] = last_score or "no replay yet"
         out[f"levels solved (score >= {_threshold(run):g} after a replay)"] = _count_solved(run)
     elif name in POET_CURRICULA or (len(run.transfers) and name not in ("dr", "direct", "path")):
@@ -652,10 +770,12 @@ def summary(run: Run) -> dict[str, object]:
         out["envs admitted by reproduction"] = int(run.envs["parent_env_id"].notna().sum())
         out["transfers accepted / attempted"] = f"{int(t['accepted'].sum()) if len(t) else 0} / {len(t)}"
         out["final ANNECS (paper's definition: envs made by reproduction and later solved)"] = (
-            int(annecs.iloc[-1]) if len(annecs) else 0)
+            int(annecs.iloc[-1]) if len(annecs) else 0
+        )
         if name == "enhanced_poet":
-            out["final ANNECS as the reference code counts it (admitted envs the best archived agent "
-                "passed the MC on)"] = int(run.annecs_reference.iloc[-1]) if len(annecs) else 0
+            out[
+                "final ANNECS as the reference code counts it (admitted envs the best archived agent passed the MC on)"
+            ] = int(run.annecs_reference.iloc[-1]) if len(annecs) else 0
     else:  # one agent on levels the curriculum picks: dr, direct, path, a user's
         out["trainer steps"] = len(it)
         out["envs trained on"] = int(it["env_id"].nunique()) if len(it) else 0
@@ -684,18 +804,21 @@ figure {{ margin: 2em 0; }} img {{ max-width: 100%; }} figcaption {{ color: #444
 
 def _html(run: Run, names: list[str], courses: list[str]) -> str:
     """The index page: summary table, every figure with its caption, then the envs' courses."""
-    rows = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
-                     for k, v in summary(run).items())
+    rows = "\n".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary(run).items()
+    )
     figures = "\n".join(
         f'<figure><img src="{name}.png" alt="{name}"><figcaption>{html.escape(caption(name))}</figcaption></figure>'
-        for name in names)
+        for name in names
+    )
     if courses:
         by_id = run.envs.set_index("env_id")
         figures += f"\n<h2>Courses of the newest {len(courses)} envs</h2>\n" + "\n".join(
             f'<figure><img src="courses/{html.escape(course_file(env_id), quote=True)}" '
             f'alt="course {html.escape(env_id, quote=True)}">'
             f"<figcaption>{html.escape(_course_caption(env_id, by_id.loc[env_id]))}</figcaption></figure>"
-            for env_id in courses)
+            for env_id in courses
+        )
     title = html.escape(f"POET run {run.path.resolve().name}")
     return f"""{html_head(title, 1000)}
 <p>{html.escape(str(run.path))}</p>
@@ -735,7 +858,5 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
 
 
 def curriculum_of(config: dict) -> str:
-    """The run's curriculum, also for runs written before curricula (`mode: poet | enhanced`)."""
-    if "curriculum" in config:
-        return str(config["curriculum"])
-    return {"poet": "poet", "enhanced": "enhanced_poet"}.get(config.get("mode"), "?")
+    """The run's curriculum ("?" for a config without one)."""
+    return str(config.get("curriculum", "?"))

@@ -17,6 +17,7 @@ Both modes follow the reference code (uber-research/poet `poet_algo.py`
 
 Each evaluation stage is one batch to the evaluator through the cached Scorer.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -58,8 +59,10 @@ class ReproduceSummary:
         """One line for the user."""
         passed = sum(c.passed_mc for c in self.children)
         admitted = ", ".join(self.admitted) or "none"
-        return (f"iter {self.iteration:>5} reproduce: {len(self.eligible)} eligible, {len(self.children)} children, "
-                f"{passed} passed MC, admitted {admitted}; active {active}, archived {archived}")
+        return (
+            f"iter {self.iteration:>5} reproduce: {len(self.eligible)} eligible, {len(self.children)} children, "
+            f"{passed} passed MC, admitted {admitted}; active {active}, archived {archived}"
+        )
 
 
 def eligible_parents(pairs: list[Pair], scores: np.ndarray, threshold: float) -> list[Pair]:
@@ -104,8 +107,9 @@ def passes_mc(score: float, lower: float, upper: float) -> bool:
 def minimal_criterion(ctx: RunContext, children: list[Child]) -> list[Child]:
     """Score each child with its parent's agent; returns those that pass the MC."""
     rp = ctx.cfg.reproduction
-    scores = ctx.scorer.score([(c.parent.theta, c.env) for c in children],
-                              tags=[f"MC of child of {c.parent.pair_id}" for c in children])
+    scores = ctx.scorer.score(
+        [(c.parent.theta, c.env) for c in children], tags=[f"MC of child of {c.parent.pair_id}" for c in children]
+    )
     for c, s in zip(children, scores):
         c.mc_score = float(s)
         c.passed_mc = bool(passes_mc(s, rp.mc_lower, rp.mc_upper))
@@ -145,15 +149,24 @@ def best_transfer(ctx: RunContext, child: Child, iteration: int) -> tuple[float,
     fine-tuned, in creation order).
     """
     sources = list(ctx.state.population.active)
-    direct = ctx.scorer.score([(s.theta, child.env) for s in sources],
-                              tags=[f"{s.pair_id} on child {child.env.id}" for s in sources])
-    tasks = [TrainTask(key=f"{s.pair_id} fine-tuned on child {child.env.id}", theta=s.theta, env=child.env,
-                       state=ctx.trainer.init_state(s.theta),
-                       seed=ctx.seeds.integer("reproduction.fine_tune", iteration, s.index, int(child.env.id[:8], 16)))
-              for s in sources]
+    direct = ctx.scorer.score(
+        [(s.theta, child.env) for s in sources], tags=[f"{s.pair_id} on child {child.env.id}" for s in sources]
+    )
+    tasks = [
+        TrainTask(
+            key=f"{s.pair_id} fine-tuned on child {child.env.id}",
+            theta=s.theta,
+            env=child.env,
+            state=ctx.trainer.init_state(s.theta),
+            seed=ctx.seeds.integer("reproduction.fine_tune", iteration, s.index, int(child.env.id[:8], 16)),
+        )
+        for s in sources
+    ]
     tuned = propose(ctx.trainer, tasks, ctx.evaluator, plain=True)
-    tuned_scores = ctx.scorer.score([(theta, child.env) for theta in tuned],
-                                    tags=[f"{s.pair_id} fine-tuned on child {child.env.id}" for s in sources])
+    tuned_scores = ctx.scorer.score(
+        [(theta, child.env) for theta in tuned],
+        tags=[f"{s.pair_id} fine-tuned on child {child.env.id}" for s in sources],
+    )
     best: tuple[float, np.ndarray, str] | None = None
     for s, d, theta, t in zip(sources, direct, tuned, tuned_scores):
         for score, th, how in ((float(d), s.theta, s.pair_id), (float(t), theta, f"{s.pair_id} fine-tuned")):
@@ -168,25 +181,50 @@ def best_archived_score(ctx: RunContext, child: Child) -> float:
     archive = ctx.state.population.archive
     if not archive:
         return float("-inf")
-    scores = ctx.scorer.score([(a.theta, child.env) for a in archive],
-                              tags=[f"archived {a.pair_id} on child {child.env.id}" for a in archive])
+    scores = ctx.scorer.score(
+        [(a.theta, child.env) for a in archive], tags=[f"archived {a.pair_id} on child {child.env.id}" for a in archive]
+    )
     return float(np.max(scores))
 
 
-def admit(ctx: RunContext, child: Child, theta: np.ndarray, iteration: int, source: str,
-          counts_for_annecs_reference: bool = False) -> Pair:
+def admit(
+    ctx: RunContext,
+    child: Child,
+    theta: np.ndarray,
+    iteration: int,
+    source: str,
+    counts_for_annecs_reference: bool = False,
+) -> Pair:
     """Create the pair for an admitted child and record it."""
     pop = ctx.state.population
     index = pop.new_index()
-    pair = Pair(pair_id=f"p{index}", index=index, env=child.env, theta=theta.copy(),
-                state=ctx.trainer.init_state(theta), parent_env_id=child.parent.env.id, created_iteration=iteration)
+    pair = Pair(
+        pair_id=f"p{index}",
+        index=index,
+        env=child.env,
+        theta=theta.copy(),
+        state=ctx.trainer.init_state(theta),
+        parent_env_id=child.parent.env.id,
+        created_iteration=iteration,
+    )
     pop.add(pair)
     child.admitted_as = pair.pair_id
     record_env(ctx, pair)
-    ctx.records.event(iteration, "admitted", pair.pair_id, pair.env.id,
-                      {"parent_pair_id": child.parent.pair_id, "agent_from": source, "mc_score": child.mc_score,
-                       "novelty": child.novelty, "transfer_score": child.transfer_score,
-                       "archive_score": child.archive_score, "annecs_reference": counts_for_annecs_reference})
+    ctx.records.event(
+        iteration,
+        "admitted",
+        pair.pair_id,
+        pair.env.id,
+        {
+            "parent_pair_id": child.parent.pair_id,
+            "agent_from": source,
+            "mc_score": child.mc_score,
+            "novelty": child.novelty,
+            "transfer_score": child.transfer_score,
+            "archive_score": child.archive_score,
+            "annecs_reference": counts_for_annecs_reference,
+        },
+    )
     return pair
 
 
@@ -197,8 +235,14 @@ def record_env(ctx: RunContext, pair: Pair) -> None:
 
 def record_level(ctx: RunContext, env: EnvParams, pair_id: str, parent_env_id: str | None, iteration: int) -> None:
     """One row of the envs table: an env (level), who trains on it, where it came from, when."""
-    row = {"env_id": env.id, "family": env.family, "pair_id": pair_id, "parent_env_id": parent_env_id,
-           "created_iteration": iteration, "course_seed": env.course_seed}
+    row = {
+        "env_id": env.id,
+        "family": env.family,
+        "pair_id": pair_id,
+        "parent_env_id": parent_env_id,
+        "created_iteration": iteration,
+        "course_seed": env.course_seed,
+    }
     row.update(ctx.family.flat(env))
     if hasattr(ctx.family, "difficulty"):  # the POET paper's class, where the family defines one
         row["difficulty"] = int(ctx.family.difficulty(env))
@@ -248,10 +292,21 @@ def reproduce(ctx: RunContext, iteration: int, enhanced: bool = False) -> Reprod
                 if pair is not None:
                     summary.admitted.append(pair.pair_id)
     for child in summary.children:
-        ctx.records.event(iteration, "child", child.parent.pair_id, child.env.id,
-                          {"mc_score": child.mc_score, "passed_mc": child.passed_mc, "novelty": child.novelty,
-                           "transfer_score": child.transfer_score, "archive_score": child.archive_score,
-                           "admitted_as": child.admitted_as, "params": child.env.values})
+        ctx.records.event(
+            iteration,
+            "child",
+            child.parent.pair_id,
+            child.env.id,
+            {
+                "mc_score": child.mc_score,
+                "passed_mc": child.passed_mc,
+                "novelty": child.novelty,
+                "transfer_score": child.transfer_score,
+                "archive_score": child.archive_score,
+                "admitted_as": child.admitted_as,
+                "params": child.env.values,
+            },
+        )
     for pair in pop.retire_over_capacity(rp.capacity, iteration):
         summary.retired.append(pair.pair_id)
         ctx.records.event(iteration, "retired", pair.pair_id, pair.env.id)

@@ -5,6 +5,7 @@ that holds it, however that process ends: a lock left by a dead process on this 
 simply taken over. The file also records who holds it (pid, host, start time), for the
 error a second writer gets.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -30,7 +31,7 @@ class RunDirLock:
         self.path = Path(run_dir) / LOCK_NAME
         self._fd: int | None = None
 
-    def acquire(self) -> "RunDirLock":
+    def acquire(self) -> RunDirLock:
         """Take the lock, or raise ConfigError naming the process that holds it."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -38,11 +39,16 @@ class RunDirLock:
         except BlockingIOError:
             holder = _read_holder(fd)
             os.close(fd)
-            raise RunDirInUse(f"run directory {str(self.path.parent)!r} is in use by {holder}; "
-                              "wait for it to finish or stop it first") from None
+            raise RunDirInUse(
+                f"run directory {str(self.path.parent)!r} is in use by {holder}; wait for it to finish or stop it first"
+            ) from None
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode())
+        os.write(
+            fd,
+            json.dumps(
+                {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+            ).encode(),
+        )
         os.fsync(fd)
         self._fd = fd
         return self
@@ -54,7 +60,7 @@ class RunDirLock:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> "RunDirLock":
+    def __enter__(self) -> RunDirLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -2,6 +2,7 @@
 
 `poet.run(config)` is the Python API; `poet run` on the command line calls the same.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,30 +14,39 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 import envs
 from envs import EnvFamily
 from poet import __version__, checkpoint, heldout
-from poet.config import ConfigError, RunConfig, build_dataclass, load_config, save_config
+from poet.config import (
+    ConfigError,
+    RunConfig,
+    build_dataclass,
+    changes_results,
+    load_config,
+    save_config,
+    where_only_settings,
+)
 from poet.context import RunContext
 from poet.curricula import PoetCurriculum, resolve_curriculum
-from poet.plugins import import_named
 from poet.curricula.poet import start_params
 from poet.errors import RunInterrupted, WaveInterrupted
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
 from poet.evaluation.ahead import AheadEvaluator
 from poet.orchestrator import Orchestrator, annecs
+from poet.plugins import import_named
 from poet.policies import PolicySpec, spec_for_spaces
 from poet.records import RecordWriter, complete_rows, truncate_tables
 from poet.rundir_lock import RunDirLock
 from poet.scoring import ScoreCache, Scorer
-from poet.sinks import Sink, row_scalars
 from poet.seeding import Seeds
+from poet.sinks import Sink, row_scalars
 from poet.trainers import TRAINERS, ErrorPolicy, TrainerContext, resolve_trainer
 
 
@@ -66,27 +76,35 @@ def build_family(cfg: RunConfig, import_code: bool = True) -> EnvFamily:
     name = cfg.env.family
     if ":" in name:
         if not import_code and os.environ.get(TRUST_CODE_VAR) != "1":
-            raise ConfigError(f"env.family: {name!r} is code named by the run's config; reading a run imports only "
-                              f"registered families (set {TRUST_CODE_VAR}=1 if you trust this run's author)")
+            raise ConfigError(
+                f"env.family: {name!r} is code named by the run's config; reading a run imports only "
+                f"registered families (set {TRUST_CODE_VAR}=1 if you trust this run's author)"
+            )
         try:
             factory = import_named(name, "env family factory")
         except ValueError as exc:
             raise ConfigError(f"env.family: {exc}") from None
     elif name not in envs.FAMILIES:
-        raise ConfigError(f"env.family: unknown family {name!r}; registered: {', '.join(sorted(envs.FAMILIES))}, "
-                          "or name your own as 'package.module:Factory'")
+        raise ConfigError(
+            f"env.family: unknown family {name!r}; registered: {', '.join(sorted(envs.FAMILIES))}, "
+            "or name your own as 'package.module:Factory'"
+        )
     else:
         factory = envs.FAMILIES[name]
     try:
         family = factory(**dict(cfg.env.options))
     except TypeError as exc:
-        raise option_error("env.options", f"family {name!r}", cfg.env.options, _family_signature(factory), exc) from None
+        raise option_error(
+            "env.options", f"family {name!r}", cfg.env.options, _family_signature(factory), exc
+        ) from None
     except (ValueError, KeyError, FileNotFoundError) as exc:
         raise ConfigError(f"env.options: {exc}") from None
     missing = [m for m in FAMILY_METHODS if not callable(getattr(family, m, None))]
     if missing or not isinstance(getattr(family, "name", None), str):
-        raise ConfigError(f"env.family: {name!r} did not give an env family (missing "
-                          f"{', '.join(missing) or 'a name'}; see envs.base.EnvFamily)")
+        raise ConfigError(
+            f"env.family: {name!r} did not give an env family (missing "
+            f"{', '.join(missing) or 'a name'}; see envs.base.EnvFamily)"
+        )
     return family
 
 
@@ -101,7 +119,9 @@ def _family_and_spec(cfg: RunConfig, import_code: bool = True) -> tuple[EnvFamil
     family = build_family(cfg, import_code)
     try:
         probe = family.make_env(family.initial())
-        spec = spec_for_spaces(probe.observation_space, probe.action_space, tuple(cfg.policy.hidden), cfg.policy.activation)
+        spec = spec_for_spaces(
+            probe.observation_space, probe.action_space, tuple(cfg.policy.hidden), cfg.policy.activation
+        )
         _check_env(probe)
         probe.close()
     except (ValueError, AssertionError) as exc:
@@ -137,8 +157,12 @@ def check_parts(cfg: RunConfig) -> RunParts:
     # A built-in trainer's options are its section's; a user's trainer's, trainer.options
     # (load_config refuses trainer.options beside a built-in trainer).
     where = f"trainer.{cfg.trainer.name}" if cfg.trainer.name in TRAINERS else "trainer.options"
-    options = build_options(trainer_cls, getattr(cfg.trainer, cfg.trainer.name) if cfg.trainer.name in TRAINERS
-                            else cfg.trainer.options, where, spec)
+    options = build_options(
+        trainer_cls,
+        getattr(cfg.trainer, cfg.trainer.name) if cfg.trainer.name in TRAINERS else cfg.trainer.options,
+        where,
+        spec,
+    )
     if cfg.env.start is not None:
         try:
             family.validate(start_params(family, cfg.env.start))
@@ -191,8 +215,9 @@ def _family_signature(factory: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
-def option_error(field: str, what: str, given: Mapping[str, Any], sig: inspect.Signature | None,
-                 exc: TypeError) -> ConfigError:
+def option_error(
+    field: str, what: str, given: Mapping[str, Any], sig: inspect.Signature | None, exc: TypeError
+) -> ConfigError:
     """A ConfigError for options `what` (a family, a curriculum) refused with a TypeError: it names
     the unknown or missing option and lists the known ones with their defaults, from `sig`."""
     if sig is None:
@@ -280,11 +305,21 @@ def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
 
     rc = cfg.ray
     try:
-        return RayEvaluator(parts.family, parts.spec, noise, workers=rc.workers, address=rc.address,
-                            batch_rows=cfg.evaluation.batch_rows, chunks_per_worker=rc.chunks_per_worker,
-                            inflight_per_worker=rc.inflight_per_worker, max_chunk_retries=rc.max_chunk_retries,
-                            log_to_driver=rc.log_to_driver, runtime_env=rc.runtime_env, transport=rc.transport,
-                            deadlines=Deadlines(rc.deadline_s, rc.deadline_floor_s, rc.deadline_factor))
+        return RayEvaluator(
+            parts.family,
+            parts.spec,
+            noise,
+            workers=rc.workers,
+            address=rc.address,
+            batch_rows=cfg.evaluation.batch_rows,
+            chunks_per_worker=rc.chunks_per_worker,
+            inflight_per_worker=rc.inflight_per_worker,
+            max_chunk_retries=rc.max_chunk_retries,
+            log_to_driver=rc.log_to_driver,
+            runtime_env=rc.runtime_env,
+            transport=rc.transport,
+            deadlines=Deadlines(rc.deadline_s, rc.deadline_floor_s, rc.deadline_factor),
+        )
     except LinkUnreachable as exc:  # Ray is there, a worker's own port is not
         raise ConfigError(str(exc)) from None
     except ClusterError as exc:  # checked before joining: one line naming ray.address already
@@ -307,8 +342,17 @@ def build_context(parts: RunParts, run_dir: Path, log: Callable[[str], None]) ->
         tctx = TrainerContext(spec=parts.spec, max_steps=cfg.evaluation.max_steps, errors=errors, noise=noise)
         trainer = parts.trainer_cls(parts.trainer_options, tctx)
         scorer = Scorer(evaluator, seeds, cfg.evaluation.eval_episodes, cfg.evaluation.max_steps, errors, ScoreCache())
-        return RunContext(cfg=cfg, family=parts.family, spec=parts.spec, trainer=trainer, evaluator=evaluator,
-                          seeds=seeds, scorer=scorer, records=RecordWriter(run_dir), log=log)
+        return RunContext(
+            cfg=cfg,
+            family=parts.family,
+            spec=parts.spec,
+            trainer=trainer,
+            evaluator=evaluator,
+            seeds=seeds,
+            scorer=scorer,
+            records=RecordWriter(run_dir),
+            log=log,
+        )
     except BaseException:
         evaluator.close()
         raise
@@ -325,8 +369,9 @@ def make_sinks(cfg: RunConfig, run_dir: Path, start: int) -> list[Sink]:
         if cfg.logging.mlflow:
             from poet.sinks import MLflowSink
 
-            sinks.append(MLflowSink(run_dir, start, cfg.logging.mlflow_uri, cfg.logging.mlflow_experiment,
-                                    Path(run_dir).name))
+            sinks.append(
+                MLflowSink(run_dir, start, cfg.logging.mlflow_uri, cfg.logging.mlflow_experiment, Path(run_dir).name)
+            )
     except ImportError as exc:
         for sink in sinks:
             sink.close()
@@ -398,7 +443,7 @@ class StopRequest:
     def __init__(self, log: Callable[[str], None]):
         self.requested, self.log, self._old = False, log, {}
 
-    def __enter__(self) -> "StopRequest":
+    def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)
@@ -408,39 +453,26 @@ class StopRequest:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
-        self.log(f"{signal.Signals(signum).name}: stopping; the iteration in progress is dropped and the last "
-                 "completed one checkpointed (Ctrl-C again aborts without a checkpoint)")
+        self.log(
+            f"{signal.Signals(signum).name}: stopping; the iteration in progress is dropped and the last "
+            "completed one checkpointed (Ctrl-C again aborts without a checkpoint)"
+        )
 
     def __exit__(self, *exc) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
 
 
-# Settings that change where and how fast a run goes, never its numbers: a checkpoint
-# resumes under any of them (a laptop run continues on a cluster, with more workers, ...).
-NOT_RESULTS = {"iterations": None, "progress": None, "ray": None, "checkpoint": None, "logging": None,
-               "evaluation": ("backend", "batch_rows", "run_ahead")}
-
-
-def changes_results(key: str) -> bool:
-    """Whether the config field `key` (dotted) can change a run's numbers."""
-    top, _, rest = key.partition(".")
-    if top not in NOT_RESULTS:
-        return True
-    fields = NOT_RESULTS[top]
-    return fields is not None and rest not in fields
-
-
 def identity_text(cfg: RunConfig, family: EnvFamily | None = None) -> str:
     """What a checkpoint is valid for: every setting that changes results, plus the content of
     whatever the env family reads besides the config (e.g. a generic family's spec file)."""
     data = cfg.to_dict()
-    for key, sub in NOT_RESULTS.items():
-        if sub is None:
-            data.pop(key)
-        else:
-            for name in sub:
-                data[key].pop(name)
+    for setting in where_only_settings():
+        *sections, name = setting.removesuffix(".*").split(".")
+        table = data
+        for section in sections:
+            table = table[section]
+        table.pop(name)
     fingerprint = getattr(family, "fingerprint", None)
     if callable(fingerprint):
         data["family_fingerprint"] = fingerprint()
@@ -455,8 +487,12 @@ def _resolve(config: RunConfig | str | Path | Mapping | None, overrides: Sequenc
     return load_config(config, overrides=overrides)
 
 
-def run(config: RunConfig | str | Path | Mapping | None = None, out: str | Path | None = None,
-        overrides: Sequence[str] = (), progress: bool | None = None) -> RunResult:
+def run(
+    config: RunConfig | str | Path | Mapping | None = None,
+    out: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    progress: bool | None = None,
+) -> RunResult:
     """Run POET from a RunConfig, a YAML path or a mapping; returns where the run directory is.
 
     `overrides` are `key=value` strings as `--set` takes them (a later one wins). Every problem
@@ -471,20 +507,29 @@ def run(config: RunConfig | str | Path | Mapping | None = None, out: str | Path 
     run_dir = prepare_out_dir(out if out is not None else default_out_dir(config_path))
     with RunDirLock(run_dir):  # one writer per run directory
         save_config(cfg, run_dir / "config.yaml")
-        (run_dir / "run.json").write_text(json.dumps({
-            "poet_version": __version__, "family": cfg.env.family, "curriculum": cfg.curriculum, "seed": cfg.seed,
-            "policy": parts.spec.to_dict(), "numpy": np.__version__,
-        }, indent=2))
+        (run_dir / "run.json").write_text(
+            json.dumps(
+                {
+                    "poet_version": __version__,
+                    "family": cfg.env.family,
+                    "curriculum": cfg.curriculum,
+                    "seed": cfg.seed,
+                    "policy": parts.spec.to_dict(),
+                    "numpy": np.__version__,
+                },
+                indent=2,
+            )
+        )
         return _drive(parts, run_dir, None, progress)
 
 
-def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | None = None,
-           overrides: Sequence[str] = ()) -> RunResult:
+def resume(
+    run_dir: str | Path, iterations: int | None = None, progress: bool | None = None, overrides: Sequence[str] = ()
+) -> RunResult:
     """Continue a run from its newest usable checkpoint, to `iterations` (default: the config's).
 
-    `overrides` may change only what does not change results (`ray.*`, `evaluation.backend`,
-    `evaluation.batch_rows`, `evaluation.run_ahead`, `checkpoint.*`, `progress`): continue on
-    another pool. They hold for this resume only; of what it is given, only a new `iterations`
+    `overrides` may change only what does not change results (the settings marked
+    `WHERE_ONLY` in poet/config.py: `ray.*`, `evaluation.backend`, ...): continue on another pool. They hold for this resume only; of what it is given, only a new `iterations`
     target is saved in the run's config.yaml (a later plain resume goes on to it).
 
     A run already at its target returns at once, saying so. A run stopped before its first
@@ -494,13 +539,16 @@ def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | 
     config_path = run_dir / "config.yaml"
     missing = [name for name in ("config.yaml", "run.json") if not (run_dir / name).is_file()]
     if missing:  # before reading its config: another tool's config.yaml has other keys
-        raise ConfigError(f"{str(run_dir)!r} is not a poet run directory (no {' or '.join(missing)}); "
-                          "`poet run` makes one")
+        raise ConfigError(
+            f"{str(run_dir)!r} is not a poet run directory (no {' or '.join(missing)}); `poet run` makes one"
+        )
     for text in overrides:
         key = text.split("=", 1)[0].strip()
         if changes_results(key):
-            raise ConfigError(f"--set {key}: a resumed run keeps every setting that changes results; only "
-                              "ray.*, evaluation.backend, evaluation.batch_rows, evaluation.run_ahead, checkpoint.* and progress may change")
+            raise ConfigError(
+                f"--set {key}: a resumed run keeps every setting that changes results; only "
+                f"{', '.join(where_only_settings())} may change"
+            )
     saved = load_config(config_path)
     extra = [f"iterations={iterations}"] if iterations is not None else []
     cfg = load_config(data=saved.to_dict(), overrides=[*overrides, *extra])
@@ -508,8 +556,9 @@ def resume(run_dir: str | Path, iterations: int | None = None, progress: bool | 
     with RunDirLock(run_dir):  # before touching tables: another process may be writing them
         if checkpoint.checkpoints(run_dir):
             try:
-                snapshot = checkpoint.latest(run_dir, identity_text(cfg, parts.family),
-                                             rows_on_disk=complete_rows(run_dir))
+                snapshot = checkpoint.latest(
+                    run_dir, identity_text(cfg, parts.family), rows_on_disk=complete_rows(run_dir)
+                )
             except checkpoint.CheckpointError as exc:
                 raise ConfigError(str(exc)) from None
         else:  # stopped before its first checkpoint: nothing to keep, start again as a fresh run
@@ -527,31 +576,43 @@ def _already_done(run_dir: Path, snapshot: checkpoint.Snapshot, target: int) -> 
     """The result of a resume with nothing to run (no Ray, no evaluator), with one line saying so."""
     state, done = snapshot.state, snapshot.iteration
     pop = state.population
-    where = f"already at its target, iteration {done}" if done == target else (
-        f"at iteration {done}, past the target {target}")
-    print(f"poet: {run_dir} is {where}: nothing to run; `poet resume {run_dir} --iterations N` "
-          f"(N > {done}) goes further", file=sys.stderr)
+    where = (
+        f"already at its target, iteration {done}"
+        if done == target
+        else (f"at iteration {done}, past the target {target}")
+    )
+    print(
+        f"poet: {run_dir} is {where}: nothing to run; `poet resume {run_dir} --iterations N` (N > {done}) goes further",
+        file=sys.stderr,
+    )
     return RunResult(run_dir, done, len(pop.active), len(pop.archive), annecs(state), 0.0, state.annecs_reference)
 
 
-def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None, progress: bool | None,
-           restart: bool = False) -> RunResult:
+def _drive(
+    parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None, progress: bool | None, restart: bool = False
+) -> RunResult:
     """Run (or continue) the schedule with progress, periodic checkpoints and signal handling
     (`restart`: a run without a checkpoint, started again)."""
     cfg = parts.cfg
     show = cfg.progress if progress is None else progress
     start = snapshot.iteration if snapshot is not None else 0
     # The first and the closing line print even without progress (--quiet): where the run is, how it ended.
-    where = "in this process" if cfg.evaluation.backend == "inprocess" else (
-        f"on Ray at {cfg.ray.address}" if cfg.ray.address else "on a local Ray pool")
+    where = (
+        "in this process"
+        if cfg.evaluation.backend == "inprocess"
+        else (f"on Ray at {cfg.ray.address}" if cfg.ray.address else "on a local Ray pool")
+    )
     if snapshot is not None:
         verb = f"resuming at iteration {start} of"
     elif restart:
         verb = "no checkpoint yet: starting again from iteration 0 of"
     else:
         verb = "running"
-    print(f"poet: {verb} {cfg.iterations} iterations of {cfg.curriculum} on {cfg.env.family}, seed {cfg.seed}, "
-          f"rollouts {where}; run directory {run_dir}", file=sys.stderr)
+    print(
+        f"poet: {verb} {cfg.iterations} iterations of {cfg.curriculum} on {cfg.env.family}, seed {cfg.seed}, "
+        f"rollouts {where}; run directory {run_dir}",
+        file=sys.stderr,
+    )
     bar = Progress(cfg.iterations, start, show)
     t_start = time.perf_counter()
     ctx = build_context(parts, run_dir, bar.log)
@@ -586,12 +647,17 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
 
     t0 = time.perf_counter()
     with StopRequest(bar.log) as stop:
+
         def after_iteration(orch: Orchestrator) -> None:
             bar.update(orch)
             if sinks:
                 pop = ctx.state.population
-                summary = {"run/annecs": orch.annecs(), "run/active": len(pop.active), "run/archived": len(pop.archive),
-                           "run/env_steps_per_s": orch.last_steps_per_second}
+                summary = {
+                    "run/annecs": orch.annecs(),
+                    "run/active": len(pop.active),
+                    "run/archived": len(pop.archive),
+                    "run/env_steps_per_s": orch.last_steps_per_second,
+                }
                 for sink in sinks:
                     sink.scalars(orch.iteration - 1, {k: float(v) for k, v in summary.items() if math.isfinite(v)})
             boundary[:] = [checkpoint.capture(ctx)]
@@ -629,14 +695,29 @@ def _drive(parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None,
             raise RunInterrupted(boundary[0].iteration, run_dir)
     pop = ctx.state.population
     iterating = time.perf_counter() - t0
-    result = RunResult(run_dir, orch.iteration, len(pop.active), len(pop.archive), orch.annecs(),
-                       ray_start + iterating, ctx.state.annecs_reference, ray_start)
+    result = RunResult(
+        run_dir,
+        orch.iteration,
+        len(pop.active),
+        len(pop.archive),
+        orch.annecs(),
+        ray_start + iterating,
+        ctx.state.annecs_reference,
+        ray_start,
+    )
     # the parts rounded first, so that they add up to the whole as printed
-    took = (f"{round(ray_start) + round(iterating)}s (Ray start {round(ray_start)}s, iterations {round(iterating)}s)"
-            if cfg.evaluation.backend == "ray" else f"{round(iterating)}s")
+    took = (
+        f"{round(ray_start) + round(iterating)}s (Ray start {round(ray_start)}s, iterations {round(iterating)}s)"
+        if cfg.evaluation.backend == "ray"
+        else f"{round(iterating)}s"
+    )
     if isinstance(parts.curriculum, PoetCurriculum):
-        reference = (f" ({result.annecs_reference} as the reference code counts: admitted envs the best archived "
-                     "agent passed the MC on)" if parts.curriculum.enhanced else "")
+        reference = (
+            f" ({result.annecs_reference} as the reference code counts: admitted envs the best archived "
+            "agent passed the MC on)"
+            if parts.curriculum.enhanced
+            else ""
+        )
         outcome = f"{result.active} active pairs, {result.archived} archived, ANNECS {result.annecs}{reference}"
     else:  # ANNECS is POET's measure (envs made by reproduction); other curricula solve levels they pick
         outcome = f"{result.annecs} envs solved besides the first"

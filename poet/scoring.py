@@ -5,10 +5,11 @@ env only, so an (agent, env) score never changes and a cached one is exact. Agen
 keyed by the content of their weights: an archived agent is never re-evaluated on an
 env it was already scored on.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -43,8 +44,9 @@ class ScoreCache:
 class Scorer:
     """Scores many (agent, env) combinations in one evaluator wave, using the cache."""
 
-    def __init__(self, evaluator: Evaluator, seeds: Seeds, episodes: int, max_steps: int,
-                 errors: ErrorPolicy, cache: ScoreCache):
+    def __init__(
+        self, evaluator: Evaluator, seeds: Seeds, episodes: int, max_steps: int, errors: ErrorPolicy, cache: ScoreCache
+    ):
         self.evaluator, self.seeds, self.episodes = evaluator, seeds, episodes
         self.max_steps, self.errors, self.cache = max_steps, errors, cache
 
@@ -52,8 +54,12 @@ class Scorer:
         """The evaluation seed of an env (a function of the env's content only)."""
         return self.seeds.integer("score", int(env.id[:8], 16))
 
-    def score(self, jobs: Sequence[tuple[np.ndarray, EnvParams]], tags: Sequence[str] | None = None,
-              along: Sequence[EvalRequest] = ()) -> np.ndarray:
+    def score(
+        self,
+        jobs: Sequence[tuple[np.ndarray, EnvParams]],
+        tags: Sequence[str] | None = None,
+        along: Sequence[EvalRequest] = (),
+    ) -> np.ndarray:
         """Scores of each (theta, env); cache misses go to the evaluator as one batch, with
         `along` (requests a later wave will make) in the same wave where the evaluator can
         keep results for later (`evaluate_along`)."""
@@ -72,7 +78,9 @@ class Scorer:
                 if key[0] not in refs:
                     refs[key[0]] = self.evaluator.put(theta)
                 tag = tags[i] if tags is not None else ""
-                requests.append(EvalRequest(refs[key[0]], env, self.episodes, self.env_seed(env), self.max_steps, tag=tag))
+                requests.append(
+                    EvalRequest(refs[key[0]], env, self.episodes, self.env_seed(env), self.max_steps, tag=tag)
+                )
             results = ahead(requests, along) if ahead is not None else self.evaluator.evaluate(requests)
             self.evaluator.release(list(refs.values()))
             for key, s in zip(todo, self.errors.scores(results)):

@@ -5,6 +5,7 @@ A stream is named by what it is for ("mutation", "es.noise", ...) plus integer k
 stream, in any process, and different names give independent streams. Nothing in the
 framework touches a global RNG.
 """
+
 from __future__ import annotations
 
 import zlib

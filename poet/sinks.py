@@ -16,6 +16,7 @@ killed and resumed run has each step once. TensorBoard goes to `RUN_DIR/tensorbo
 names another (a remote store cannot be trimmed: its curves may repeat steps after a
 resume). Install with `pip install -e .[logging]`.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,8 +59,11 @@ def row_scalars(table: str, row: dict[str, Any]) -> dict[str, float]:
         out[f"phase/{row['phase']}/env_steps"] = row["env_steps"]
     elif table == "heldout":
         out[f"heldout/{row['level']}/{row['pair_id']}"] = row["score"]
-    return {k: float(v) for k, v in out.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
+    return {
+        k: float(v)
+        for k, v in out.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+    }
 
 
 # ---------------------------------------------------------------- TensorBoard
@@ -106,11 +110,11 @@ class TensorBoardSink:
 def _records(path: Path) -> list[bytes]:
     data, out, i = path.read_bytes(), [], 0
     while i + 12 <= len(data):
-        (length,) = struct.unpack("<Q", data[i:i + 8])
+        (length,) = struct.unpack("<Q", data[i : i + 8])
         end = i + 12 + length + 4
         if end > len(data):
             break  # a torn last record (killed mid-write)
-        out.append(data[i + 12:i + 12 + length])
+        out.append(data[i + 12 : i + 12 + length])
         i = end
     return out
 
@@ -149,6 +153,7 @@ def trim_tensorboard(log_dir: Path, start: int) -> None:
 
 # ---------------------------------------------------------------- MLflow
 
+
 class MLflowSink:
     """One MLflow run per POET run (its id kept in RUN_DIR/mlflow_run_id, so a resume continues it)."""
 
@@ -177,7 +182,7 @@ class MLflowSink:
         now = int(time.time() * 1000)
         metrics = [Metric(_mlflow_key(k), v, now, step) for k, v in values.items()]
         for i in range(0, len(metrics), 1000):  # the store's batch limit
-            self.client.log_batch(self.run_id, metrics=metrics[i:i + 1000])
+            self.client.log_batch(self.run_id, metrics=metrics[i : i + 1000])
 
     def flush(self) -> None:
         """The store writes as it goes."""

@@ -5,6 +5,7 @@ exact resume for the state it keeps here. Services (evaluator, trainer, records,
 live in `RunContext` and are rebuilt on resume; randomness needs no saving, since every
 draw comes from the root seed and the (phase, iteration, pair) it is for.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

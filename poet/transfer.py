@@ -16,6 +16,7 @@ Both modes follow the reference code (uber-research/poet `poet_algo.py` `transfe
 Ties go to the first candidate in source order, directs before proposals (the
 reference's strict `>`). An accepted transfer resets the target's trainer state.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -51,7 +52,9 @@ class TransferSummary:
     def line(self) -> str:
         """One line for the user."""
         acc = ", ".join(f"{c.source.pair_id}->{c.target.pair_id} ({c.kind} {c.score:.1f})" for c in self.accepted)
-        return f"iter {self.iteration:>5} transfer: {self.attempts} attempts, {len(self.accepted)} accepted" + (f": {acc}" if acc else "")
+        return f"iter {self.iteration:>5} transfer: {self.attempts} attempts, {len(self.accepted)} accepted" + (
+            f": {acc}" if acc else ""
+        )
 
 
 def transfer_bar(scores: list[float], incumbent: float, enhanced: bool) -> float:
@@ -72,9 +75,13 @@ def pick(candidates: list[Candidate], bar: float, incumbent: float) -> Candidate
 def fine_tune(ctx: RunContext, candidates: list[Candidate], iteration: int) -> list[Candidate]:
     """One uncommitted trainer step of each candidate's agent on the target env, from the target's state."""
     tasks = [
-        TrainTask(key=f"transfer {c.source.pair_id}->{c.target.pair_id}", theta=c.theta, env=c.target.env,
-                  state=c.target.state,
-                  seed=ctx.seeds.integer("transfer.fine_tune", iteration, c.target.index, c.source.index))
+        TrainTask(
+            key=f"transfer {c.source.pair_id}->{c.target.pair_id}",
+            theta=c.theta,
+            env=c.target.env,
+            state=c.target.state,
+            seed=ctx.seeds.integer("transfer.fine_tune", iteration, c.target.index, c.source.index),
+        )
         for c in candidates
     ]
     thetas = propose(ctx.trainer, tasks, ctx.evaluator)
@@ -82,8 +89,10 @@ def fine_tune(ctx: RunContext, candidates: list[Candidate], iteration: int) -> l
 
 
 def _score(ctx: RunContext, candidates: list[Candidate], what: str) -> None:
-    scores = ctx.scorer.score([(c.theta, c.target.env) for c in candidates],
-                              tags=[f"{what} {c.source.pair_id}->{c.target.pair_id}" for c in candidates])
+    scores = ctx.scorer.score(
+        [(c.theta, c.target.env) for c in candidates],
+        tags=[f"{what} {c.source.pair_id}->{c.target.pair_id}" for c in candidates],
+    )
     for c, s in zip(candidates, scores):
         c.score = float(s)
 
@@ -109,11 +118,19 @@ def transfer(ctx: RunContext, iteration: int, enhanced: bool = False) -> Transfe
         bar, incumbent = bar_of[target.pair_id], incumbent_of[target.pair_id]
         best = pick([c for c in contenders if c.target is target], bar, incumbent)
         for c in (c for c in direct + tuned if c.target is target):
-            ctx.records.write("transfers", {
-                "iteration": iteration, "source_pair_id": c.source.pair_id, "target_pair_id": target.pair_id,
-                "kind": c.kind, "score": c.score, "incumbent_score": incumbent, "bar": float(bar),
-                "accepted": c is best,
-            })
+            ctx.records.write(
+                "transfers",
+                {
+                    "iteration": iteration,
+                    "source_pair_id": c.source.pair_id,
+                    "target_pair_id": target.pair_id,
+                    "kind": c.kind,
+                    "score": c.score,
+                    "incumbent_score": incumbent,
+                    "bar": float(bar),
+                    "accepted": c is best,
+                },
+            )
         if best is not None:
             apply_transfer(ctx, best, iteration)
             summary.accepted.append(best)
@@ -126,6 +143,11 @@ def apply_transfer(ctx: RunContext, c: Candidate, iteration: int) -> None:
     target = c.target
     target.theta = c.theta.copy()
     target.state = ctx.trainer.reset_state(target.state, target.theta)
-    ctx.records.event(iteration, "transfer_accepted", target.pair_id, target.env.id,
-                      f"{c.kind} from {c.source.pair_id}, score {c.score:.2f}")
+    ctx.records.event(
+        iteration,
+        "transfer_accepted",
+        target.pair_id,
+        target.env.id,
+        f"{c.kind} from {c.source.pair_id}, score {c.score:.2f}",
+    )
     ctx.mark_solved(target.pair_id, target.env.id, c.score, iteration, f"transfer ({c.kind} from {c.source.pair_id})")

@@ -1,4 +1,5 @@
 """Shared fixtures: a tiny, fast POET config on a short terrain course."""
+
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,14 @@ def tiny_config(**sections) -> dict:
         "policy": {"hidden": [16, 16]},
         "evaluation": {"max_steps": 150, "eval_episodes": 2, "backend": "inprocess"},
         "trainer": {"name": "es", "es": {"population": 16, "noise_table_size": 200_000, "lr": 0.03}},
-        "reproduction": {"every": 4, "threshold": 100.0, "max_children": 4, "max_admitted": 2,
-                         "capacity": 4, "novelty_k": 3},
+        "reproduction": {
+            "every": 4,
+            "threshold": 100.0,
+            "max_children": 4,
+            "max_admitted": 2,
+            "capacity": 4,
+            "novelty_k": 3,
+        },
         "transfer": {"every": 3},
     }
     for key, value in sections.items():
@@ -62,7 +69,13 @@ def ray_local():
 
     if not ray.is_initialized():
         # a new instance on loopback, never one RAY_ADDRESS or a running cluster points to
-        ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=2, include_dashboard=False,
-                 logging_level=logging.ERROR, log_to_driver=False)
+        ray.init(
+            address="local",
+            _node_ip_address="127.0.0.1",
+            num_cpus=2,
+            include_dashboard=False,
+            logging_level=logging.ERROR,
+            log_to_driver=False,
+        )
     yield ray
     ray.shutdown()

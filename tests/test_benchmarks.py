@@ -1,4 +1,5 @@
 """The benchmark's baselines do the same work as the pool, and its EvoTorch peer (the `bench` extra) runs."""
+
 from __future__ import annotations
 
 import sys
@@ -59,8 +60,11 @@ def test_numpy_policies_match_the_frameworks():
     flats = np.stack(setup.policies)
     obs = np.random.default_rng(0).standard_normal((5, setup.spec.obs_dim)).astype(np.float32)
     low, high = ep.action_bounds(setup.spec)
-    np.testing.assert_allclose(ep.numpy_forward(ep.numpy_layers(setup.spec, flats), obs, low, high),
-                               BatchedPolicy(setup.spec, flats).act(obs), atol=1e-6)
+    np.testing.assert_allclose(
+        ep.numpy_forward(ep.numpy_layers(setup.spec, flats), obs, low, high),
+        BatchedPolicy(setup.spec, flats).act(obs),
+        atol=1e-6,
+    )
     assert abs(float(flats.std()) - 0.1) < 0.01  # N(0, 0.1): the distribution EvoTorch's PGPE samples too
 
 
@@ -83,8 +87,13 @@ def test_benchmark_script_runs_end_to_end(tmp_path):
     import subprocess
 
     out = tmp_path / "eval_pool.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_pool.py"), "--quick", "--envs", "terrain",
-                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "eval_pool.py"), "--quick", "--envs", "terrain", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     terrain = json.loads(out.read_text())["envs"]["terrain"]
     runs = terrain["runs"]

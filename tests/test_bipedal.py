@@ -1,4 +1,5 @@
 """The `bipedal` family: gymnasium's Box2D BipedalWalker on courses built from POET's params."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ The family defaults to the reference's behaviour (operators, amplitude and initi
 operators, normalised amplitude, flat start). Hand-computed pins of the reference's
 numbers are in tests/test_cppn_golden.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -172,7 +173,7 @@ def test_ground_shape(family, legacy, chain100, legacy100) -> None:
                 assert np.max(np.abs(y - TERRAIN_HEIGHT)) <= AMPLITUDE_MAX + 1e-9
             else:  # no rescaling of the ground itself
                 raw = cppn.evaluate(p["genome"], CPPN_X)
-                assert np.array_equal(y[TERRAIN_STARTPAD + 1:], TERRAIN_HEIGHT + (raw - raw[0]))
+                assert np.array_equal(y[TERRAIN_STARTPAD + 1 :], TERRAIN_HEIGHT + (raw - raw[0]))
             f = fam.features(p)
             assert f.dtype == np.float64 and f.shape == (20,)
             flat_cols = fam.flat(p)
@@ -203,9 +204,14 @@ def test_validate_rejects_bad_genomes(family) -> None:
     def cycle(g):
         g["nodes"].append({"id": 2, "kind": "hidden", "activation": "tanh"})
         g["connections"][:] = cppn._canonical(
-            {"nodes": [], "connections": g["connections"] + [
-                {"in": 1, "out": 2, "weight": 1.0, "enabled": True},
-                {"in": 2, "out": 1, "weight": 1.0, "enabled": False}]}
+            {
+                "nodes": [],
+                "connections": g["connections"]
+                + [
+                    {"in": 1, "out": 2, "weight": 1.0, "enabled": True},
+                    {"in": 2, "out": 1, "weight": 1.0, "enabled": False},
+                ],
+            }
         )["connections"]
 
     def no_output(g):
@@ -301,7 +307,7 @@ def test_poet_run_rebuilds_every_env_from_records(tmp_path) -> None:
         assert np.array_equal(rebuilt, _ground(fam, EnvParams.from_json(p.to_json()))[1])
         # the ground statistics the run recorded from its live genome, recomputed from the
         # rebuilt terrain, match exactly
-        h = rebuilt[TERRAIN_STARTPAD + 1:] - TERRAIN_HEIGHT
+        h = rebuilt[TERRAIN_STARTPAD + 1 :] - TERRAIN_HEIGHT
         for column, value in fam.flat(p).items():
             assert row[column] == value, column
         assert row["amplitude"] == float(np.max(np.abs(h)))

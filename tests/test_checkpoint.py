@@ -1,5 +1,6 @@
 """Checkpoint and resume: a run killed hard and resumed equals the run that never stopped;
 broken newest checkpoints are skipped; checkpoints cannot carry code."""
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,9 @@ def _kill_after_checkpoint(cmd: list[str], run_dir: Path, iteration: int, timeou
     """Start `cmd`, wait until a checkpoint of `iteration` or later exists, SIGKILL the whole process
     tree while it still runs, and return the newest checkpoint's iteration."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     deadline = time.monotonic() + timeout
     try:
         while _newest_checkpoint(run_dir) < iteration:
@@ -70,7 +72,7 @@ def _kill_after_checkpoint(cmd: list[str], run_dir: Path, iteration: int, timeou
 def _newest_checkpoint(run_dir: Path) -> int:
     """Iteration of the newest checkpoint folder (-1 if none); folders appear whole, by rename."""
     found = checkpoint.checkpoints(run_dir)
-    return int(found[-1].name[len(checkpoint.PREFIX):]) if found else -1
+    return int(found[-1].name[len(checkpoint.PREFIX) :]) if found else -1
 
 
 PPO_TINY = {"name": "ppo", "ppo": {"n_envs": 2, "n_steps": 32, "epochs": 2, "minibatch_size": 32}}
@@ -83,20 +85,32 @@ def test_hard_kill_then_resume_equals_straight_run(tiny, tmp_path, backend, trai
     k, total = 8, 24
     # the killed run is set to go on far past `total`, so that it is still running when killed
     # however fast its iterations are; its resume stops at `total`
-    cfg = tiny(curriculum="enhanced_poet", iterations=total, evaluation={"backend": backend}, ray={"workers": 2},
-               checkpoint={"every": 2, "keep": 2}, **({"trainer": PPO_TINY} if trainer == "ppo" else {}))
+    cfg = tiny(
+        curriculum="enhanced_poet",
+        iterations=total,
+        evaluation={"backend": backend},
+        ray={"workers": 2},
+        checkpoint={"every": 2, "keep": 2},
+        **({"trainer": PPO_TINY} if trainer == "ppo" else {}),
+    )
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     base = [sys.executable, "-m", "poet.cli"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     config = _write_config(tmp_path / "cfg.yaml", cfg)
-    subprocess.run(base + ["run", str(config), "--out", str(straight), "--quiet"], cwd=ROOT, check=True,
-                   env=env, timeout=300)
+    subprocess.run(
+        base + ["run", str(config), "--out", str(straight), "--quiet"], cwd=ROOT, check=True, env=env, timeout=300
+    )
     long_config = _write_config(tmp_path / "long.yaml", {**cfg, "iterations": 100_000})
     killed_at = _kill_after_checkpoint(base + ["run", str(long_config), "--out", str(killed), "--quiet"], killed, k)
     assert killed_at < total, f"the run got to iteration {killed_at} before the kill; raise `total`"
     assert len(load_run(killed).iterations) > 0
-    subprocess.run(base + ["resume", str(killed), "--iterations", str(total), "--quiet"], cwd=ROOT, check=True,
-                   env=env, timeout=300)
+    subprocess.run(
+        base + ["resume", str(killed), "--iterations", str(total), "--quiet"],
+        cwd=ROOT,
+        check=True,
+        env=env,
+        timeout=300,
+    )
     _assert_same_run(straight, killed)
     run = load_run(killed)
     assert not run.iterations.duplicated(["iteration", "pair_id"]).any()
@@ -117,8 +131,13 @@ def test_sigterm_checkpoints_and_resume_completes(tiny, tmp_path):
     config = _write_config(tmp_path / "cfg.yaml", cfg)
     out = tmp_path / "r"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(out), "--quiet"],
-                            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(out), "--quiet"],
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not (out / "records" / "iterations.jsonl").exists() or len(load_run(out).iterations) < 3:
         assert time.monotonic() < deadline and proc.poll() is None
@@ -194,8 +213,13 @@ def test_unknown_format_version_is_a_clear_error(tiny, tmp_path):
     (ckpt / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(poet.ConfigError, match="format version 99"):
         poet.resume(run, progress=False)
-    proc = subprocess.run([sys.executable, "-m", "poet.cli", "resume", str(run)], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "poet.cli", "resume", str(run)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "format version 99" in proc.stderr
 
@@ -208,16 +232,29 @@ def test_resume_of_a_directory_without_a_run(tmp_path):
 def test_resume_of_another_tools_run_says_it_is_not_a_poet_run(tmp_path):
     # it used to complain about the foreign config's keys ("model: unknown key ...")
     (tmp_path / "config.yaml").write_text("model: resnet50\nlr: 0.1\n")
-    proc = subprocess.run([sys.executable, "-m", "poet.cli", "resume", str(tmp_path)], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "poet.cli", "resume", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert proc.returncode == 2
-    assert proc.stderr == (f"poet: error: {str(tmp_path)!r} is not a poet run directory (no run.json); "
-                           "`poet run` makes one\n")
+    assert proc.stderr == (
+        f"poet: error: {str(tmp_path)!r} is not a poet run directory (no run.json); `poet run` makes one\n"
+    )
 
 
 def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "poet.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "poet.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=timeout,
+    )
 
 
 def test_resume_saves_a_new_target_but_never_where_the_run_goes(tiny, tmp_path):
@@ -229,8 +266,9 @@ def test_resume_saves_a_new_target_but_never_where_the_run_goes(tiny, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     after = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert after == {**before, "iterations": 3}  # ray.workers still 2, ray.address still unset
-    poet.resume(run_dir, iterations=4, overrides=["ray.workers=1", "checkpoint.keep=7", "progress=true"],
-                progress=False)
+    poet.resume(
+        run_dir, iterations=4, overrides=["ray.workers=1", "checkpoint.keep=7", "progress=true"], progress=False
+    )
     assert yaml.safe_load((run_dir / "config.yaml").read_text()) == {**before, "iterations": 4}
 
 
@@ -241,14 +279,20 @@ def test_resume_of_a_run_at_its_target_returns_at_once_saying_so(tiny, tmp_path)
     # an unreachable Ray address: a resume that started Ray or an evaluator would fail or hang
     proc = _cli("resume", str(run_dir), "--backend", "ray", "--address", "127.0.0.1:9")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == (f"poet: {run_dir} is already at its target, iteration 3: nothing to run; "
-                           f"`poet resume {run_dir} --iterations N` (N > 3) goes further\n")
+    assert proc.stderr == (
+        f"poet: {run_dir} is already at its target, iteration 3: nothing to run; "
+        f"`poet resume {run_dir} --iterations N` (N > 3) goes further\n"
+    )
     proc = _cli("resume", str(run_dir), "--iterations", "2", "--quiet")
     assert proc.returncode == 0 and "at iteration 3, past the target 2: nothing to run" in proc.stderr
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["iterations"] == 3
     assert (run_dir / "records" / "iterations.jsonl").read_bytes() == rows
     result = poet.resume(run_dir, progress=False)
-    assert (result.iterations, result.seconds, result.active) == (3, 0.0, len(checkpoint.latest(run_dir).state.population.active))
+    assert (result.iterations, result.seconds, result.active) == (
+        3,
+        0.0,
+        len(checkpoint.latest(run_dir).state.population.active),
+    )
 
 
 @pytest.mark.parametrize("rows", [0, 3])
@@ -258,14 +302,20 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_iteration_0(tiny,
     cfg = tiny(iterations=400, checkpoint={"every": 100})
     config = _write_config(tmp_path / "cfg.yaml", cfg)
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(killed), "--quiet"],
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(killed), "--quiet"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     table = killed / "records" / "iterations.jsonl"
     deadline = time.monotonic() + 240
     try:
-        while not (killed / "run.json").exists() or (rows and (not table.exists() or
-                                                              len(table.read_text().splitlines()) < rows)):
+        while not (killed / "run.json").exists() or (
+            rows and (not table.exists() or len(table.read_text().splitlines()) < rows)
+        ):
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.02)
     finally:
@@ -298,8 +348,10 @@ def test_rows_cut_from_a_table_after_a_checkpoint_fall_back_or_refuse(tiny, tmp_
     cfg = tiny(iterations=6, checkpoint={"every": 2, "keep": 3})
     run_dir = tmp_path / "r"
     poet.run(cfg, out=run_dir, progress=False)
-    counted = {p.name: json.loads((p / "manifest.json").read_text())["table_rows"]["iterations"]
-               for p in checkpoint.checkpoints(run_dir)}
+    counted = {
+        p.name: json.loads((p / "manifest.json").read_text())["table_rows"]["iterations"]
+        for p in checkpoint.checkpoints(run_dir)
+    }
     assert sorted(counted) == ["ckpt-000000002", "ckpt-000000004", "ckpt-000000006"]
     # lose the rows after checkpoint 4: checkpoint 6 counted them, 4 did not
     _cut_rows(run_dir, "iterations", counted["ckpt-000000004"])
@@ -313,8 +365,14 @@ def test_rows_cut_from_a_table_after_a_checkpoint_fall_back_or_refuse(tiny, tmp_
     _cut_rows(run_dir, "iterations", counted["ckpt-000000002"] - 1)
     before = (run_dir / "records" / "iterations.jsonl").read_bytes()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "poet.cli", "resume", str(run_dir)], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "poet.cli", "resume", str(run_dir)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 2
     errors = [line for line in out.stderr.splitlines() if line.startswith("poet: error:")]
     assert len(errors) == 1 and "no usable checkpoint" in errors[0] and "records/iterations.jsonl holds" in errors[0]
@@ -326,11 +384,21 @@ def test_resume_on_any_pool_equals_the_straight_run(ray_local, tiny, tmp_path):
     cfg = tiny(iterations=6, evaluation={"backend": "ray"}, ray={"workers": 2})
     poet.run(cfg, out=tmp_path / "straight", progress=False)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for name, flags in (("one", ["--workers", "1"]), ("three", ["--workers", "3"]), ("local", ["--backend", "inprocess"])):
+    for name, flags in (
+        ("one", ["--workers", "1"]),
+        ("three", ["--workers", "3"]),
+        ("local", ["--backend", "inprocess"]),
+    ):
         run_dir = tmp_path / name
         poet.run({**cfg, "iterations": 3}, out=run_dir, progress=False)
-        out = subprocess.run([sys.executable, "-m", "poet.cli", "resume", str(run_dir), "--iterations", "6", "--quiet",
-                              *flags], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-m", "poet.cli", "resume", str(run_dir), "--iterations", "6", "--quiet", *flags],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         _assert_same_run(tmp_path / "straight", run_dir)
     saved = yaml.safe_load((tmp_path / "local" / "config.yaml").read_text())
@@ -349,8 +417,12 @@ def test_resume_refuses_to_change_what_changes_results(tiny, tmp_path):
 def test_checkpoint_identity_covers_the_spec_file_a_family_reads(tiny, tmp_path):
     spec = tmp_path / "cartpole.yaml"
     spec.write_text((ROOT / "envs" / "specs" / "cartpole.yaml").read_text())
-    cfg = tiny(iterations=2, env={"family": "gym", "options": {"spec": str(spec)}},
-               evaluation={"max_steps": 50}, policy={"hidden": [4]})
+    cfg = tiny(
+        iterations=2,
+        env={"family": "gym", "options": {"spec": str(spec)}},
+        evaluation={"max_steps": 50},
+        policy={"hidden": [4]},
+    )
     poet.run(cfg, out=tmp_path / "r", progress=False)
     spec.write_text(spec.read_text().replace("high: 20.0, step: 1.0}", "high: 30.0, step: 1.0}", 1))
     with pytest.raises(poet.ConfigError, match="different config"):

@@ -3,6 +3,7 @@
 Every command of this module starts at once on a small thread pool when the module's first
 test runs (each subprocess pays a few seconds of imports), and each test then waits for its own.
 """
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,10 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -31,8 +32,14 @@ def _env() -> dict[str, str]:
 
 def poet(args: list, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
     """Run `python -m poet.cli ARGS` and capture its output."""
-    return subprocess.run([sys.executable, "-m", "poet.cli", *map(str, args)], cwd=cwd, env=_env(),
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    return subprocess.run(
+        [sys.executable, "-m", "poet.cli", *map(str, args)],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
 
 
 def assert_one_error_line(proc: subprocess.CompletedProcess, *needles: str) -> str:
@@ -50,6 +57,7 @@ def assert_one_error_line(proc: subprocess.CompletedProcess, *needles: str) -> s
 
 
 # ---------------------------------------------------------------- bad inputs
+
 
 def _file(d: Path, name: str, text: str) -> Path:
     path = d / name
@@ -69,7 +77,10 @@ def _non_empty_out(d: Path) -> list:
 def _check_non_empty_out_untouched(d: Path) -> None:
     existing = d / "existing"
     assert sorted(p.relative_to(existing).as_posix() for p in existing.rglob("*")) == [
-        "keep.txt", "records", "records/iterations.jsonl"]
+        "keep.txt",
+        "records",
+        "records/iterations.jsonl",
+    ]
     assert (existing / "keep.txt").read_text() == "precious\n"
     assert (existing / "records" / "iterations.jsonl").read_text() == '{"iteration": 0}\n'
 
@@ -87,59 +98,100 @@ def _out(d: Path) -> list:
 
 
 BAD = [
-    Bad("invalid_yaml", lambda d: ["run", _file(d, "broken.yaml", "curriculum: poet\nseed: 0\n  iterations: 3\n"), *_out(d)],
-        ("broken.yaml", "not valid YAML", "line 3")),
-    Bad("unknown_key", lambda d: ["run", _file(d, "c.yaml", "curriculum: poet\niterationz: 3\n"), *_out(d)],
-        ("iterationz", "unknown key")),
-    Bad("wrong_type", lambda d: ["run", _file(d, "c.yaml", "seed: abc\n"), *_out(d)],
-        ("seed", "expected an integer", "abc")),
-    Bad("mc_bounds_reversed",
+    Bad(
+        "invalid_yaml",
+        lambda d: ["run", _file(d, "broken.yaml", "curriculum: poet\nseed: 0\n  iterations: 3\n"), *_out(d)],
+        ("broken.yaml", "not valid YAML", "line 3"),
+    ),
+    Bad(
+        "unknown_key",
+        lambda d: ["run", _file(d, "c.yaml", "curriculum: poet\niterationz: 3\n"), *_out(d)],
+        ("iterationz", "unknown key"),
+    ),
+    Bad(
+        "wrong_type",
+        lambda d: ["run", _file(d, "c.yaml", "seed: abc\n"), *_out(d)],
+        ("seed", "expected an integer", "abc"),
+    ),
+    Bad(
+        "mc_bounds_reversed",
         lambda d: ["run", _file(d, "c.yaml", "reproduction:\n  mc_lower: 300\n  mc_upper: 100\n"), *_out(d)],
-        ("reproduction.mc_lower", "reproduction.mc_upper")),
-    Bad("unknown_family", lambda d: ["run", _file(d, "c.yaml", "env:\n  family: nope\n"), *_out(d)],
-        ("env.family", "'nope'", "terrain")),
-    Bad("negative_iterations", lambda d: ["run", QUICKSTART, *_out(d), "--iterations", "-1"],
-        ("iterations", ">= 0")),
-    Bad("missing_config", lambda d: ["run", d / "nope.yaml", *_out(d)],
-        ("nope.yaml", "does not exist")),
-    Bad("config_is_a_list", lambda d: ["run", _file(d, "list.yaml", "- mode\n- seed\n"), *_out(d)],
-        ("list.yaml", "top level must be a mapping")),
-    Bad("set_without_equals", lambda d: ["run", QUICKSTART, *_out(d), "--set", "foo"],
-        ("--set", "'foo'", "key=value")),
-    Bad("unknown_subcommand", lambda d: ["frobnicate"],
-        ("invalid choice", "frobnicate")),
-    Bad("bad_flag", lambda d: ["run", QUICKSTART, *_out(d), "--bogus"],
-        ("unrecognized arguments", "--bogus")),
-    Bad("no_subcommand", lambda d: [],
-        ("required", "command")),
-    Bad("iterations_not_an_int", lambda d: ["run", QUICKSTART, *_out(d), "--iterations", "abc"],
-        ("--iterations", "invalid int value", "abc")),
-    Bad("out_dir_not_empty", _non_empty_out,
-        ("--out", "existing", "already holds files"), after=_check_non_empty_out_untouched),
+        ("reproduction.mc_lower", "reproduction.mc_upper"),
+    ),
+    Bad(
+        "unknown_family",
+        lambda d: ["run", _file(d, "c.yaml", "env:\n  family: nope\n"), *_out(d)],
+        ("env.family", "'nope'", "terrain"),
+    ),
+    Bad("negative_iterations", lambda d: ["run", QUICKSTART, *_out(d), "--iterations", "-1"], ("iterations", ">= 0")),
+    Bad("missing_config", lambda d: ["run", d / "nope.yaml", *_out(d)], ("nope.yaml", "does not exist")),
+    Bad(
+        "config_is_a_list",
+        lambda d: ["run", _file(d, "list.yaml", "- mode\n- seed\n"), *_out(d)],
+        ("list.yaml", "top level must be a mapping"),
+    ),
+    Bad("set_without_equals", lambda d: ["run", QUICKSTART, *_out(d), "--set", "foo"], ("--set", "'foo'", "key=value")),
+    Bad("unknown_subcommand", lambda d: ["frobnicate"], ("invalid choice", "frobnicate")),
+    Bad("bad_flag", lambda d: ["run", QUICKSTART, *_out(d), "--bogus"], ("unrecognized arguments", "--bogus")),
+    Bad("no_subcommand", lambda d: [], ("required", "command")),
+    Bad(
+        "iterations_not_an_int",
+        lambda d: ["run", QUICKSTART, *_out(d), "--iterations", "abc"],
+        ("--iterations", "invalid int value", "abc"),
+    ),
+    Bad(
+        "out_dir_not_empty",
+        _non_empty_out,
+        ("--out", "existing", "already holds files"),
+        after=_check_non_empty_out_untouched,
+    ),
     # `--set iterations 5`: argparse gives `iterations` to --set and takes `5` for CONFIG; it used to
     # say "config file '5' does not exist"
-    Bad("set_key_space_value", lambda d: ["run", "--set", "iterations", "5", *_out(d)],
-        ("--set 'iterations': expected key=value", "'5'", "CONFIG", "write --set iterations=5")),
-    Bad("flag_and_set_give_one_field", lambda d: ["run", QUICKSTART, *_out(d), "--iterations", "5", "--set", "iterations=6"],
-        ("iterations: given twice on the command line (--iterations 5 and --set iterations=6)",)),
-    Bad("set_twice", lambda d: ["run", QUICKSTART, *_out(d), "--set", "seed=1", "--set", "seed=2"],
-        ("seed: given twice on the command line (--set seed=1 and --set seed=2)",)),
-    Bad("yaml_key_twice", lambda d: ["run", _file(d, "c.yaml", "seed: 1\niterations: 2\nseed: 3\n"), *_out(d)],
-        ("c.yaml", "key 'seed' is given twice (lines 1 and 3)")),
-    Bad("empty_config", lambda d: ["run", _file(d, "empty.yaml", "# settings to come\n"), *_out(d)],
-        ("empty.yaml", "holds no settings", "quickstart.yaml")),
-    Bad("trainer_options_for_es", lambda d: ["run", "experiments/poet_bipedal.yaml", *_out(d),
-                                             "--set", "trainer.options.population=16"],
-        ("trainer.options: options of the built-in trainer 'es' go under trainer.es",)),
-    Bad("unknown_curriculum_option", lambda d: ["run", QUICKSTART, *_out(d), "--set", "curriculum=accel",
-                                                "--set", "curriculum_options.buffer_sz=4"],
-        ("curriculum_options.buffer_sz: accel has no option 'buffer_sz'", "buffer_size=1000")),
-    Bad("unknown_env_option", lambda d: ["run", QUICKSTART, *_out(d), "--set", "env.options.course_len=20"],
-        ("env.options.course_len: family 'terrain' has no option 'course_len'", "course_length=80.0")),
+    Bad(
+        "set_key_space_value",
+        lambda d: ["run", "--set", "iterations", "5", *_out(d)],
+        ("--set 'iterations': expected key=value", "'5'", "CONFIG", "write --set iterations=5"),
+    ),
+    Bad(
+        "flag_and_set_give_one_field",
+        lambda d: ["run", QUICKSTART, *_out(d), "--iterations", "5", "--set", "iterations=6"],
+        ("iterations: given twice on the command line (--iterations 5 and --set iterations=6)",),
+    ),
+    Bad(
+        "set_twice",
+        lambda d: ["run", QUICKSTART, *_out(d), "--set", "seed=1", "--set", "seed=2"],
+        ("seed: given twice on the command line (--set seed=1 and --set seed=2)",),
+    ),
+    Bad(
+        "yaml_key_twice",
+        lambda d: ["run", _file(d, "c.yaml", "seed: 1\niterations: 2\nseed: 3\n"), *_out(d)],
+        ("c.yaml", "key 'seed' is given twice (lines 1 and 3)"),
+    ),
+    Bad(
+        "empty_config",
+        lambda d: ["run", _file(d, "empty.yaml", "# settings to come\n"), *_out(d)],
+        ("empty.yaml", "holds no settings", "quickstart.yaml"),
+    ),
+    Bad(
+        "trainer_options_for_es",
+        lambda d: ["run", "experiments/poet_bipedal.yaml", *_out(d), "--set", "trainer.options.population=16"],
+        ("trainer.options: options of the built-in trainer 'es' go under trainer.es",),
+    ),
+    Bad(
+        "unknown_curriculum_option",
+        lambda d: ["run", QUICKSTART, *_out(d), "--set", "curriculum=accel", "--set", "curriculum_options.buffer_sz=4"],
+        ("curriculum_options.buffer_sz: accel has no option 'buffer_sz'", "buffer_size=1000"),
+    ),
+    Bad(
+        "unknown_env_option",
+        lambda d: ["run", QUICKSTART, *_out(d), "--set", "env.options.course_len=20"],
+        ("env.options.course_len: family 'terrain' has no option 'course_len'", "course_length=80.0"),
+    ),
 ]
 
 
 # ---------------------------------------------------------------- all commands, started together
+
 
 @dataclass
 class Jobs:
@@ -157,11 +209,25 @@ def jobs(tmp_path_factory):
     with ThreadPoolExecutor(max_workers=workers) as pool:
         j = Jobs(root)
         # the two real runs first: they take the longest
-        j.futures["tiny_run"] = pool.submit(poet, [
-            "run", QUICKSTART, "--out", root / "run", "--iterations", "3", "--quiet", *SMALL])
-        j.futures["no_config"] = pool.submit(poet, [
-            "run", "--iterations", "1", "--quiet", "--out", root / "noconfig", *SMALL,
-            "--set", "trainer.es.noise_table_size=100000", "--set", "evaluation.max_steps=100"])
+        j.futures["tiny_run"] = pool.submit(
+            poet, ["run", QUICKSTART, "--out", root / "run", "--iterations", "3", "--quiet", *SMALL]
+        )
+        j.futures["no_config"] = pool.submit(
+            poet,
+            [
+                "run",
+                "--iterations",
+                "1",
+                "--quiet",
+                "--out",
+                root / "noconfig",
+                *SMALL,
+                "--set",
+                "trainer.es.noise_table_size=100000",
+                "--set",
+                "evaluation.max_steps=100",
+            ],
+        )
         for case in BAD:
             d = root / case.id
             d.mkdir()
@@ -169,12 +235,14 @@ def jobs(tmp_path_factory):
         elsewhere = root / "elsewhere"
         elsewhere.mkdir()
         j.futures["no_config_elsewhere"] = pool.submit(
-            poet, ["run", "--iterations", "1", "--quiet", "--out", elsewhere / "out"], elsewhere)
+            poet, ["run", "--iterations", "1", "--quiet", "--out", elsewhere / "out"], elsewhere
+        )
         under_file = root / "under_file"
         under_file.mkdir()
         (under_file / "plain.txt").write_text("x\n")
         j.futures["out_under_a_file"] = pool.submit(
-            poet, ["run", QUICKSTART, "--out", under_file / "plain.txt" / "run", "--quiet", *SMALL])
+            poet, ["run", QUICKSTART, "--out", under_file / "plain.txt" / "run", "--quiet", *SMALL]
+        )
         yield j
 
 
@@ -208,6 +276,7 @@ def test_out_under_a_regular_file_is_one_error_line(jobs):
 
 
 # ---------------------------------------------------------------- prepare_out_dir, in-process
+
 
 def test_prepare_out_dir_refuses_a_non_empty_directory_and_leaves_it_alone(tmp_path):
     from poet.config import ConfigError
@@ -249,6 +318,7 @@ def test_prepare_out_dir_under_a_regular_file_is_a_config_error(tmp_path):
 
 # ---------------------------------------------------------------- a tiny successful run
 
+
 @pytest.fixture(scope="module")
 def tiny_run(jobs) -> Path:
     proc = jobs.result("tiny_run")
@@ -261,8 +331,11 @@ def test_tiny_run_writes_the_run_directory(tiny_run):
     assert (tiny_run / "config.yaml").is_file()
     assert (tiny_run / "run.json").is_file()
     assert (tiny_run / "records" / "iterations.jsonl").is_file()
-    rows = [json.loads(line) for line in (tiny_run / "records" / "iterations.jsonl").read_text().splitlines()
-            if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (tiny_run / "records" / "iterations.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     assert len(rows) == 3
     assert [r["iteration"] for r in rows] == [0, 1, 2]
 
@@ -275,8 +348,9 @@ def test_tiny_run_saves_the_resolved_config(tiny_run):
     assert cfg.trainer.es["population"] == 8
     assert cfg.trainer.es["noise_table_size"] == 4_000_000  # from the YAML, beside the --set option
     assert cfg.env.options == {"course_length": 20}
-    expected = load_config(REPO_ROOT / QUICKSTART, overrides=[
-        "trainer.es.population=8", "env.options.course_length=20", "iterations=3"])
+    expected = load_config(
+        REPO_ROOT / QUICKSTART, overrides=["trainer.es.population=8", "env.options.course_length=20", "iterations=3"]
+    )
     assert cfg == expected
 
 
@@ -285,9 +359,13 @@ def test_quiet_prints_the_run_directory_and_the_closing_line(jobs, tiny_run):
     lines = jobs.result("tiny_run").stderr.splitlines()
     assert len(lines) == 2, lines  # no bar, no phase lines
     assert lines[0].startswith("poet: running 3 iterations of poet on terrain") and lines[0].endswith(
-        f"run directory {tiny_run}")
-    m = re.fullmatch(r"done: 3 iterations in (\d+)s \(Ray start (\d+)s, iterations (\d+)s\), \d+ active pairs, "
-                     rf"\d+ archived, ANNECS \d+; run directory {re.escape(str(tiny_run))}", lines[1])
+        f"run directory {tiny_run}"
+    )
+    m = re.fullmatch(
+        r"done: 3 iterations in (\d+)s \(Ray start (\d+)s, iterations (\d+)s\), \d+ active pairs, "
+        rf"\d+ archived, ANNECS \d+; run directory {re.escape(str(tiny_run))}",
+        lines[1],
+    )
     assert m, lines[1]
     assert int(m[1]) == int(m[2]) + int(m[3])
 
@@ -322,6 +400,7 @@ def test_tiny_run_loads_with_analysis(tiny_run):
 
 # ---------------------------------------------------------------- no CONFIG: experiments/quickstart.yaml
 
+
 def test_no_config_uses_quickstart(jobs):
     from poet.config import load_config
 
@@ -345,6 +424,7 @@ def test_no_config_uses_quickstart(jobs):
 
 # ---------------------------------------------------------------- the closing line, in-process
 
+
 def test_enhanced_poets_closing_line_names_what_its_second_count_counts(tiny, tmp_path, capsys):
     # it used to say "(reference code's counter N)", which tells a reader nothing
     import poet as package
@@ -352,9 +432,12 @@ def test_enhanced_poets_closing_line_names_what_its_second_count_counts(tiny, tm
     result = package.run(tiny(curriculum="enhanced_poet", iterations=2), out=tmp_path / "r", progress=False)
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 and lines[0].startswith("poet: running 2 iterations of enhanced_poet")
-    assert re.fullmatch(rf"done: 2 iterations in \d+s, \d+ active pairs, \d+ archived, ANNECS {result.annecs} "
-                        rf"\({result.annecs_reference} as the reference code counts: admitted envs the best archived "
-                        rf"agent passed the MC on\); run directory {re.escape(str(tmp_path / 'r'))}", lines[1]), lines[1]
+    assert re.fullmatch(
+        rf"done: 2 iterations in \d+s, \d+ active pairs, \d+ archived, ANNECS {result.annecs} "
+        rf"\({result.annecs_reference} as the reference code counts: admitted envs the best archived "
+        rf"agent passed the MC on\); run directory {re.escape(str(tmp_path / 'r'))}",
+        lines[1],
+    ), lines[1]
     assert result.ray_start_seconds == 0.0  # in process: nothing started
 
 
@@ -364,9 +447,13 @@ def test_a_level_buffer_runs_closing_line_counts_envs_solved_not_annecs(tiny, tm
     import poet as package
 
     options = {"buffer_size": 8, "min_fill": 0.25, "new_levels": 2}
-    result = package.run(tiny(curriculum="accel", curriculum_options=options, iterations=6), out=tmp_path / "r",
-                         progress=False)
+    result = package.run(
+        tiny(curriculum="accel", curriculum_options=options, iterations=6), out=tmp_path / "r", progress=False
+    )
     line = capsys.readouterr().err.splitlines()[-1]
     assert "ANNECS" not in line and "active pairs" not in line, line
-    assert re.fullmatch(rf"done: 6 iterations in \d+s, {result.annecs} envs solved besides the first; "
-                        rf"run directory {re.escape(str(tmp_path / 'r'))}", line), line
+    assert re.fullmatch(
+        rf"done: 6 iterations in \d+s, {result.annecs} envs solved besides the first; "
+        rf"run directory {re.escape(str(tmp_path / 'r'))}",
+        line,
+    ), line

@@ -3,6 +3,7 @@
 equal an in-process run's. A wrong address, or a driver without the cluster's token, fails
 in seconds with one line naming ray.address. Each test stops exactly the cluster it started
 (never with `ray stop`, which would stop every Ray instance on the machine)."""
+
 from __future__ import annotations
 
 import os
@@ -67,36 +68,88 @@ def _cluster_pids(temp_dir: str) -> list[int]:
 def test_ray_start_cluster_and_poet_run_address_give_the_local_tables(tmp_path):
     temp_dir = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths must stay under 107 chars
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
-    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32), RAY_USAGE_STATS_ENABLED="0",
-               PYTHONPATH=str(ROOT), **SLOW_MACHINE)
+    env.update(
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN=secrets.token_hex(32),
+        RAY_USAGE_STATS_ENABLED="0",
+        PYTHONPATH=str(ROOT),
+        **SLOW_MACHINE,
+    )
     port = _free_port()
     common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     cfg = tiny_config(iterations=6, evaluation={**tiny_config()["evaluation"], "backend": "ray"})
     config = tmp_path / "cfg.yaml"
     config.write_text(yaml.safe_dump(cfg))
     try:
-        for cmd in ([RAY, "start", "--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp_dir}",
-                     f"--dashboard-agent-listen-port={_free_port()}", *common],
-                    [RAY, "start", f"--address=127.0.0.1:{port}", f"--dashboard-agent-listen-port={_free_port()}",
-                     *common]):
+        for cmd in (
+            [
+                RAY,
+                "start",
+                "--head",
+                f"--port={port}",
+                "--include-dashboard=false",
+                f"--temp-dir={temp_dir}",
+                f"--dashboard-agent-listen-port={_free_port()}",
+                *common,
+            ],
+            [RAY, "start", f"--address=127.0.0.1:{port}", f"--dashboard-agent-listen-port={_free_port()}", *common],
+        ):
             started = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
             assert started.returncode == 0, started.stderr[-2000:]
         t0 = time.monotonic()
-        run = subprocess.run([sys.executable, "-m", "poet.cli", "run", str(config), "--address", f"127.0.0.1:{port}",
-                              "--workers", "2", "--out", str(tmp_path / "cluster"), "--quiet"],
-                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "poet.cli",
+                "run",
+                str(config),
+                "--address",
+                f"127.0.0.1:{port}",
+                "--workers",
+                "2",
+                "--out",
+                str(tmp_path / "cluster"),
+                "--quiet",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert run.returncode == 0, run.stderr[-3000:]
         assert time.monotonic() - t0 < 300
         # A user's own family, shipped to the nodes by Ray's runtime environment: the nodes'
         # workers were started without it on their path; only this driver has it.
         userpkg = ROOT / "tests" / "userpkg"
         shipped = subprocess.run(
-            [sys.executable, "-m", "poet.cli", "run", str(config), "--address", f"127.0.0.1:{port}", "--workers", "2",
-             "--set", "env.family=mypkg.families:make_family", "--set", "env.options={course_length: 20}",
-             "--set", f"ray.runtime_env={{py_modules: [{userpkg / 'mypkg'}]}}",
-             "--out", str(tmp_path / "shipped"), "--quiet"],
-            cwd=ROOT, env={**env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(userpkg)])}, capture_output=True,
-            text=True, timeout=600)
+            [
+                sys.executable,
+                "-m",
+                "poet.cli",
+                "run",
+                str(config),
+                "--address",
+                f"127.0.0.1:{port}",
+                "--workers",
+                "2",
+                "--set",
+                "env.family=mypkg.families:make_family",
+                "--set",
+                "env.options={course_length: 20}",
+                "--set",
+                f"ray.runtime_env={{py_modules: [{userpkg / 'mypkg'}]}}",
+                "--out",
+                str(tmp_path / "shipped"),
+                "--quiet",
+            ],
+            cwd=ROOT,
+            env={**env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(userpkg)])},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert shipped.returncode == 0, shipped.stderr[-3000:]
         assert sorted(load_run(tmp_path / "shipped").iterations["iteration"].unique()) == list(range(6))
     finally:
@@ -124,9 +177,28 @@ def _clean_env(**extra: str) -> dict[str, str]:
 def _poet_run_at(address: str, out: Path, env: dict[str, str]) -> str:
     """`poet run --address ADDRESS --iterations 1`, expected to fail: exit 2, no traceback and
     no line that is not poet's own (no Ray C++ warnings); returns its error line."""
-    proc = subprocess.run([sys.executable, "-m", "poet.cli", "run", "--address", address, "--iterations", "1",
-                           "--workers", "1", "--out", str(out), "--quiet"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_S)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "poet.cli",
+            "run",
+            "--address",
+            address,
+            "--iterations",
+            "1",
+            "--workers",
+            "1",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
     lines = proc.stderr.splitlines()
     assert lines and all(line.startswith("poet: ") for line in lines), proc.stderr[-3000:]
@@ -141,14 +213,17 @@ def test_poet_run_at_an_address_where_nothing_listens_fails_with_one_line(tmp_pa
     assert "nothing is listening at 127.0.0.1:9" in line, line
 
 
-@pytest.mark.parametrize("address, needle", [
-    ("nosuchhost.invalid:6379", "cannot resolve host 'nosuchhost.invalid'"),
-    ("ray://127.0.0.1:9", "nothing is listening at ray://127.0.0.1:9"),
-    ("127.0.0.1:9", "`ray start --head --port=9`"),
-    ("127.0.0.1", "is not HOST:PORT"),
-    ("127.0.0.1:99999", "is not HOST:PORT"),
-    ("ray://127.0.0.1", "is not ray://HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    "address, needle",
+    [
+        ("nosuchhost.invalid:6379", "cannot resolve host 'nosuchhost.invalid'"),
+        ("ray://127.0.0.1:9", "nothing is listening at ray://127.0.0.1:9"),
+        ("127.0.0.1:9", "`ray start --head --port=9`"),
+        ("127.0.0.1", "is not HOST:PORT"),
+        ("127.0.0.1:99999", "is not HOST:PORT"),
+        ("ray://127.0.0.1", "is not ray://HOST:PORT"),
+    ],
+)
 def test_check_cluster_names_what_is_wrong_with_the_address(monkeypatch, address, needle):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     with pytest.raises(ClusterError) as err:
@@ -192,11 +267,23 @@ def token_head():
     port = _free_port()
     try:
         started = subprocess.run(
-            [RAY, "start", "--head", f"--port={port}", "--num-cpus=1", "--node-ip-address=127.0.0.1",
-             "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp_dir}",
-             f"--dashboard-agent-listen-port={_free_port()}"],
-            env=_clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, **SLOW_MACHINE), capture_output=True, text=True,
-            timeout=180)
+            [
+                RAY,
+                "start",
+                "--head",
+                f"--port={port}",
+                "--num-cpus=1",
+                "--node-ip-address=127.0.0.1",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+                f"--temp-dir={temp_dir}",
+                f"--dashboard-agent-listen-port={_free_port()}",
+            ],
+            env=_clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, **SLOW_MACHINE),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert started.returncode == 0, started.stderr[-2000:]
         yield f"127.0.0.1:{port}", token
     finally:

@@ -1,4 +1,5 @@
 """`poet compare`: several runs side by side on the same held-out levels, and the quickstart's held-out levels."""
+
 from __future__ import annotations
 
 import json
@@ -37,13 +38,30 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 # ---------------------------------------------------------------- the quickstart's held-out levels
 
+
 def test_quickstart_records_held_out_levels_every_20_iterations(tmp_path):
     cfg = poet.load_config(ROOT / "experiments" / "quickstart.yaml")
     assert cfg.evaluation.test_every == 20
     # the quickstart itself at smoke sizes: its first held-out evaluation is after iteration 19
-    proc = poet_cli(["run", "experiments/quickstart.yaml", "--out", tmp_path / "q", "--iterations", 20, "--quiet",
-                     "--backend", "inprocess", "--set", "evaluation.max_steps=40", "--set", "trainer.es.population=4",
-                     "--set", "env.options.course_length=20"])
+    proc = poet_cli(
+        [
+            "run",
+            "experiments/quickstart.yaml",
+            "--out",
+            tmp_path / "q",
+            "--iterations",
+            20,
+            "--quiet",
+            "--backend",
+            "inprocess",
+            "--set",
+            "evaluation.max_steps=40",
+            "--set",
+            "trainer.es.population=4",
+            "--set",
+            "env.options.course_length=20",
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
     ho = load_run(tmp_path / "q").heldout
     assert ho["iteration"].unique().tolist() == [19] and ho["level"].tolist() == LEVELS
@@ -62,12 +80,15 @@ def test_held_out_evaluation_leaves_every_other_table_unchanged(tmp_path, curric
     assert len(a.heldout) and not len(b.heldout)
     for table in ("iterations", "envs", "transfers", "events"):
         pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table), check_exact=True, obj=table)
-    steps = [p.phases[p.phases["phase"] != "heldout"][["iteration", "phase", "env_steps"]].reset_index(drop=True)
-             for p in (a, b)]
+    steps = [
+        p.phases[p.phases["phase"] != "heldout"][["iteration", "phase", "env_steps"]].reset_index(drop=True)
+        for p in (a, b)
+    ]
     pd.testing.assert_frame_equal(*steps)
 
 
 # ---------------------------------------------------------------- poet compare
+
 
 def test_compare_writes_figures_and_index_for_two_curricula(runs, tmp_path):
     out = tmp_path / "cmp"
@@ -88,7 +109,8 @@ def test_compare_draws_a_run_without_held_out_records_and_says_so(runs, tmp_path
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == [
         "poet: note: no held-out records in dr (dr) (evaluation.test_every is 0 or was never due): "
-        "drawn in the training-score figure only"]
+        "drawn in the training-score figure only"
+    ]
     assert "no held-out records in dr (dr)" in (out / "index.html").read_text()
 
 
@@ -124,7 +146,9 @@ def test_figure_functions_take_loaded_runs(runs):
     assert (table["best"] >= table["mean"]).all()
     # budgets over 4 times apart (POET trains several pairs): a log env-step axis, else a linear one
     assert steps.iloc[-1] > 4 * training_steps(loaded[1]).iloc[-1]
-    assert curves.axes[0].get_xscale() == "log" and "log scale" in FIGURES["training_scores"](loaded).axes[0].get_xlabel()
+    assert (
+        curves.axes[0].get_xscale() == "log" and "log scale" in FIGURES["training_scores"](loaded).axes[0].get_xlabel()
+    )
     assert FIGURES["training_scores"](loaded[1:]).axes[0].get_xscale() == "linear"
     row = summary(loaded).set_index("run").loc["poet (poet)"]
     assert row["held-out evaluations"] == 3 and set(LEVELS) <= set(row.index)
@@ -141,14 +165,22 @@ def test_runs_with_other_levels_compare_on_the_levels_they_share(runs, tmp_path)
         row["level"] = {"pits": "gaps"}.get(row["level"], row["level"])
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     said = notes([load_run(runs["poet"]), load_run(other)])
-    assert said == ["held-out levels not in every run: pits, gaps; runs compare on the levels they share "
-                    "(flat, stumps, rough, combined)"]
+    assert said == [
+        "held-out levels not in every run: pits, gaps; runs compare on the levels they share "
+        "(flat, stumps, rough, combined)"
+    ]
     proc = poet_cli(["compare", runs["poet"], other, "--out", tmp_path / "cmp"])
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == f"poet: note: {said[0]}\n"
     fig = FIGURES["heldout_levels"]([load_run(runs["poet"]), load_run(other)])
-    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["flat", "pits", "stumps", "rough", "combined",
-                                                                      "gaps"]
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [
+        "flat",
+        "pits",
+        "stumps",
+        "rough",
+        "combined",
+        "gaps",
+    ]
 
 
 def test_compare_errors_are_one_line(runs, tmp_path):

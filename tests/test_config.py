@@ -3,6 +3,7 @@
 Also `poet.runner.check_parts`, which resolves family, policy and trainer before any work.
 All in-process and fast: nothing here trains or rolls out an episode.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from poet.config import (
-    BUILTIN_TRAINERS, ConfigError, RunConfig, apply_override, check_overrides, load_config, parse_override, save_config,
+    BUILTIN_TRAINERS,
+    ConfigError,
+    RunConfig,
+    apply_override,
+    check_overrides,
+    load_config,
+    parse_override,
+    save_config,
     validate,
 )
 
@@ -20,6 +28,7 @@ QUICKSTART = REPO_ROOT / "experiments" / "quickstart.yaml"
 
 
 # ---------------------------------------------------------------- defaults and loading
+
 
 def test_defaults_build_and_validate():
     cfg = load_config()
@@ -61,12 +70,15 @@ def test_an_empty_config_file_is_an_error_naming_it(tmp_path, text):
         load_config(path)
 
 
-@pytest.mark.parametrize("text, key, lines", [
-    ("seed: 1\niterations: 3\nseed: 2\n", "seed", (1, 3)),
-    ("trainer:\n  es:\n    population: 8\n    sigma: 0.1\n    population: 16\n", "trainer.es.population", (3, 5)),
-    ("reproduction:\n  every: 5\nreproduction:\n  capacity: 4\n", "reproduction", (1, 3)),
-    ("env:\n  options:\n    spec: {params: {a: 1, a: 2}}\n", "env.options.spec.params.a", (3, 3)),
-])
+@pytest.mark.parametrize(
+    "text, key, lines",
+    [
+        ("seed: 1\niterations: 3\nseed: 2\n", "seed", (1, 3)),
+        ("trainer:\n  es:\n    population: 8\n    sigma: 0.1\n    population: 16\n", "trainer.es.population", (3, 5)),
+        ("reproduction:\n  every: 5\nreproduction:\n  capacity: 4\n", "reproduction", (1, 3)),
+        ("env:\n  options:\n    spec: {params: {a: 1, a: 2}}\n", "env.options.spec.params.a", (3, 3)),
+    ],
+)
 def test_a_key_given_twice_in_yaml_names_the_key_and_both_lines(tmp_path, text, key, lines):
     # plain YAML keeps the last value: one of the two settings would be dropped without a word
     path = tmp_path / "twice.yaml"
@@ -79,20 +91,32 @@ def test_a_key_given_twice_in_yaml_names_the_key_and_both_lines(tmp_path, text, 
 
 def test_yaml_merge_keys_may_still_override_what_they_merge(tmp_path):
     path = tmp_path / "merge.yaml"
-    path.write_text("env:\n  options: &o {course_length: 20, max_episode_steps: 100}\n"
-                    "curriculum_options:\n  <<: *o\n  course_length: 30\n")
+    path.write_text(
+        "env:\n  options: &o {course_length: 20, max_episode_steps: 100}\n"
+        "curriculum_options:\n  <<: *o\n  course_length: 30\n"
+    )
     cfg = load_config(path)
     assert cfg.curriculum_options == {"course_length": 30, "max_episode_steps": 100}
 
 
-@pytest.mark.parametrize("given, message", [
-    ([("--set a=1", "a=1"), ("--set a=2", "a=2")], "a: given twice on the command line (--set a=1 and --set a=2)"),
-    ([("--iterations 5", "iterations=5"), ("--set iterations=6", "iterations=6")],
-     "iterations: given twice on the command line (--iterations 5 and --set iterations=6)"),
-    ([("--set trainer.es={sigma: 0.1}", "trainer.es={sigma: 0.1}"), ("--set trainer.es.population=4", "trainer.es.population=4")],
-     "trainer.es.population: given twice on the command line (--set trainer.es={sigma: 0.1} and "
-     "--set trainer.es.population=4)"),
-])
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ([("--set a=1", "a=1"), ("--set a=2", "a=2")], "a: given twice on the command line (--set a=1 and --set a=2)"),
+        (
+            [("--iterations 5", "iterations=5"), ("--set iterations=6", "iterations=6")],
+            "iterations: given twice on the command line (--iterations 5 and --set iterations=6)",
+        ),
+        (
+            [
+                ("--set trainer.es={sigma: 0.1}", "trainer.es={sigma: 0.1}"),
+                ("--set trainer.es.population=4", "trainer.es.population=4"),
+            ],
+            "trainer.es.population: given twice on the command line (--set trainer.es={sigma: 0.1} and "
+            "--set trainer.es.population=4)",
+        ),
+    ],
+)
 def test_a_field_given_twice_on_the_command_line_names_both(given, message):
     with pytest.raises(ConfigError) as info:
         check_overrides(given)
@@ -100,24 +124,33 @@ def test_a_field_given_twice_on_the_command_line_names_both(given, message):
 
 
 def test_distinct_fields_on_the_command_line_are_fine():
-    check_overrides([("--set trainer.es.population=4", "trainer.es.population=4"),
-                     ("--set trainer.es.sigma=0.1", "trainer.es.sigma=0.1"), ("--seed 3", "seed=3")])
+    check_overrides(
+        [
+            ("--set trainer.es.population=4", "trainer.es.population=4"),
+            ("--set trainer.es.sigma=0.1", "trainer.es.sigma=0.1"),
+            ("--seed 3", "seed=3"),
+        ]
+    )
 
 
 # ---------------------------------------------------------------- overrides
 
-@pytest.mark.parametrize("text, parts, value", [
-    ("iterations=7", ["iterations"], 7),
-    ("reproduction.threshold=150.5", ["reproduction", "threshold"], 150.5),
-    ("transfer.fine_tune=false", ["transfer", "fine_tune"], False),
-    ("progress=true", ["progress"], True),
-    ("policy.hidden=[8, 16]", ["policy", "hidden"], [8, 16]),
-    ("mode=enhanced", ["mode"], "enhanced"),
-    ("trainer.options={population: 8}", ["trainer", "options"], {"population": 8}),
-    (" seed = 3", ["seed"], 3),  # whitespace around key and value
-    ("trainer.name=pkg.mod:Cls=x", ["trainer", "name"], "pkg.mod:Cls=x"),  # split at the first '='
-    ("env.family=", ["env", "family"], ""),
-])
+
+@pytest.mark.parametrize(
+    "text, parts, value",
+    [
+        ("iterations=7", ["iterations"], 7),
+        ("reproduction.threshold=150.5", ["reproduction", "threshold"], 150.5),
+        ("transfer.fine_tune=false", ["transfer", "fine_tune"], False),
+        ("progress=true", ["progress"], True),
+        ("policy.hidden=[8, 16]", ["policy", "hidden"], [8, 16]),
+        ("curriculum=enhanced_poet", ["curriculum"], "enhanced_poet"),
+        ("trainer.options={population: 8}", ["trainer", "options"], {"population": 8}),
+        (" seed = 3", ["seed"], 3),  # whitespace around key and value
+        ("trainer.name=pkg.mod:Cls=x", ["trainer", "name"], "pkg.mod:Cls=x"),  # split at the first '='
+        ("env.family=", ["env", "family"], ""),
+    ],
+)
 def test_parse_override_reads_values_as_yaml(text, parts, value):
     got_parts, got_value = parse_override(text)
     assert got_parts == parts
@@ -126,12 +159,21 @@ def test_parse_override_reads_values_as_yaml(text, parts, value):
 
 
 def test_overrides_set_typed_values_and_nested_keys():
-    cfg = load_config(overrides=[
-        "iterations=7", "seed=11", "solved_threshold=200", "progress=false",
-        "reproduction.threshold=150.5", "reproduction.every=50",
-        "transfer.fine_tune=false", "policy.hidden=[8, 16]", "policy.activation=relu",
-        "evaluation.on_error=score_as_failure", "evaluation.failure_score=-5",
-    ])
+    cfg = load_config(
+        overrides=[
+            "iterations=7",
+            "seed=11",
+            "solved_threshold=200",
+            "progress=false",
+            "reproduction.threshold=150.5",
+            "reproduction.every=50",
+            "transfer.fine_tune=false",
+            "policy.hidden=[8, 16]",
+            "policy.activation=relu",
+            "evaluation.on_error=score_as_failure",
+            "evaluation.failure_score=-5",
+        ]
+    )
     assert cfg.iterations == 7 and cfg.seed == 11
     assert cfg.solved_threshold == 200.0 and isinstance(cfg.solved_threshold, float)
     assert cfg.progress is False
@@ -167,8 +209,11 @@ def test_a_built_in_trainers_options_come_from_its_own_section():
 def test_trainer_options_beside_a_built_in_trainer_is_an_error_naming_its_section(name):
     # trainer.options used to win over trainer.es: `--set trainer.es.population=16` on the paper
     # configs (which set trainer.options) silently ran with 512
-    with pytest.raises(ConfigError, match=rf"^trainer\.options: options of the built-in trainer '{name}' go under "
-                                          rf"trainer\.{name} .*got population"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"^trainer\.options: options of the built-in trainer '{name}' go under "
+        rf"trainer\.{name} .*got population",
+    ):
         load_config(QUICKSTART, overrides=[f"trainer.name={name}", "trainer.options.population=8"])
 
 
@@ -225,6 +270,7 @@ def test_data_mapping_is_deep_merged_over_yaml():
 
 # ---------------------------------------------------------------- save and reload
 
+
 def test_save_and_reload_quickstart_is_equal(tmp_path):
     cfg = load_config(QUICKSTART)
     path = tmp_path / "config.yaml"
@@ -233,13 +279,25 @@ def test_save_and_reload_quickstart_is_equal(tmp_path):
 
 
 def test_save_and_reload_non_default_config_is_equal(tmp_path):
-    cfg = load_config(QUICKSTART, overrides=[
-        "curriculum=enhanced_poet", "seed=123", "iterations=3", "progress=false", "solved_threshold=199.5",
-        "policy.hidden=[16, 8, 4]", "policy.activation=relu",
-        "evaluation.on_error=score_as_failure", "evaluation.failure_score=-12.25",
-        "trainer.es.population=8", "trainer.es.sigma=0.05",
-        "env.options.course_length=30.5", "transfer.fine_tune=false", "reproduction.mc_lower=-10",
-    ])
+    cfg = load_config(
+        QUICKSTART,
+        overrides=[
+            "curriculum=enhanced_poet",
+            "seed=123",
+            "iterations=3",
+            "progress=false",
+            "solved_threshold=199.5",
+            "policy.hidden=[16, 8, 4]",
+            "policy.activation=relu",
+            "evaluation.on_error=score_as_failure",
+            "evaluation.failure_score=-12.25",
+            "trainer.es.population=8",
+            "trainer.es.sigma=0.05",
+            "env.options.course_length=30.5",
+            "transfer.fine_tune=false",
+            "reproduction.mc_lower=-10",
+        ],
+    )
     path = tmp_path / "config.yaml"
     save_config(cfg, path)
     again = load_config(path)
@@ -282,11 +340,16 @@ CONFIG_ERRORS = [
     ("scalar_for_list", {"policy": {"hidden": 40}}, [], "policy.hidden", "list"),
     ("scalar_for_section", {"reproduction": 5}, [], "reproduction", "mapping"),
     ("scalar_for_options", {"trainer": {"options": "fast"}}, [], "trainer.options", "mapping"),
-    ("literal_mode", {"mode": "posh"}, [], "mode", "posh"),
+    ("unknown_mode", {"mode": "poet"}, [], "mode", "unknown"),
     ("literal_activation", {"policy": {"activation": "sigmoid"}}, [], "policy.activation", "sigmoid"),
     ("literal_on_error", {"evaluation": {"on_error": "ignore"}}, [], "evaluation.on_error", "ignore"),
-    ("mc_reversed", {"reproduction": {"mc_lower": 300, "mc_upper": 100}}, [], "reproduction.mc_lower",
-     "reproduction.mc_upper"),
+    (
+        "mc_reversed",
+        {"reproduction": {"mc_lower": 300, "mc_upper": 100}},
+        [],
+        "reproduction.mc_lower",
+        "reproduction.mc_upper",
+    ),
     ("capacity_1", {"reproduction": {"capacity": 1}}, [], "reproduction.capacity", "2"),
     ("negative_iterations", {"iterations": -1}, [], "iterations", ">= 0"),
     ("negative_iterations_override", None, ["iterations=-3"], "iterations", ">= 0"),
@@ -308,8 +371,9 @@ CONFIG_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("data, overrides, field, word",
-                         [c[1:] for c in CONFIG_ERRORS], ids=[c[0] for c in CONFIG_ERRORS])
+@pytest.mark.parametrize(
+    "data, overrides, field, word", [c[1:] for c in CONFIG_ERRORS], ids=[c[0] for c in CONFIG_ERRORS]
+)
 def test_config_error_names_the_field(data, overrides, field, word):
     with pytest.raises(ConfigError) as info:
         load_config(data=data, overrides=overrides)
@@ -346,10 +410,11 @@ def test_wrong_types_from_a_yaml_file(tmp_path):
 
 def test_huge_int_for_float_field_is_a_config_error():
     with pytest.raises(ConfigError, match="solved_threshold"):
-        load_config(data={"solved_threshold": 10 ** 400})
+        load_config(data={"solved_threshold": 10**400})
 
 
 # ---------------------------------------------------------------- file-level errors
+
 
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist") as info:
@@ -364,7 +429,7 @@ def test_directory_instead_of_file(tmp_path):
 
 def test_invalid_yaml_names_file_and_line(tmp_path):
     path = tmp_path / "broken.yaml"
-    path.write_text("mode: poet\nseed: 0\n  iterations: 3\n")
+    path.write_text("curriculum: poet\nseed: 0\n  iterations: 3\n")
     with pytest.raises(ConfigError) as info:
         load_config(path)
     msg = str(info.value)
@@ -386,6 +451,7 @@ def test_binary_file_is_rejected(tmp_path):
 
 
 # ---------------------------------------------------------------- check_parts
+
 
 def _parts(*overrides: str, data=None):
     from poet.runner import check_parts
@@ -416,11 +482,14 @@ def test_check_parts_unknown_family_lists_registered():
         assert name in msg
 
 
-@pytest.mark.parametrize("override, word", [
-    ("env.options.course_length=-5", "course_length"),
-    ("env.options.course_length=long", "course_length"),
-    ("env.options.foo=1", "foo"),
-])
+@pytest.mark.parametrize(
+    "override, word",
+    [
+        ("env.options.course_length=-5", "course_length"),
+        ("env.options.course_length=long", "course_length"),
+        ("env.options.foo=1", "foo"),
+    ],
+)
 def test_check_parts_bad_env_option(override, word):
     with pytest.raises(ConfigError) as info:
         _parts(override)
@@ -429,12 +498,15 @@ def test_check_parts_bad_env_option(override, word):
     assert word in msg
 
 
-@pytest.mark.parametrize("name, word", [
-    ("nope", "unknown trainer 'nope'"),
-    ("poet.trainers:NoSuchTrainer", "NoSuchTrainer"),
-    ("no_such_module_xyz:Trainer", "no_such_module_xyz"),
-    ("poet.trainers.es:ESOptions", "Trainer protocol"),
-])
+@pytest.mark.parametrize(
+    "name, word",
+    [
+        ("nope", "unknown trainer 'nope'"),
+        ("poet.trainers:NoSuchTrainer", "NoSuchTrainer"),
+        ("no_such_module_xyz:Trainer", "no_such_module_xyz"),
+        ("poet.trainers.es:ESOptions", "Trainer protocol"),
+    ],
+)
 def test_check_parts_bad_trainer_name(name, word):
     with pytest.raises(ConfigError) as info:
         _parts(f"trainer.name={name}")
@@ -443,20 +515,23 @@ def test_check_parts_bad_trainer_name(name, word):
     assert word in msg
 
 
-@pytest.mark.parametrize("override, field, word", [
-    ("trainer.es.population=many", "trainer.es.population", "integer"),
-    ("trainer.es.population=7", "trainer.es.population", "even"),
-    ("trainer.es.population=0", "trainer.es.population", "even"),
-    ("trainer.es.sigma=0", "trainer.es.sigma", "> 0"),
-    ("trainer.es.popsize=8", "trainer.es.popsize", "unknown key"),
-    ("trainer.es.noise_table_size=100", "trainer.es.noise_table_size", "smaller than the policy"),
-    ("trainer.ppo.epochs=many", "trainer.ppo.epochs", "integer"),  # a type error names its section too
-    # the unselected trainer's section is checked too
-    ("trainer.ppo.n_stesp=8", "trainer.ppo.n_stesp", "unknown key"),
-    ("trainer.ppo.clip=0", "trainer.ppo.clip", "> 0"),
-    ("trainer.ppo.gamma=1.5", "trainer.ppo.gamma", "[0, 1]"),
-    ("trainer.ppo.value_hidden=[]", "trainer.ppo.value_hidden", "at least one layer"),
-])
+@pytest.mark.parametrize(
+    "override, field, word",
+    [
+        ("trainer.es.population=many", "trainer.es.population", "integer"),
+        ("trainer.es.population=7", "trainer.es.population", "even"),
+        ("trainer.es.population=0", "trainer.es.population", "even"),
+        ("trainer.es.sigma=0", "trainer.es.sigma", "> 0"),
+        ("trainer.es.popsize=8", "trainer.es.popsize", "unknown key"),
+        ("trainer.es.noise_table_size=100", "trainer.es.noise_table_size", "smaller than the policy"),
+        ("trainer.ppo.epochs=many", "trainer.ppo.epochs", "integer"),  # a type error names its section too
+        # the unselected trainer's section is checked too
+        ("trainer.ppo.n_stesp=8", "trainer.ppo.n_stesp", "unknown key"),
+        ("trainer.ppo.clip=0", "trainer.ppo.clip", "> 0"),
+        ("trainer.ppo.gamma=1.5", "trainer.ppo.gamma", "[0, 1]"),
+        ("trainer.ppo.value_hidden=[]", "trainer.ppo.value_hidden", "at least one layer"),
+    ],
+)
 def test_check_parts_bad_trainer_option(override, field, word):
     with pytest.raises(ConfigError) as info:
         _parts(override)
@@ -472,8 +547,10 @@ def test_check_parts_noise_table_size_exactly_the_policy_is_fine():
         _parts(f"trainer.es.noise_table_size={n - 1}")
 
 
-@pytest.mark.parametrize("override, field", [("evaluation.max_steps=100000000000000000000", "evaluation.max_steps"),
-                                             ("ray.workers=1000000000", "ray.workers")])
+@pytest.mark.parametrize(
+    "override, field",
+    [("evaluation.max_steps=100000000000000000000", "evaluation.max_steps"), ("ray.workers=1000000000", "ray.workers")],
+)
 def test_sizes_beyond_sane_bounds_are_refused_before_any_work(override, field):
     with pytest.raises(ConfigError, match=rf"^{field}: must be in \[1, "):
         load_config(overrides=[override])
@@ -489,46 +566,55 @@ def test_a_bad_spec_yaml_is_one_clear_error(tmp_path):
         check_parts(cfg)
 
 
-def test_mode_is_read_as_curriculum_with_a_deprecation_note(tmp_path):
-    with pytest.warns(FutureWarning, match="mode: enhanced.*curriculum: enhanced_poet"):
-        cfg = load_config(data={"mode": "enhanced"})
-    assert cfg.curriculum == "enhanced_poet" and "mode" not in cfg.to_dict()
-    with pytest.warns(FutureWarning):
-        assert load_config(overrides=["mode=poet"]).curriculum == "poet"
-    with pytest.raises(ConfigError, match="mode: 'poet' contradicts curriculum: 'enhanced_poet'"):
-        load_config(data={"mode": "poet", "curriculum": "enhanced_poet"})
-
-
 def test_unknown_curriculum_and_bad_options_are_one_line_errors():
     from poet.runner import check_parts
 
-    with pytest.raises(ConfigError, match="curriculum: unknown curriculum 'acel'; registered: accel, direct, dr, enhanced_poet, path, poet, robust_plr"):
+    with pytest.raises(
+        ConfigError,
+        match="curriculum: unknown curriculum 'acel'; registered: accel, direct, dr, enhanced_poet, path, poet, robust_plr",
+    ):
         check_parts(load_config(data={"curriculum": "acel"}))
     with pytest.raises(ConfigError, match="curriculum: cannot import curriculum module 'no_such_pkg.mod'"):
         check_parts(load_config(data={"curriculum": "no_such_pkg.mod:Thing"}))
-    with pytest.raises(ConfigError, match=r"^curriculum_options\.buffer_size: poet has no option 'buffer_size'; "
-                                          r"it takes no options$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^curriculum_options\.buffer_size: poet has no option 'buffer_size'; "
+        r"it takes no options$",
+    ):
         check_parts(load_config(data={"curriculum_options": {"buffer_size": 4}}))
 
 
 # Option errors used to be raw TypeErrors ("accel does not take them (... unexpected keyword ...)").
-@pytest.mark.parametrize("data, message", [
-    ({"curriculum": "accel", "curriculum_options": {"buffer_sz": 4}},
-     "curriculum_options.buffer_sz: accel has no option 'buffer_sz'; its options: buffer_size=1000, "
-     "replay_prob=0.9, min_fill=0.5, "),
-    ({"curriculum": "experiments.ladder_curriculum:LadderCurriculum", "curriculum_options": {"rung": 3}},
-     "curriculum_options.rung: experiments.ladder_curriculum:LadderCurriculum has no option 'rung'; its options: "
-     "rungs=4, threshold=200.0, edits=2"),
-    ({"env": {"options": {"course_len": 20}}},
-     "env.options.course_len: family 'terrain' has no option 'course_len'; its options: course_length=80.0, "
-     "max_episode_steps=600"),
-    ({"env": {"family": "bipedal_cppn", "options": {"operator": "reference"}}},
-     "env.options.operator: family 'bipedal_cppn' has no option 'operator'; its options: max_episode_steps=2000, "
-     "operators='reference', "),
-    ({"env": {"family": "mypkg.families:make_family", "options": {"length": 20}}},
-     "env.options.length: family 'mypkg.families:make_family' has no option 'length'; its options: "
-     "course_length=20.0"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (
+            {"curriculum": "accel", "curriculum_options": {"buffer_sz": 4}},
+            "curriculum_options.buffer_sz: accel has no option 'buffer_sz'; its options: buffer_size=1000, "
+            "replay_prob=0.9, min_fill=0.5, ",
+        ),
+        (
+            {"curriculum": "experiments.ladder_curriculum:LadderCurriculum", "curriculum_options": {"rung": 3}},
+            "curriculum_options.rung: experiments.ladder_curriculum:LadderCurriculum has no option 'rung'; its options: "
+            "rungs=4, threshold=200.0, edits=2",
+        ),
+        (
+            {"env": {"options": {"course_len": 20}}},
+            "env.options.course_len: family 'terrain' has no option 'course_len'; its options: course_length=80.0, "
+            "max_episode_steps=600",
+        ),
+        (
+            {"env": {"family": "bipedal_cppn", "options": {"operator": "reference"}}},
+            "env.options.operator: family 'bipedal_cppn' has no option 'operator'; its options: max_episode_steps=2000, "
+            "operators='reference', ",
+        ),
+        (
+            {"env": {"family": "mypkg.families:make_family", "options": {"length": 20}}},
+            "env.options.length: family 'mypkg.families:make_family' has no option 'length'; its options: "
+            "course_length=20.0",
+        ),
+    ],
+)
 def test_an_unknown_option_is_named_with_the_known_ones_and_their_defaults(data, message, monkeypatch):
     from poet.runner import check_parts
 
@@ -542,9 +628,38 @@ def test_an_unknown_option_is_named_with_the_known_ones_and_their_defaults(data,
 def test_a_curriculums_own_value_check_is_named_with_the_curriculum():
     from poet.runner import check_parts
 
-    with pytest.raises(ConfigError, match=r"^curriculum_options: experiments\.ladder_curriculum:LadderCurriculum: "
-                                          r".*rungs and edits must be >= 1"):
-        check_parts(load_config(data={"curriculum": "experiments.ladder_curriculum:LadderCurriculum",
-                                      "curriculum_options": {"rungs": 0}}))
+    with pytest.raises(
+        ConfigError,
+        match=r"^curriculum_options: experiments\.ladder_curriculum:LadderCurriculum: "
+        r".*rungs and edits must be >= 1",
+    ):
+        check_parts(
+            load_config(
+                data={
+                    "curriculum": "experiments.ladder_curriculum:LadderCurriculum",
+                    "curriculum_options": {"rungs": 0},
+                }
+            )
+        )
     with pytest.raises(ConfigError, match=r"^curriculum_options: accel: .*replay_prob"):
         check_parts(load_config(data={"curriculum": "accel", "curriculum_options": {"replay_prob": 2.0}}))
+
+
+def test_where_only_settings_are_the_ones_a_resume_may_change_and_the_readme_names():
+    from poet.config import changes_results, where_only_settings
+
+    settings = where_only_settings()
+    assert settings == [
+        "iterations",
+        "progress",
+        "evaluation.backend",
+        "evaluation.batch_rows",
+        "evaluation.run_ahead",
+        "ray.*",
+        "checkpoint.*",
+        "logging.*",
+    ]
+    assert not changes_results("ray.workers") and not changes_results("logging") and changes_results("rayx.workers")
+    assert changes_results("evaluation.max_steps") and changes_results("trainer.es.lr")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert all(f"`{s}`" in readme for s in settings if s != "iterations")

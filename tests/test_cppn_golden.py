@@ -8,6 +8,7 @@ replaying the documented draw order), never from a second call of our code. The 
 are what is pinned: the tests call `cppn.mutate`, `cppn.mutate_once`,
 `cppn.initial_genome` and the family without naming the options.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,10 @@ def _conn(a, b, w, enabled=True):
 
 
 def _ref(weight, bias=0.0, response=1.0):
-    return {"nodes": [_node(-1, "input"), _node(0, "output", bias=bias, response=response)],
-            "connections": [_conn(-1, 0, weight)]}
+    return {
+        "nodes": [_node(-1, "input"), _node(0, "output", bias=bias, response=response)],
+        "connections": [_conn(-1, 0, weight)],
+    }
 
 
 def _by_pair(g):
@@ -48,12 +51,21 @@ def _by_id(g):
 # ================================================================ evaluation
 def test_node_output_is_activation_of_bias_plus_response_times_sum() -> None:
     """neat: v = act(bias + response * sum(w * in)) over enabled connections only."""
-    g = {"nodes": [_node(-1, "input"),
-                   _node(0, "output", "identity", bias=-0.1, response=2.0),
-                   _node(1, "hidden", "tanh", bias=0.2, response=0.5),
-                   _node(2, "hidden", "sin", bias=0.05, response=1.0)],
-         "connections": [_conn(-1, 0, -0.5), _conn(-1, 1, 1.5), _conn(-1, 2, 1.0),
-                         _conn(1, 0, 0.8), _conn(2, 0, 3.0, enabled=False)]}
+    g = {
+        "nodes": [
+            _node(-1, "input"),
+            _node(0, "output", "identity", bias=-0.1, response=2.0),
+            _node(1, "hidden", "tanh", bias=0.2, response=0.5),
+            _node(2, "hidden", "sin", bias=0.05, response=1.0),
+        ],
+        "connections": [
+            _conn(-1, 0, -0.5),
+            _conn(-1, 1, 1.5),
+            _conn(-1, 2, 1.0),
+            _conn(1, 0, 0.8),
+            _conn(2, 0, 3.0, enabled=False),
+        ],
+    }
     cppn.validate_genome(g)
     # x = 0.4: h1 = tanh(2.5 * (0.2 + 0.5 * 1.5 * 0.4)) = tanh(1.25) = 0.8482836399575129
     #          out = -0.1 + 2 * (-0.5 * 0.4 + 0.8 * h1) = 0.8572538239320207
@@ -68,14 +80,18 @@ def test_node_output_is_activation_of_bias_plus_response_times_sum() -> None:
 
 def test_old_format_genome_sums_only_and_keeps_its_id() -> None:
     """Genomes of earlier runs (bias node -2, no node bias/response) evaluate and hash as before."""
-    g = {"nodes": [_node(-2, "bias"), _node(-1, "input"), _node(0, "output"), _node(1, "hidden", "square")],
-         "connections": [_conn(-2, 0, 0.25), _conn(-1, 0, 0.5), _conn(-1, 1, 2.0), _conn(1, 0, -0.3)]}
+    g = {
+        "nodes": [_node(-2, "bias"), _node(-1, "input"), _node(0, "output"), _node(1, "hidden", "square")],
+        "connections": [_conn(-2, 0, 0.25), _conn(-1, 0, 0.5), _conn(-1, 1, 2.0), _conn(1, 0, -0.3)],
+    }
     cppn.validate_genome(g)
     # x = 0.4: 0.25 * 1 + 0.5 * 0.4 + (-0.3) * (2 * 0.4) ** 2 = 0.25 + 0.2 - 0.192 = 0.258
     assert cppn.evaluate(g, np.array([0.4]))[0] == pytest.approx(0.258, abs=1e-12)
     # the flat start of earlier versions keeps the id it had (recorded from that version)
-    old = {"nodes": [_node(-2, "bias"), _node(-1, "input"), _node(0, "output")],
-           "connections": [_conn(-2, 0, 0.0), _conn(-1, 0, 0.0)]}
+    old = {
+        "nodes": [_node(-2, "bias"), _node(-1, "input"), _node(0, "output")],
+        "connections": [_conn(-2, 0, 0.0), _conn(-1, 0, 0.0)],
+    }
     params = EnvParams.create("bipedal_cppn", {"genome": old})
     envs.make_family("bipedal_cppn").validate(params)  # the default family loads old genomes
     assert params.id == "b1d2b5dbee2bf4a6"
@@ -88,8 +104,10 @@ def test_initial_genome_is_the_reference_random_slope() -> None:
     rng, replay = np.random.default_rng(42), np.random.default_rng(42)
     b = replay.normal(0.0, 0.1)
     w = replay.normal(0.0, 0.25)
-    expected = {"nodes": [_node(-1, "input"), _node(0, "output", "identity", bias=b, response=1.0)],
-                "connections": [_conn(-1, 0, w)]}
+    expected = {
+        "nodes": [_node(-1, "input"), _node(0, "output", "identity", bias=b, response=1.0)],
+        "connections": [_conn(-1, 0, w)],
+    }
     fam = envs.make_family("bipedal_cppn")
     start = fam.initial(rng)
     assert start["genome"] == expected
@@ -101,7 +119,7 @@ def test_initial_genome_is_the_reference_random_slope() -> None:
     i = np.arange(PAD + 1, 200)
     ground = fam.ground(start)
     assert np.all(ground[: PAD + 1] == H)
-    assert ground[PAD + 1:] == pytest.approx(H + w * (i - (PAD + 1)) * np.pi / 100, abs=1e-12)
+    assert ground[PAD + 1 :] == pytest.approx(H + w * (i - (PAD + 1)) * np.pi / 100, abs=1e-12)
     assert np.max(np.abs(ground - H)) == pytest.approx(abs(w) * 1.78 * np.pi, rel=1e-9) and w != 0
 
 
@@ -191,9 +209,14 @@ def test_threshold_is_the_rise_above_the_first_point() -> None:
 def test_reference_mutation_rates() -> None:
     """config-cppn: node add 0.1, node delete 0.075, weight and bias rate 0.75 (power 0.1),
     response and activation never, no connection added except by add-node, no bias node."""
-    parent = {"nodes": [_node(-1, "input"), _node(0, "output", bias=0.0, response=1.0),
-                        _node(1, "hidden", "sin", bias=0.1, response=1.0)],
-              "connections": [_conn(-1, 0, 0.3), _conn(-1, 1, 1.0), _conn(1, 0, 0.7)]}
+    parent = {
+        "nodes": [
+            _node(-1, "input"),
+            _node(0, "output", bias=0.0, response=1.0),
+            _node(1, "hidden", "sin", bias=0.1, response=1.0),
+        ],
+        "connections": [_conn(-1, 0, 0.3), _conn(-1, 1, 1.0), _conn(1, 0, 0.7)],
+    }
     pc, pn = _by_pair(parent), _by_id(parent)
     rng = np.random.default_rng(5)
     n = 4000
@@ -247,9 +270,14 @@ def test_reference_mutation_rates() -> None:
 
 def test_add_node_splits_any_connection_enabled_or_not() -> None:
     """neat's mutate_add_node chooses among all connections, disabled ones included."""
-    parent = {"nodes": [_node(-1, "input"), _node(0, "output", bias=0.0, response=1.0),
-                        _node(1, "hidden", "sin", bias=0.0, response=1.0)],
-              "connections": [_conn(-1, 0, 0.3, enabled=False), _conn(-1, 1, 1.0), _conn(1, 0, 0.7)]}
+    parent = {
+        "nodes": [
+            _node(-1, "input"),
+            _node(0, "output", bias=0.0, response=1.0),
+            _node(1, "hidden", "sin", bias=0.0, response=1.0),
+        ],
+        "connections": [_conn(-1, 0, 0.3, enabled=False), _conn(-1, 1, 1.0), _conn(1, 0, 0.7)],
+    }
     rng = np.random.default_rng(6)
     split = {(-1, 0): 0, (-1, 1): 0, (1, 0): 0}
     for _ in range(4000):
@@ -288,9 +316,14 @@ def test_child_may_keep_its_parents_output() -> None:
     of node 1 disabled, a child that changes node 1 (its bias, its input weight, the
     disabled weight, or deletes it) and neither the output bias nor the weight x -> output
     (0.25 * 0.25 of draws) is valid, with its parent's output everywhere."""
-    parent = {"nodes": [_node(-1, "input"), _node(0, "output", bias=0.0, response=1.0),
-                        _node(1, "hidden", "sin", bias=0.1, response=1.0)],
-              "connections": [_conn(-1, 0, 0.3), _conn(-1, 1, 1.0), _conn(1, 0, 0.7, enabled=False)]}
+    parent = {
+        "nodes": [
+            _node(-1, "input"),
+            _node(0, "output", bias=0.0, response=1.0),
+            _node(1, "hidden", "sin", bias=0.1, response=1.0),
+        ],
+        "connections": [_conn(-1, 0, 0.3), _conn(-1, 1, 1.0), _conn(1, 0, 0.7, enabled=False)],
+    }
     rng = np.random.default_rng(9)
     same = 0
     for _ in range(400):
@@ -305,9 +338,14 @@ def test_output_neat_never_evaluates_is_invalid() -> None:
     """neat's FeedForwardNetwork skips a node without enabled inputs and everything after
     it, leaving the output at 0 (threshold 0): such a child is redrawn. Here node 1 has
     only a disabled input, so every child must delete it or re-feed it by a split."""
-    parent = {"nodes": [_node(-1, "input"), _node(0, "output", bias=0.0, response=1.0),
-                        _node(1, "hidden", "identity", bias=0.5, response=1.0)],
-              "connections": [_conn(-1, 0, 0.3), _conn(-1, 1, 1.0, enabled=False), _conn(1, 0, 0.7)]}
+    parent = {
+        "nodes": [
+            _node(-1, "input"),
+            _node(0, "output", bias=0.0, response=1.0),
+            _node(1, "hidden", "identity", bias=0.5, response=1.0),
+        ],
+        "connections": [_conn(-1, 0, 0.3), _conn(-1, 1, 1.0, enabled=False), _conn(1, 0, 0.7)],
+    }
     rng = np.random.default_rng(4)
     for _ in range(40):
         child = cppn.mutate(parent, rng)
@@ -318,8 +356,10 @@ def test_output_neat_never_evaluates_is_invalid() -> None:
 def test_sole_disabled_connection_still_counts_for_reachability() -> None:
     """is_genome_valid walks all connection keys, enabled or not: a genome whose only
     connection is disabled has valid children, all made by splitting that connection."""
-    parent = {"nodes": [_node(-1, "input"), _node(0, "output", bias=0.05, response=1.0)],
-              "connections": [_conn(-1, 0, 0.4, enabled=False)]}
+    parent = {
+        "nodes": [_node(-1, "input"), _node(0, "output", bias=0.05, response=1.0)],
+        "connections": [_conn(-1, 0, 0.4, enabled=False)],
+    }
     rng = np.random.default_rng(8)
     for _ in range(20):
         child = cppn.mutate(parent, rng)

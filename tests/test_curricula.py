@@ -1,5 +1,6 @@
 """Every registered curriculum: runs, resumes after a hard kill with identical tables, and
 gives the same tables on the Ray pool; a user's curriculum from one file via module:Class."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,13 +19,17 @@ TABLES = ("iterations", "envs", "transfers", "events")
 
 
 # small level buffers, so that replay starts within a few iterations
-OPTIONS = {"robust_plr": {"buffer_size": 6, "new_levels": 3}, "accel": {"buffer_size": 6, "new_levels": 3},
-           "path": {"target": {"roughness": 2.0, "pit_gap": [0.4, 1.2], "stump_height": [0.2, 0.8]}, "stages": 4}}
+OPTIONS = {
+    "robust_plr": {"buffer_size": 6, "new_levels": 3},
+    "accel": {"buffer_size": 6, "new_levels": 3},
+    "path": {"target": {"roughness": 2.0, "pit_gap": [0.4, 1.2], "stump_height": [0.2, 0.8]}, "stages": 4},
+}
 
 
 def _cfg(tiny, curriculum: str, **sections) -> dict:
-    return tiny(**{"curriculum": curriculum, "curriculum_options": OPTIONS.get(curriculum, {}), "iterations": 8,
-                   **sections})
+    return tiny(
+        **{"curriculum": curriculum, "curriculum_options": OPTIONS.get(curriculum, {}), "iterations": 8, **sections}
+    )
 
 
 @pytest.mark.parametrize("name", sorted(CURRICULA))
@@ -49,8 +54,11 @@ def test_every_curriculum_resumes_after_a_kill_with_identical_tables(name, tiny,
 def test_every_curriculum_gives_the_same_tables_on_the_ray_pool(name, ray_local, tiny, tmp_path):
     evaluation = {**tiny()["evaluation"], "test_every": 4}
     poet.run(_cfg(tiny, name, evaluation=evaluation), out=tmp_path / "local", progress=False)
-    poet.run(_cfg(tiny, name, evaluation={**evaluation, "backend": "ray"}, ray={"workers": 2}), out=tmp_path / "pool",
-             progress=False)
+    poet.run(
+        _cfg(tiny, name, evaluation={**evaluation, "backend": "ray"}, ray={"workers": 2}),
+        out=tmp_path / "pool",
+        progress=False,
+    )
     a, b = load_run(tmp_path / "local"), load_run(tmp_path / "pool")
     assert len(a.heldout) > 0
     for table in (*TABLES, "heldout"):
@@ -83,8 +91,9 @@ def test_user_curriculum_from_one_file_runs_and_resumes(tiny, tmp_path, monkeypa
     """experiments/ladder_curriculum.py: one file, named as module:Class, with its own options and state."""
     monkeypatch.chdir(ROOT)
     name = "experiments.ladder_curriculum:LadderCurriculum"
-    cfg = tiny(curriculum=name, curriculum_options={"rungs": 3, "threshold": 20.0}, iterations=10,
-               checkpoint={"every": 4})
+    cfg = tiny(
+        curriculum=name, curriculum_options={"rungs": 3, "threshold": 20.0}, iterations=10, checkpoint={"every": 4}
+    )
     poet.run(cfg, out=tmp_path / "straight", progress=False)
     run = load_run(tmp_path / "straight")
     climbed = run.events[run.events["kind"] == "climbed"]
@@ -120,19 +129,47 @@ def test_cli_run_with_ppo_writes_the_tables_and_report(name, tmp_path):
     import sys
 
     out = tmp_path / "r"
-    small = ["iterations=6", "evaluation.backend=inprocess", "evaluation.max_steps=100", "trainer.ppo.n_envs=2",
-             "trainer.ppo.n_steps=64", "trainer.ppo.minibatch_size=64", "trainer.ppo.epochs=2",
-             "env.options.course_length=20"]
+    small = [
+        "iterations=6",
+        "evaluation.backend=inprocess",
+        "evaluation.max_steps=100",
+        "trainer.ppo.n_envs=2",
+        "trainer.ppo.n_steps=64",
+        "trainer.ppo.minibatch_size=64",
+        "trainer.ppo.epochs=2",
+        "env.options.course_length=20",
+    ]
     if name in OPTIONS:
         small.append("curriculum_options={buffer_size: 4, new_levels: 2}")
     sets = [x for s in [f"curriculum={name}", "trainer.name=ppo", *small] for x in ("--set", s)]
     env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-m", "poet.cli", "run", str(ROOT / "experiments" / "quickstart.yaml"),
-                          *sets, "--out", str(out), "--quiet"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "poet.cli",
+            "run",
+            str(ROOT / "experiments" / "quickstart.yaml"),
+            *sets,
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
-    report = subprocess.run([sys.executable, "-m", "poet.cli", "report", str(out)], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=300)
+    report = subprocess.run(
+        [sys.executable, "-m", "poet.cli", "report", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert report.returncode == 0, report.stderr[-2000:]
     records = load_run(out)
     assert len(records.iterations) >= 1 and "policy_loss" in records.iterations.columns
@@ -152,8 +189,14 @@ def test_regret_scores_pinned_by_hand():
     # GAE with gamma 0.9, lambda 0.5 over one 3-step episode:
     # d2 = 2 - 0.2 = 1.8; d1 = 0 + 0.9 * 0.2 - 1.0 = -0.82; d0 = 1 + 0.9 * 1.0 - 0.5 = 1.4
     # A2 = 1.8; A1 = -0.82 + 0.45 * 1.8 = -0.01; A0 = 1.4 + 0.45 * -0.01 = 1.3955
-    adv = _gae(np.array([[1.0], [0.0], [2.0]]), np.array([[0.5], [1.0], [0.2]]), np.array([[1.0], [0.2], [0.0]]),
-               np.array([[1.0], [1.0], [0.0]]), 0.9, 0.5)
+    adv = _gae(
+        np.array([[1.0], [0.0], [2.0]]),
+        np.array([[0.5], [1.0], [0.2]]),
+        np.array([[1.0], [0.2], [0.0]]),
+        np.array([[1.0], [1.0], [0.0]]),
+        0.9,
+        0.5,
+    )
     np.testing.assert_allclose(adv[:, 0], [1.3955, -0.01, 1.8])
     assert positive_value_loss(adv) == pytest.approx((1.3955 + 0 + 1.8) / 3)
     # MaxMC: the best return seen on the level (30) minus the agent's now (20)
@@ -186,7 +229,8 @@ def test_held_out_levels_are_scored_for_every_curriculum(name, tiny, tmp_path):
     assert list(dict.fromkeys(ho["level"])) == ["flat", "pits", "stumps", "rough", "combined"]
     # one row per active agent and level; the same level ids in every run (pinned courses)
     assert ho.groupby("iteration").size().to_numpy().tolist() == [
-        5 * n for n in ho.groupby("iteration")["pair_id"].nunique()]
+        5 * n for n in ho.groupby("iteration")["pair_id"].nunique()
+    ]
     assert ho["score"].notna().all() and ho.groupby("level")["env_id"].nunique().eq(1).all()
     assert heldout_figure(run).axes[0].get_legend() is not None
 
@@ -203,17 +247,36 @@ def test_compare_curricula_quick_runs_poet_beside_ued_and_compares_them(tmp_path
     import sys
 
     out, runs = tmp_path / "compare.json", tmp_path / "runs"
-    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "compare_curricula.py"), "--quick",
-                          "--curricula", "poet", "accel", "dr", "--json", str(out), "--out", str(runs)],
-                         cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                         text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "compare_curricula.py"),
+            "--quick",
+            "--curricula",
+            "poet",
+            "accel",
+            "dr",
+            "--json",
+            str(out),
+            "--out",
+            str(runs),
+        ],
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| curriculum | flat | pits | stumps | rough | combined | iterations |" in run.stdout
     data = json.loads(out.read_text())
     assert [s["curriculum"] for s in data["summary"]] == ["poet", "accel", "dr"]
     # each curriculum on its own config, every run on the same held-out levels
-    assert data["configs"] == {"poet": "experiments/quickstart.yaml", "accel": "experiments/ued_terrain.yaml",
-                               "dr": "experiments/ued_terrain.yaml"}
+    assert data["configs"] == {
+        "poet": "experiments/quickstart.yaml",
+        "accel": "experiments/ued_terrain.yaml",
+        "dr": "experiments/ued_terrain.yaml",
+    }
     for row in data["summary"]:
         assert set(row["combined"]) == {"mean", "min", "max"} and row["env_steps_mean"] > 0
     assert all(r["heldout_curve"] for r in data["runs"])
@@ -230,11 +293,26 @@ def test_compare_curricula_checks_every_config_before_running(tmp_path):
     import subprocess
     import sys
 
-    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "compare_curricula.py"), "--quick",
-                          "--curricula", "poet", "nosuch", "--out", str(tmp_path / "runs")],
-                         cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                         text=True, timeout=300)
-    assert run.returncode == 2 and run.stderr.splitlines()[-1].startswith("compare_curricula: error: nosuch: curriculum:")
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "compare_curricula.py"),
+            "--quick",
+            "--curricula",
+            "poet",
+            "nosuch",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 2 and run.stderr.splitlines()[-1].startswith(
+        "compare_curricula: error: nosuch: curriculum:"
+    )
     assert len(run.stderr.splitlines()) == 1 and not (tmp_path / "runs").exists()
 
 
@@ -283,15 +361,33 @@ def _plr_ctx(tmp_path, curriculum, levels=(), **options):
 
     family = envs.make_family("terrain", {})
     cur = CURRICULA[curriculum](**options)
-    agent = Pair(pair_id="p0", index=0, env=family.initial(), theta=np.zeros(3, np.float32), state={},
-                 parent_env_id=None, created_iteration=0)
+    agent = Pair(
+        pair_id="p0",
+        index=0,
+        env=family.initial(),
+        theta=np.zeros(3, np.float32),
+        state={},
+        parent_env_id=None,
+        created_iteration=0,
+    )
     buffer = LevelBuffer(cur.buffer_size, cur.temperature, cur.staleness_coef)
     for i, level in enumerate(levels):
         buffer.insert({"env": level.to_json(), "max_return": 20.0 + i}, 1.0 + i, buffer.propose())
-    state = RunState(population=Population(active=[agent], next_index=1), curriculum_data={"level_buffer": buffer.to_data()})
-    ctx = RunContext(cfg=load_config(data={"curriculum": curriculum}), family=family, spec=None,
-                     trainer=_StepTrainer(best=50.0), evaluator=None, seeds=Seeds(0), scorer=_ReturnsScorer(10.0),
-                     records=RecordWriter(tmp_path), log=lambda line: None, state=state)
+    state = RunState(
+        population=Population(active=[agent], next_index=1), curriculum_data={"level_buffer": buffer.to_data()}
+    )
+    ctx = RunContext(
+        cfg=load_config(data={"curriculum": curriculum}),
+        family=family,
+        spec=None,
+        trainer=_StepTrainer(best=50.0),
+        evaluator=None,
+        seeds=Seeds(0),
+        scorer=_ReturnsScorer(10.0),
+        records=RecordWriter(tmp_path),
+        log=lambda line: None,
+        state=state,
+    )
     return ctx, cur, family
 
 
@@ -314,10 +410,9 @@ def test_robust_plr_explores_new_levels_without_training(tmp_path):
 
 
 def test_replay_trains_on_the_drawn_level_and_scores_it_by_maxmc(tmp_path):
+    import envs
     from envs import EnvParams
     from poet.curricula.level_buffer import LevelBuffer
-
-    import envs
 
     family = envs.make_family("terrain", {})
     levels = [family.sample(np.random.default_rng(i)).with_course_seed(i) for i in range(2)]
@@ -336,9 +431,8 @@ def test_replay_trains_on_the_drawn_level_and_scores_it_by_maxmc(tmp_path):
 
 
 def test_accel_edits_the_replayed_level_into_a_scored_child(tmp_path):
-    from poet.curricula.level_buffer import LevelBuffer
-
     import envs
+    from poet.curricula.level_buffer import LevelBuffer
 
     family = envs.make_family("terrain", {})
     levels = [family.sample(np.random.default_rng(i)).with_course_seed(i) for i in range(2)]
@@ -388,13 +482,17 @@ def test_path_trains_on_equal_stages_from_the_start_to_the_target(tiny, tmp_path
     assert last.values == target and run.envs["roughness"].tolist() == [0.0, 0.67, 1.33, 2.0]
     # the CPPN family has no interpolation: a one-line error before any work
     with pytest.raises(poet.ConfigError, match="curriculum: path needs env family 'bipedal_cppn' to interpolate"):
-        poet.run(tiny(curriculum="path", curriculum_options=OPTIONS["path"],
-                      env={"family": "bipedal_cppn", "options": {}}), out=tmp_path / "bad")
+        poet.run(
+            tiny(curriculum="path", curriculum_options=OPTIONS["path"], env={"family": "bipedal_cppn", "options": {}}),
+            out=tmp_path / "bad",
+        )
 
 
 def test_env_start_given_with_its_course_keeps_the_course(tiny, tmp_path):
     start = EnvParams.create("terrain", {"roughness": 1.0, "pit_gap": [], "stump_height": []}, course_seed=4242)
-    poet.run(tiny(curriculum="direct", iterations=2, env={"start": start.to_dict()}), out=tmp_path / "r", progress=False)
+    poet.run(
+        tiny(curriculum="direct", iterations=2, env={"start": start.to_dict()}), out=tmp_path / "r", progress=False
+    )
     first = load_run(tmp_path / "r").envs.iloc[0]
     assert EnvParams.from_json(first["params_json"]) == start and first["course_seed"] == 4242
 
@@ -436,27 +534,35 @@ def test_cli_progress_bar_of_a_short_accel_run(tiny, tmp_path):
     import sys
 
     config = _write_config(tmp_path / "cfg.yaml", tiny(curriculum="accel", iterations=3, progress=True))
-    run = subprocess.run([sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(tmp_path / "r")],
-                         cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(tmp_path / "r")],
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "levels=48/500 before first replay" in run.stderr, run.stderr[-2000:]
     assert "nan" not in run.stderr
 
 
-@pytest.mark.parametrize("curriculum, option, value, message", [
-    ("robust_plr", "min_fill", 2, "min_fill: must be in [0, 1], got 2"),
-    ("robust_plr", "replay_prob", -0.5, "replay_prob: must be in [0, 1], got -0.5"),
-    ("accel", "staleness_coef", 1.5, "staleness_coef: must be in [0, 1], got 1.5"),
-    ("accel", "buffer_size", 0, "buffer_size: must be >= 1, got 0"),
-    ("accel", "new_levels", 2.5, "new_levels: must be a whole number >= 1, got 2.5"),
-    ("accel", "buffer_size", "big", "buffer_size: must be a whole number >= 1, got 'big'"),
-    ("robust_plr", "temperature", 0, "temperature: must be > 0, got 0"),
-    ("robust_plr", "temperature", "hot", "temperature: must be a number, got 'hot'"),
-    ("accel", "score", "regret", "score: must be one of auto, positive_value_loss, maxmc, got 'regret'"),
-    ("accel", "buffer_priority", "age", "buffer_priority: must be one of replay_support, score, got 'age'"),
-    ("accel", "edits", 0, "edits: must be >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "curriculum, option, value, message",
+    [
+        ("robust_plr", "min_fill", 2, "min_fill: must be in [0, 1], got 2"),
+        ("robust_plr", "replay_prob", -0.5, "replay_prob: must be in [0, 1], got -0.5"),
+        ("accel", "staleness_coef", 1.5, "staleness_coef: must be in [0, 1], got 1.5"),
+        ("accel", "buffer_size", 0, "buffer_size: must be >= 1, got 0"),
+        ("accel", "new_levels", 2.5, "new_levels: must be a whole number >= 1, got 2.5"),
+        ("accel", "buffer_size", "big", "buffer_size: must be a whole number >= 1, got 'big'"),
+        ("robust_plr", "temperature", 0, "temperature: must be > 0, got 0"),
+        ("robust_plr", "temperature", "hot", "temperature: must be a number, got 'hot'"),
+        ("accel", "score", "regret", "score: must be one of auto, positive_value_loss, maxmc, got 'regret'"),
+        ("accel", "buffer_priority", "age", "buffer_priority: must be one of replay_support, score, got 'age'"),
+        ("accel", "edits", 0, "edits: must be >= 1, got 0"),
+    ],
+)
 def test_level_buffer_option_errors_name_the_option_and_the_bound(curriculum, option, value, message):
     with pytest.raises(ValueError) as info:
         CURRICULA[curriculum](**{option: value})
@@ -467,10 +573,24 @@ def test_cli_bad_level_buffer_option_is_one_error_line(tmp_path):
     import subprocess
     import sys
 
-    run = subprocess.run([sys.executable, "-m", "poet.cli", "run", "experiments/ued_terrain.yaml", "--set",
-                          "curriculum_options.min_fill=2", "--out", str(tmp_path / "r")], cwd=ROOT,
-                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "poet.cli",
+            "run",
+            "experiments/ued_terrain.yaml",
+            "--set",
+            "curriculum_options.min_fill=2",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 2, run.stderr
     lines = run.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("poet: error: ") and "curriculum_options" in lines[0], run.stderr
@@ -511,13 +631,25 @@ def test_ued_terrain_config_runs_each_ued_curriculum(curriculum, tmp_path):
     import subprocess
     import sys
 
-    small = ["iterations=6", "evaluation.backend=inprocess", "evaluation.max_steps=60", "evaluation.test_every=3",
-             "trainer.es.population=8", "env.options.course_length=20", f"curriculum={curriculum}"]
+    small = [
+        "iterations=6",
+        "evaluation.backend=inprocess",
+        "evaluation.max_steps=60",
+        "evaluation.test_every=3",
+        "trainer.es.population=8",
+        "env.options.course_length=20",
+        f"curriculum={curriculum}",
+    ]
     small += ["curriculum_options={}"] if curriculum == "dr" else []
     sets = [x for s in small for x in ("--set", s)]
-    run = subprocess.run([sys.executable, "-m", "poet.cli", "run", str(UED), *sets, "--out", str(tmp_path / "r"),
-                          "--quiet"], cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "poet.cli", "run", str(UED), *sets, "--out", str(tmp_path / "r"), "--quiet"],
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     records = load_run(tmp_path / "r")
     assert sorted(records.heldout["iteration"].unique()) == [2, 5]
@@ -532,12 +664,29 @@ def test_a_score_the_trainer_cannot_give_is_one_error_line_before_any_rollout(tm
     import subprocess
     import sys
 
-    run = subprocess.run([sys.executable, "-m", "poet.cli", "run", str(UED), "--set",
-                          "curriculum_options.score=positive_value_loss", "--backend", "inprocess", "--out",
-                          str(tmp_path / "r")], cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "poet.cli",
+            "run",
+            str(UED),
+            "--set",
+            "curriculum_options.score=positive_value_loss",
+            "--backend",
+            "inprocess",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert run.stderr.splitlines()[-1] == (
         "poet: error: curriculum_options.score: positive_value_loss needs a trainer with a value function "
-        "(regret(tasks, evaluator)); trainer 'es' has none")
+        "(regret(tasks, evaluator)); trainer 'es' has none"
+    )
     assert load_run(tmp_path / "r").events.empty  # nothing was scored

@@ -1,4 +1,5 @@
 """EnvCache: reused envs give exactly a new env's episodes, only where the family renews them."""
+
 from __future__ import annotations
 
 import gymnasium as gym
@@ -7,10 +8,10 @@ import pytest
 
 from envs import EnvCache, EnvParams
 from envs.generic import renew_gym_env
+from envs.registry import EXAMPLE_OPTIONS, FAMILIES, make_family
 from poet.evaluation.protocol import EvalRequest, PolicyRef
 from poet.evaluation.rollout import run_requests
 from poet.policies import spec_for_spaces
-from envs.registry import EXAMPLE_OPTIONS, FAMILIES, make_family
 from tests.conftest import mutation_chain
 
 LOCKSTEP_FAMILIES = sorted(n for n in FAMILIES if not hasattr(make_family(n, EXAMPLE_OPTIONS.get(n)), "make_batch"))
@@ -90,18 +91,32 @@ class _OwnEnv(gym.Env):
         return np.zeros(1, dtype=np.float32), 0.0, True, False, {}
 
 
-@pytest.mark.parametrize("make", [
-    lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1", disable_env_checker=True)),
-    lambda: gym.make("CartPole-v1", render_mode="rgb_array", disable_env_checker=True),
-    lambda: gym.wrappers.TimeLimit(_OwnEnv(), 10),
-    lambda: _OwnEnv(),
-], ids=["extra wrapper", "rendering", "unknown env wrapped", "unknown env"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1", disable_env_checker=True)),
+        lambda: gym.make("CartPole-v1", render_mode="rgb_array", disable_env_checker=True),
+        lambda: gym.wrappers.TimeLimit(_OwnEnv(), 10),
+        lambda: _OwnEnv(),
+    ],
+    ids=["extra wrapper", "rendering", "unknown env wrapped", "unknown env"],
+)
 def test_envs_not_known_to_reset_exactly_are_not_renewed(make) -> None:
     assert renew_gym_env(make()) is False
 
 
-@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0",
-                                    "Acrobot-v1", "BipedalWalker-v3", "LunarLander-v3"])
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        "CartPole-v1",
+        "Pendulum-v1",
+        "MountainCar-v0",
+        "MountainCarContinuous-v0",
+        "Acrobot-v1",
+        "BipedalWalker-v3",
+        "LunarLander-v3",
+    ],
+)
 def test_known_envs_are_renewed(env_id: str) -> None:
     assert renew_gym_env(gym.make(env_id, disable_env_checker=True)) is True
 

@@ -1,4 +1,5 @@
 """Every registered env family honours the EnvFamily contract; EnvParams and LockstepBatch behave."""
+
 from __future__ import annotations
 
 import functools
@@ -28,7 +29,7 @@ FAMILY_NAMES = sorted(FAMILIES)
 N_MUTATIONS = 20
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _family(name: str) -> EnvFamily:
     """One family per name for the whole module (families are stateless)."""
     return make_family(name, EXAMPLE_OPTIONS.get(name, {}))
@@ -154,7 +155,9 @@ def test_env_params_id_is_stable_across_processes() -> None:
         "print(EnvParams.create('fam', {'nested': {'a': 0.1, 'b': [1, 2]}, 'gravity': -9.5}).id)"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONHASHSEED": "12345"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=REPO_ROOT
+    )
     assert out.stdout.strip() == EnvParams.create("fam", values).id
 
 

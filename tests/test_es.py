@@ -1,4 +1,5 @@
 """ES gradient, Adam, and the ESTrainer driving an InProcessEvaluator on a short terrain course."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -76,7 +77,7 @@ def test_adam_first_step_is_lr_per_coordinate() -> None:
 def test_adam_constant_gradient_steps_stay_lr() -> None:
     lr, theta, state = 0.02, np.zeros(3, dtype=np.float32), adam_state(3)
     grad = np.array([2.0, -0.5, 10.0])
-    for t in range(1, 6):
+    for _ in range(1, 6):
         before = theta.copy()
         theta, state = adam_step(theta, grad, state, lr, 0.99, 0.999, 1e-8)
         np.testing.assert_allclose(theta - before, -lr * np.sign(grad), rtol=1e-3)
@@ -135,8 +136,9 @@ def test_es_options_check_rejects_beta_of_one(field: str) -> None:
     opts = dataclasses.replace(ESOptions(), **{field: 1.0})
     # the value the check lets through is unusable:
     with np.errstate(divide="ignore", invalid="ignore"):
-        theta, _ = adam_step(np.zeros(2, np.float32), np.ones(2), adam_state(2), 0.01,
-                             opts.beta1, opts.beta2, opts.adam_eps)
+        theta, _ = adam_step(
+            np.zeros(2, np.float32), np.ones(2), adam_state(2), 0.01, opts.beta1, opts.beta2, opts.adam_eps
+        )
     assert not (np.all(np.isfinite(theta)) and np.any(theta != 0))
     assert field in [f for f, _ in opts.check()]
 
@@ -179,8 +181,16 @@ class CountingEvaluator:
         self.inner.close()
 
 
-OPTS = ESOptions(population=POP, noise_table_size=NOISE_SIZE, lr=0.01, lr_decay=0.5, lr_floor=0.004,
-                 sigma=0.1, sigma_decay=0.5, sigma_floor=0.03)
+OPTS = ESOptions(
+    population=POP,
+    noise_table_size=NOISE_SIZE,
+    lr=0.01,
+    lr_decay=0.5,
+    lr_floor=0.004,
+    sigma=0.1,
+    sigma_decay=0.5,
+    sigma_floor=0.03,
+)
 
 
 def _setup(terrain, options: ESOptions = OPTS):
@@ -196,10 +206,22 @@ def _tasks(terrain, trainer, eval_episodes=(1, 2)):
     env2 = family.mutate(family.mutate(family.initial(), rng), rng)
     thetas = [init_flat(spec, np.random.default_rng(1)) * 3, init_flat(spec, np.random.default_rng(2)) * 3]
     return [
-        TrainTask(key="p0", theta=thetas[0], env=family.initial(), state=trainer.init_state(thetas[0]), seed=111,
-                  eval_episodes=eval_episodes[0]),
-        TrainTask(key="p1", theta=thetas[1], env=env2, state=trainer.init_state(thetas[1]), seed=222,
-                  eval_episodes=eval_episodes[1]),
+        TrainTask(
+            key="p0",
+            theta=thetas[0],
+            env=family.initial(),
+            state=trainer.init_state(thetas[0]),
+            seed=111,
+            eval_episodes=eval_episodes[0],
+        ),
+        TrainTask(
+            key="p1",
+            theta=thetas[1],
+            env=env2,
+            state=trainer.init_state(thetas[1]),
+            seed=222,
+            eval_episodes=eval_episodes[1],
+        ),
     ]
 
 
@@ -228,7 +250,7 @@ def test_es_step_submits_all_tasks_in_one_evaluate_call(terrain) -> None:
     assert len(steps) == 2
     # layout per task: POP mirrored requests (+1, -1 on the same offset and seed), then the score request
     for t, task in enumerate(tasks):
-        block = reqs[t * (POP + 1):(t + 1) * (POP + 1)]
+        block = reqs[t * (POP + 1) : (t + 1) * (POP + 1)]
         es, score_req = block[:POP], block[POP]
         for k in range(0, POP, 2):
             a, b = es[k], es[k + 1]

@@ -1,8 +1,9 @@
 """The in-process evaluator: order, request-only results, ES perturbations, policy refs, error
 isolation, error policies, and the batched policy forward."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -13,7 +14,6 @@ from envs.base import EnvParams
 from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator, NoiseTable, Perturbation, perturb
 from poet.evaluation.protocol import EvalError
 from poet.evaluation.rollout import simulated_steps
-from tests.conftest import mutation_chain
 from poet.policies import BatchedPolicy, MLPPolicy, init_flat, spec_for_spaces, to_actions
 from poet.seeding import episode_seeds
 from poet.trainers import ErrorPolicy, EvaluationFailed
@@ -52,8 +52,11 @@ def _requests(family, spec, ev, seed: int, max_steps: Sequence[int]) -> list[Eva
     env_list = [family.initial(), *mutation_chain(family, 3, seed)]
     reqs = []
     for i, cap in enumerate(max_steps):
-        reqs.append(EvalRequest(refs[i % 4], env_list[(i * 3) % 4], episodes=1 + i % 3, seed=1000 + 7 * i,
-                                max_steps=cap, tag=f"req{i}"))
+        reqs.append(
+            EvalRequest(
+                refs[i % 4], env_list[(i * 3) % 4], episodes=1 + i % 3, seed=1000 + 7 * i, max_steps=cap, tag=f"req{i}"
+            )
+        )
     return reqs
 
 
@@ -356,8 +359,9 @@ class RecordingTerrainFamily(TerrainWrapper):
         return self.inner.make_batch(params, seeds, max_steps)
 
 
-@pytest.mark.parametrize("batch_rows, sizes", [(3, [3, 3, 3, 3, 3]), (4, [3, 4, 2, 4, 2]), (2, [1, 2, 3, 1, 2, 3, 1, 2]),
-                                               (1000, [15])])
+@pytest.mark.parametrize(
+    "batch_rows, sizes", [(3, [3, 3, 3, 3, 3]), (4, [3, 4, 2, 4, 2]), (2, [1, 2, 3, 1, 2, 3, 1, 2]), (1000, [15])]
+)
 def test_batch_rows_bounds_batches_without_splitting_requests(terrain, batch_rows, sizes) -> None:
     # episodes per request: 1, 2, 3, 1, 2, 3, 1, 2 (15 rows); batches are filled greedily in order,
     # and a request larger than batch_rows gets a batch of its own
@@ -380,9 +384,13 @@ def _good_requests(family, ev, spec) -> list[EvalRequest]:
     return [EvalRequest(refs[i], envs_[i], 2, 500 + i, 60, tag=f"good{i}") for i in range(3)]
 
 
-@pytest.mark.parametrize("kind, roughness, message",
-                         [("raise", RAISE_ROUGHNESS, f"RuntimeError: {RAISE_MESSAGE}"),
-                          ("nan", NAN_ROUGHNESS, "the env returned a non-finite reward or observation")])
+@pytest.mark.parametrize(
+    "kind, roughness, message",
+    [
+        ("raise", RAISE_ROUGHNESS, f"RuntimeError: {RAISE_MESSAGE}"),
+        ("nan", NAN_ROUGHNESS, "the env returned a non-finite reward or observation"),
+    ],
+)
 @pytest.mark.parametrize("batch_rows", [4096, 3])
 def test_bad_request_is_isolated(faulty, kind, roughness, message, batch_rows) -> None:
     family, spec = faulty
@@ -412,7 +420,9 @@ def test_bad_request_is_isolated(faulty, kind, roughness, message, batch_rows) -
 def test_faulty_family_is_a_plain_terrain_family_otherwise(faulty, terrain) -> None:
     family, spec = faulty
     ev_f, ev_t = InProcessEvaluator(family, spec), InProcessEvaluator(terrain[0], spec)
-    for a, b in zip(ev_f.evaluate(_good_requests(family, ev_f, spec)), ev_t.evaluate(_good_requests(family, ev_t, spec))):
+    for a, b in zip(
+        ev_f.evaluate(_good_requests(family, ev_f, spec)), ev_t.evaluate(_good_requests(family, ev_t, spec))
+    ):
         assert _same(a, b)
 
 
@@ -420,8 +430,9 @@ def _mixed_results(faulty) -> list[EvalResult]:
     family, spec = faulty
     ev = InProcessEvaluator(family, spec)
     good = _good_requests(family, ev, spec)
-    bad = EvalRequest(good[1].policy, family.initial().replace(roughness=RAISE_ROUGHNESS), 1, 31, 60,
-                      tag="p7 eligibility")
+    bad = EvalRequest(
+        good[1].policy, family.initial().replace(roughness=RAISE_ROUGHNESS), 1, 31, 60, tag="p7 eligibility"
+    )
     return [good[0], bad, good[2]], ev.evaluate([good[0], bad, good[2]])
 
 
@@ -460,9 +471,9 @@ def _numpy_forward(spec, flat: np.ndarray, obs: np.ndarray) -> np.ndarray:
     sizes = spec.layer_sizes
     for i in range(len(sizes) - 1):
         fi, fo = sizes[i], sizes[i + 1]
-        w = flat[off:off + fi * fo].reshape(fo, fi)
+        w = flat[off : off + fi * fo].reshape(fo, fi)
         off += fi * fo
-        b = flat[off:off + fo]
+        b = flat[off : off + fo]
         off += fo
         h = w @ h + b
         if i < len(sizes) - 2:
@@ -494,7 +505,7 @@ def test_batched_policy_matches_mlp_policy(fixture, request) -> None:
     done[[5, 2]] = False
     np.testing.assert_array_equal(BatchedPolicy(spec, flats).act(obs, done)[[5, 2]], acts[[5, 2]])
     for i in (0, 3):
-        np.testing.assert_array_equal(BatchedPolicy(spec, flats[i:i + 1]).act(obs[i:i + 1])[0], acts[i])
+        np.testing.assert_array_equal(BatchedPolicy(spec, flats[i : i + 1]).act(obs[i : i + 1])[0], acts[i])
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
@@ -519,12 +530,12 @@ def test_compiled_forward_is_a_float32_sum_in_input_order_bit_for_bit(activation
             h, off = obs[r], 0
             for layer in range(len(sizes) - 1):
                 fi, fo = sizes[layer], sizes[layer + 1]
-                w = flats[r, off:off + fi * fo].reshape(fo, fi)
+                w = flats[r, off : off + fi * fo].reshape(fo, fi)
                 off += fi * fo
                 acc = np.zeros(fo, np.float32)
                 for i in range(fi):
                     acc = acc + h[i] * w[:, i]  # float32 product, then float32 sum
-                v = acc + flats[r, off:off + fo]
+                v = acc + flats[r, off : off + fo]
                 off += fo
                 if layer < len(sizes) - 2:
                     h = tanh(v) if activation == "tanh" else np.where(v < 0, np.float32(0), v)
@@ -537,8 +548,9 @@ def test_batched_policy_box_actions_scaled_to_bounds() -> None:
     # one linear layer with zero weights: raw = bias; action = low + (tanh(b) + 1) / 2 * (high - low)
     from poet.policies import PolicySpec
 
-    spec = PolicySpec(obs_dim=2, act_dim=2, hidden=(), action_kind="box", action_low=(-2.0, 0.0),
-                      action_high=(2.0, 10.0))
+    spec = PolicySpec(
+        obs_dim=2, act_dim=2, hidden=(), action_kind="box", action_low=(-2.0, 0.0), action_high=(2.0, 10.0)
+    )
     flat = np.array([0, 0, 0, 0, 0.5, -1.0], dtype=np.float32)
     act = BatchedPolicy(spec, flat[None]).act(np.ones((1, 2), np.float32))[0]
     np.testing.assert_allclose(act, [-2 + (np.tanh(0.5) + 1) * 2, (np.tanh(-1.0) + 1) * 5], atol=1e-6)
@@ -593,8 +605,14 @@ def _short_cartpole(limit: int):
     """The cartpole family with a time limit of `limit` steps (gym.make's TimeLimit)."""
     from envs.generic import GymFamily
 
-    return GymFamily({"name": "short_cartpole", "env_id": "poet/CartPolePhysics-v1", "max_episode_steps": limit,
-                      "params": {"gravity": {"initial": 9.8, "low": 4.0, "high": 20.0, "step": 1.0}}})
+    return GymFamily(
+        {
+            "name": "short_cartpole",
+            "env_id": "poet/CartPolePhysics-v1",
+            "max_episode_steps": limit,
+            "params": {"gravity": {"initial": 9.8, "low": 4.0, "high": 20.0, "step": 1.0}},
+        }
+    )
 
 
 def _plain_episode(family, spec, weights: np.ndarray, params: EnvParams, seed: int, cap: int) -> tuple[float, int]:
@@ -640,8 +658,10 @@ def test_slot_episodes_equal_plain_gymnasium_episodes_and_end_at_the_time_limit(
     results = ev.evaluate(reqs)
     for req, res in zip(reqs, results):
         assert res.ok
-        plain = [_plain_episode(family, spec, weights[refs.index(req.policy)], req.env, s, req.max_steps)
-                 for s in episode_seeds(req.seed, req.episodes)]
+        plain = [
+            _plain_episode(family, spec, weights[refs.index(req.policy)], req.env, s, req.max_steps)
+            for s in episode_seeds(req.seed, req.episodes)
+        ]
         np.testing.assert_array_equal(res.returns, [ret for ret, _ in plain])
         np.testing.assert_array_equal(res.lengths, [n for _, n in plain])
     lengths = np.concatenate([r.lengths for r in results])
@@ -688,8 +708,10 @@ def test_slot_path_errors_the_rows_with_non_finite_values_and_spares_the_rest() 
     ev = InProcessEvaluator(family, spec)
     ref = ev.put(_weights(spec, 1, seed=2, scale=0.3)[0])
     good, nan_reward, nan_obs = (family.initial().replace(gravity=g) for g in (9.8, 5.0, 6.0))
-    reqs = [EvalRequest(ref, env, 3, 10 + i, 50, tag=f"r{i}")
-            for i, env in enumerate([good, nan_reward, good, nan_obs, good, good, good, good, good, good])]
+    reqs = [
+        EvalRequest(ref, env, 3, 10 + i, 50, tag=f"r{i}")
+        for i, env in enumerate([good, nan_reward, good, nan_obs, good, good, good, good, good, good])
+    ]
     results = ev.evaluate(reqs)
     for i in (1, 3):
         assert results[i].error is not None and "non-finite" in results[i].error.message
@@ -729,9 +751,14 @@ def test_the_compiled_tanh_is_within_one_ulp_and_keeps_nan() -> None:
     tanh_all = numba.njit(tanh_all)
 
     rng = np.random.default_rng(0)
-    x = np.concatenate([rng.uniform(-12, 12, 400_000), rng.uniform(-0.01, 0.01, 100_000),
-                        10.0 ** rng.uniform(-30, 1.2, 100_000) * rng.choice([-1, 1], 100_000),
-                        [0.0, -0.0, 9.0, -9.0, 1e30, -1e30]]).astype(np.float32)
+    x = np.concatenate(
+        [
+            rng.uniform(-12, 12, 400_000),
+            rng.uniform(-0.01, 0.01, 100_000),
+            10.0 ** rng.uniform(-30, 1.2, 100_000) * rng.choice([-1, 1], 100_000),
+            [0.0, -0.0, 9.0, -9.0, 1e30, -1e30],
+        ]
+    ).astype(np.float32)
     y = tanh_all(x)
     assert np.array_equal(vector_tanh_all(x), y)
     exact = np.tanh(x.astype(np.float64))

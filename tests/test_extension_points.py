@@ -1,5 +1,6 @@
 """A user's own trainer plugs in by `module:Class`; the score cache never re-scores an archived agent;
 no module uses a global RNG."""
+
 from __future__ import annotations
 
 import re
@@ -10,7 +11,6 @@ import poet
 import poet.runner
 from poet.analysis import load_run
 from tests.conftest import ROOT
-
 
 EXAMPLE = "experiments.random_search:RandomSearchTrainer"  # the README's example trainer
 
@@ -34,12 +34,29 @@ def test_example_trainer_runs_from_the_cli_and_resumes(tiny, tmp_path):
     cfg = tiny(iterations=4, checkpoint={"every": 2})
     config = tmp_path / "cfg.yaml"
     config.write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(tmp_path / "r"), "--quiet",
-           "--set", f"trainer.name={EXAMPLE}", "--set", "trainer.options={candidates: 3}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "poet.cli",
+        "run",
+        str(config),
+        "--out",
+        str(tmp_path / "r"),
+        "--quiet",
+        "--set",
+        f"trainer.name={EXAMPLE}",
+        "--set",
+        "trainer.options={candidates: 3}",
+    ]
     env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
     subprocess.run(cmd, cwd=ROOT, env=env, check=True, timeout=300)
-    subprocess.run([sys.executable, "-m", "poet.cli", "resume", str(tmp_path / "r"), "--iterations", "6", "--quiet"],
-                   cwd=ROOT, env=env, check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "poet.cli", "resume", str(tmp_path / "r"), "--iterations", "6", "--quiet"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=300,
+    )
     run = load_run(tmp_path / "r")
     assert sorted(run.iterations["iteration"].unique()) == list(range(6))
     assert "rs_best" in run.iterations.columns
@@ -68,7 +85,9 @@ class CountingEvaluator:
         self.inner.close()
 
     def evaluate(self, requests):
-        self.scored.extend((r.policy.key, r.env.id) for r in requests if r.perturbation is None and "(score)" not in r.tag)
+        self.scored.extend(
+            (r.policy.key, r.env.id) for r in requests if r.perturbation is None and "(score)" not in r.tag
+        )
         return self.inner.evaluate(requests)
 
 

@@ -7,6 +7,7 @@ for POET). Expected values are written out from its formulas (`es.py` `compute_g
 running our code a second time. The phases run on a fake scorer and trainer, so a test
 sees exactly which evaluations a rule asks for.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,16 +21,16 @@ import pytest
 from envs import EnvParams
 from poet.config import load_config
 from poet.context import RunContext
+from poet.curricula.poet import train_pairs
 from poet.evaluation import EvalResult, PolicyRef
 from poet.novelty import pata_ec
-from poet.curricula.poet import train_pairs
-from poet.state import RunState
 from poet.pair import Pair
 from poet.policies import PolicySpec, init_flat
 from poet.population import Population
 from poet.records import RecordWriter
-from poet.reproduction import consider, reproduce, Child
+from poet.reproduction import Child, consider, reproduce
 from poet.seeding import Seeds
+from poet.state import RunState
 from poet.trainers import TrainerContext, TrainStep
 from poet.trainers.adam import adam_propose, adam_step
 from poet.trainers.es import ESOptions, ESTrainer, es_gradient
@@ -69,8 +70,7 @@ def test_adam_step_with_beta1_0_9_by_hand() -> None:
     # t = 2; m = 0.9 m + 0.1 g = [0.14, -0.19]; v = 0.999 v + 0.001 g^2 = [0.002248, 0.01]
     # a = 0.01 * sqrt(1 - 0.999^2) / (1 - 0.9^2) = 0.01 * sqrt(0.001999) / 0.19 = 0.00235321
     a = 0.01 * math.sqrt(0.001999) / 0.19
-    expected = np.array([1.0 - a * 0.14 / (math.sqrt(0.002248) + 1e-8),
-                         2.0 - a * -0.19 / (math.sqrt(0.01) + 1e-8)])
+    expected = np.array([1.0 - a * 0.14 / (math.sqrt(0.002248) + 1e-8), 2.0 - a * -0.19 / (math.sqrt(0.01) + 1e-8)])
     theta, state = adam_step(np.array([1.0, 2.0], dtype=np.float32), GRAD, STATE, 0.01, 0.9, 0.999, 1e-8)
     np.testing.assert_allclose(theta, expected, rtol=1e-6)  # float32 arithmetic, as the reference
     np.testing.assert_allclose(theta, [0.9930516, 2.0044711], rtol=1e-6)
@@ -82,8 +82,7 @@ def test_adam_step_with_beta1_0_9_by_hand() -> None:
 def test_adam_propose_uses_current_t_and_commits_nothing() -> None:
     # Adam.propose: same moments, but a with the CURRENT t = 1: 0.01 * sqrt(0.001) / 0.1 = 0.00316228
     a = 0.01 * math.sqrt(1 - 0.999) / (1 - 0.9)
-    expected = np.array([1.0 - a * 0.14 / (math.sqrt(0.002248) + 1e-8),
-                         2.0 - a * -0.19 / (math.sqrt(0.01) + 1e-8)])
+    expected = np.array([1.0 - a * 0.14 / (math.sqrt(0.002248) + 1e-8), 2.0 - a * -0.19 / (math.sqrt(0.01) + 1e-8)])
     before = {k: np.copy(v) for k, v in STATE.items()}
     theta = adam_propose(np.array([1.0, 2.0], dtype=np.float32), GRAD, STATE, 0.01, 0.9, 0.999, 1e-8)
     np.testing.assert_allclose(theta, expected, rtol=1e-6)
@@ -127,7 +126,9 @@ class _ReturnsEvaluator:
 
 def _es(**options) -> ESTrainer:
     spec = PolicySpec(obs_dim=1, act_dim=1, hidden=(1,))
-    return ESTrainer(ESOptions(**{"population": 4, **options}), TrainerContext(spec=spec, max_steps=10, noise=_UnitNoise()))
+    return ESTrainer(
+        ESOptions(**{"population": 4, **options}), TrainerContext(spec=spec, max_steps=10, noise=_UnitNoise())
+    )
 
 
 def _task(theta, state):
@@ -143,14 +144,19 @@ ES_TABLE = {(0, 1): 3.0, (0, -1): 1.0, (1, 1): 2.0, (1, -1): 0.0}  # the first t
 def test_es_step_and_proposals_by_hand() -> None:
     # sigma 0.5: g = [2/3, 2/3] (first test); the minimised direction is -g + 0.01 theta.
     theta0 = [1.0, -2.0]
-    state = {"t": 1, "m": np.array([0.1, 0.1], np.float32), "v": np.array([0.01, 0.01], np.float32),
-             "lr": 0.01, "sigma": 0.5}
+    state = {
+        "t": 1,
+        "m": np.array([0.1, 0.1], np.float32),
+        "v": np.array([0.01, 0.01], np.float32),
+        "lr": 0.01,
+        "sigma": 0.5,
+    }
     grad = np.array([-2 / 3 + 0.01 * 1.0, -2 / 3 + 0.01 * -2.0])
     m = 0.9 * 0.1 + 0.1 * grad
-    v = 0.999 * 0.01 + 0.001 * grad ** 2
+    v = 0.999 * 0.01 + 0.001 * grad**2
     trainer = _es()
     # the committed step: t = 2
-    a2 = 0.01 * math.sqrt(1 - 0.999 ** 2) / (1 - 0.9 ** 2)
+    a2 = 0.01 * math.sqrt(1 - 0.999**2) / (1 - 0.9**2)
     (step,) = trainer.step([_task(theta0, state)], _ReturnsEvaluator(ES_TABLE))
     np.testing.assert_allclose(step.theta, np.array(theta0) - a2 * m / (np.sqrt(v) + 1e-8), rtol=1e-5)
     assert step.state["t"] == 2
@@ -234,9 +240,16 @@ def env(name: str, course_seed: int | None = None) -> EnvParams:
 
 
 def pair(index: int, theta: float, e: EnvParams, scores=(), state=None) -> Pair:
-    return Pair(pair_id=f"p{index}", index=index, env=e, theta=np.array([theta], dtype=np.float32),
-                state=state if state is not None else {"own": index}, parent_env_id=None, created_iteration=0,
-                scores=list(scores))
+    return Pair(
+        pair_id=f"p{index}",
+        index=index,
+        env=e,
+        theta=np.array([theta], dtype=np.float32),
+        state=state if state is not None else {"own": index},
+        parent_env_id=None,
+        created_iteration=0,
+        scores=list(scores),
+    )
 
 
 class FakeFamily:
@@ -258,9 +271,18 @@ class FakeFamily:
 def make_ctx(tmp_path, pairs: list[Pair], table, archive=(), family=None, **sections) -> RunContext:
     """Fake services around a RunState holding `pairs` (active) and `archive`."""
     population = Population(active=list(pairs), archive=list(archive), next_index=len(pairs) + len(archive))
-    return RunContext(cfg=load_config(data=sections), family=family, spec=None, trainer=FakeTrainer(), evaluator=None,
-                      seeds=Seeds(0), scorer=FakeScorer(table), records=RecordWriter(tmp_path),
-                      log=lambda line: None, state=RunState(population=population))
+    return RunContext(
+        cfg=load_config(data=sections),
+        family=family,
+        spec=None,
+        trainer=FakeTrainer(),
+        evaluator=None,
+        seeds=Seeds(0),
+        scorer=FakeScorer(table),
+        records=RecordWriter(tmp_path),
+        log=lambda line: None,
+        state=RunState(population=population),
+    )
 
 
 def k(theta: float, e: EnvParams) -> tuple[tuple[float, ...], str]:
@@ -271,21 +293,28 @@ def k(theta: float, e: EnvParams) -> tuple[tuple[float, ...], str]:
 EA, EB, EC = env("A"), env("B"), env("C")
 TRANSFER_TABLE = {
     # incumbents on their own env
-    k(1, EA): 140.0, k(2, EB): 200.0, k(3, EC): 240.0,
+    k(1, EA): 140.0,
+    k(2, EB): 200.0,
+    k(3, EC): 240.0,
     # direct: source theta on the target env
-    k(2, EA): 160.0, k(3, EA): 149.0,
-    k(1, EB): 250.0, k(3, EB): 260.0,
-    k(1, EC): 300.0, k(2, EC): 300.0,
+    k(2, EA): 160.0,
+    k(3, EA): 149.0,
+    k(1, EB): 250.0,
+    k(3, EB): 260.0,
+    k(1, EC): 300.0,
+    k(2, EC): 300.0,
     # fine-tuned (+100) on the target env
-    k(102, EA): 155.0, k(103, EA): 170.0,
-    k(101, EB): 190.0, k(103, EB): 199.0,
-    k(101, EC): 280.0, k(102, EC): 280.0,
+    k(102, EA): 155.0,
+    k(103, EA): 170.0,
+    k(101, EB): 190.0,
+    k(103, EB): 199.0,
+    k(101, EC): 280.0,
+    k(102, EC): 280.0,
 }
 
 
 def _transfer_pairs(a_history=(100, 150, 120, 130, 140)):
-    return [pair(0, 1, EA, scores=list(a_history)), pair(1, 2, EB, scores=[200]),
-            pair(2, 3, EC, scores=[250, 240])]
+    return [pair(0, 1, EA, scores=list(a_history)), pair(1, 2, EB, scores=[200]), pair(2, 3, EC, scores=[250, 240])]
 
 
 def test_enhanced_transfer_decision_by_hand(tmp_path) -> None:
@@ -297,7 +326,7 @@ def test_enhanced_transfer_decision_by_hand(tmp_path) -> None:
     proposed = {(src[0], tgt) for src, tgt, _, _ in ctx.trainer.proposed}
     assert proposed == {(2.0, EA.id), (1.0, EB.id), (3.0, EB.id), (1.0, EC.id), (2.0, EC.id)}
     # each proposal steps with the TARGET's state
-    for src, tgt, state, plain in ctx.trainer.proposed:
+    for _, tgt, state, plain in ctx.trainer.proposed:
         assert state == {EA.id: {"own": 0}, EB.id: {"own": 1}, EC.id: {"own": 2}}[tgt] and not plain
     # A: 155 > 150 -> accepted (fine-tuned p1). B: 190, 199 <= 200 -> incumbent kept although
     # the direct scores 250 and 260 beat the bar. C: 280 = 280 -> the first source, p0.
@@ -329,13 +358,21 @@ def test_child_admission_order_and_second_mc_check(tmp_path) -> None:
     table = {
         k(5, e0): 250.0,  # the parent is eligible (>= 200)
         # the MC with the parent's agent: c4 is too easy (> 340), the others pass
-        k(5, c1): 100.0, k(5, c2): 100.0, k(5, c3): 100.0, k(5, c4): 400.0,
+        k(5, c1): 100.0,
+        k(5, c2): 100.0,
+        k(5, c3): 100.0,
+        k(5, c4): 400.0,
         # evaluate_transfer: the best of the active agent directly (100) and fine-tuned (+0.5)
         k(5.5, c1): 400.0,  # c1, the most novel: best 400 fails the second MC check (too easy)
         k(5.5, c2): 300.0,  # c2: best is the fine-tuned agent, 300: admitted with it
     }
-    ctx = make_ctx(tmp_path, [pair(0, 5, e0)], table, family=family,
-                   reproduction={"every": 1, "max_children": 4, "max_admitted": 1, "threshold": 200})
+    ctx = make_ctx(
+        tmp_path,
+        [pair(0, 5, e0)],
+        table,
+        family=family,
+        reproduction={"every": 1, "max_children": 4, "max_admitted": 1, "threshold": 200},
+    )
     summary = reproduce(ctx, 150, enhanced=False)
     assert [c.env.with_course_seed(None) for c in summary.children] == [c1, c2, c3, c4]
     seeds = [c.env.course_seed for c in summary.children]  # each child's own course, from the run's streams
@@ -357,9 +394,13 @@ def test_child_agent_parent_option_skips_the_second_check(tmp_path) -> None:
     e0, c1 = env("root"), env("c1")
     family = FakeFamily([c1], {"root": [0.0], "c1": [3.0]})
     table = {k(5, e0): 250.0, k(5, c1): 100.0}
-    ctx = make_ctx(tmp_path, [pair(0, 5, e0)], table, family=family,
-                   reproduction={"every": 1, "max_children": 1, "max_admitted": 1, "threshold": 200,
-                                 "child_agent": "parent"})
+    ctx = make_ctx(
+        tmp_path,
+        [pair(0, 5, e0)],
+        table,
+        family=family,
+        reproduction={"every": 1, "max_children": 1, "max_admitted": 1, "threshold": 200, "child_agent": "parent"},
+    )
     assert reproduce(ctx, 150, enhanced=False).admitted == ["p1"]
     np.testing.assert_array_equal(ctx.state.population.get("p1").theta, [5.0])
     assert ctx.trainer.proposed == []
@@ -402,11 +443,27 @@ def test_both_annecs_counters_on_a_constructed_history(tmp_path) -> None:
     # e0 initial; e1 admitted at 10 (archived agent failed the MC), solved at 30;
     # e2 admitted at 20 (archived agent passed), never solved; e3 admitted at 40 (passed), solved at 50
     for env_id, parent, created in (("e0", None, 0), ("e1", "e0", 10), ("e2", "e0", 20), ("e3", "e1", 40)):
-        w.write("envs", {"env_id": env_id, "family": "fake", "pair_id": env_id, "parent_env_id": parent,
-                         "created_iteration": created})
+        w.write(
+            "envs",
+            {
+                "env_id": env_id,
+                "family": "fake",
+                "pair_id": env_id,
+                "parent_env_id": parent,
+                "created_iteration": created,
+            },
+        )
         if parent is not None:
-            w.write("events", {"iteration": created, "kind": "admitted", "pair_id": env_id, "env_id": env_id,
-                               "detail": json.dumps({"annecs_reference": env_id != "e1"})})
+            w.write(
+                "events",
+                {
+                    "iteration": created,
+                    "kind": "admitted",
+                    "pair_id": env_id,
+                    "env_id": env_id,
+                    "detail": json.dumps({"annecs_reference": env_id != "e1"}),
+                },
+            )
     for env_id, it in (("e0", 5), ("e1", 30), ("e3", 50)):
         w.write("events", {"iteration": it, "kind": "solved", "pair_id": env_id, "env_id": env_id, "detail": ""})
     w.close()

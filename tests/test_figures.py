@@ -3,6 +3,7 @@
 The figures are checked through matplotlib's objects (title, axis labels, legend entries,
 limits), never through pixels.
 """
+
 from __future__ import annotations
 
 import os
@@ -55,11 +56,15 @@ def test_obstacle_course_figure_has_title_axes_and_legend(name):
     assert profile.pits and profile.stumps
     fig = profile_figure(profile, params.id)
     title = fig.axes[0].get_title()
-    assert title == (f"{name} env {params.id} · roughness 2.4 · pit gap 0.8-2.4 · stump height 0.4-1.2 · "
-                     "course seed 0")
+    assert title == (f"{name} env {params.id} · roughness 2.4 · pit gap 0.8-2.4 · stump height 0.4-1.2 · course seed 0")
     _check_axes(fig, profile)
-    assert _legend(fig) == ["ground", f"pit ({len(profile.pits)})", f"stump ({len(profile.stumps)})", "start pad",
-                            "finish"]
+    assert _legend(fig) == [
+        "ground",
+        f"pit ({len(profile.pits)})",
+        f"stump ({len(profile.stumps)})",
+        "start pad",
+        "finish",
+    ]
     # the y label says how much the heights are stretched against the distances
     assert "vertical ×" in fig.axes[0].get_ylabel()
 
@@ -97,6 +102,7 @@ def test_course_figure_needs_a_family_with_profiles():
 
 # ---------------------------------------------------------------- command line
 
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     """A tiny POET run with checkpoints."""
@@ -107,8 +113,14 @@ def run_dir(tmp_path_factory) -> Path:
 
 def _cli(*args: object) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "poet.cli", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "poet.cli", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _refused(proc: subprocess.CompletedProcess, *needles: str) -> str:
@@ -140,9 +152,22 @@ def test_render_prints_the_episode_return_the_evaluator_computes(run_dir, tmp_pa
     cases = (("p0", None, 0), ("p0", last_env, 4), ("p1", "p0", 0))
     outs = [tmp_path / f"{i}.gif" for i in range(len(cases))]
     with ThreadPoolExecutor(len(cases)) as pool:
-        procs = list(pool.map(lambda case: _cli("render", run_dir, "--pair", case[0][0],
-                                                *(["--env", case[0][1]] if case[0][1] else []),
-                                                "--seed", case[0][2], "--out", case[1]), zip(cases, outs)))
+        procs = list(
+            pool.map(
+                lambda case: _cli(
+                    "render",
+                    run_dir,
+                    "--pair",
+                    case[0][0],
+                    *(["--env", case[0][1]] if case[0][1] else []),
+                    "--seed",
+                    case[0][2],
+                    "--out",
+                    case[1],
+                ),
+                zip(cases, outs),
+            )
+        )
     for (pair_id, env, seed), out, proc in zip(cases, outs, procs):
         pair = find_pair(snapshot, pair_id)
         params = pair.env if env is None else find_env(run_dir, env)
@@ -151,8 +176,10 @@ def test_render_prints_the_episode_return_the_evaluator_computes(run_dir, tmp_pa
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr
         episode, path = proc.stdout.splitlines()
         whose = "its own env" if env is None else "env"
-        assert episode == (f"episode: {pair_id} on {whose} {params.id} (course seed {params.course_seed}): "
-                           f"return {result.returns[0]:.2f} over {result.lengths[0]} steps")
+        assert episode == (
+            f"episode: {pair_id} on {whose} {params.id} (course seed {params.course_seed}): "
+            f"return {result.returns[0]:.2f} over {result.lengths[0]} steps"
+        )
         assert Path(path) == out
         with Image.open(out) as gif:
             assert gif.format == "GIF" and gif.n_frames > 1
@@ -185,6 +212,7 @@ def test_profile_writes_a_png_by_env_or_by_pair(run_dir, tmp_path):
 
 
 # ---------------------------------------------------------------- README pictures
+
 
 def test_make_pictures_draws_every_picture_the_readme_shows():
     import importlib.util

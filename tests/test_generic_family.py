@@ -1,9 +1,11 @@
 """GymFamily: spec validation, params handling, and that evolved kwargs reach the dynamics."""
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -11,7 +13,8 @@ import pytest
 import yaml
 
 from envs.base import EnvParamError, EnvParams
-from envs.cartpole_physics import ENV_ID as CARTPOLE_ID, CartPolePhysicsEnv, register
+from envs.cartpole_physics import ENV_ID as CARTPOLE_ID
+from envs.cartpole_physics import CartPolePhysicsEnv, register
 from envs.generic import GymFamily, parse_spec
 from envs.registry import SPEC_DIR
 
@@ -295,7 +298,13 @@ if INT_ENV_ID not in gym.registry:
 
 
 def test_int_params_stay_integers() -> None:
-    fam = GymFamily({"name": "count", "env_id": INT_ENV_ID, "params": {"n": {"initial": 3, "low": 1, "high": 9, "step": 2, "type": "int"}}})
+    fam = GymFamily(
+        {
+            "name": "count",
+            "env_id": INT_ENV_ID,
+            "params": {"n": {"initial": 3, "low": 1, "high": 9, "step": 2, "type": "int"}},
+        }
+    )
     rng = np.random.default_rng(0)
     p = fam.initial()
     seen = set()

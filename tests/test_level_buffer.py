@@ -1,5 +1,6 @@
 """The PLR level buffer, pinned by hand to dcd's LevelSampler formulas (rank transform,
 staleness mixing, proportionate replay schedule, replacement of the least-supported level)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,7 +54,9 @@ def test_replay_updates_staleness_and_the_sample_count() -> None:
     b = _buffer()
     index = b.sample_replay(np.random.default_rng(1))
     assert b.samples == 1 and b.staleness[index] == 0.0
-    assert [s for i, s in enumerate(b.staleness) if i != index] == [s + 1 for i, s in enumerate([2.0, 0.0, 2.0]) if i != index]
+    assert [s for i, s in enumerate(b.staleness) if i != index] == [
+        s + 1 for i, s in enumerate([2.0, 0.0, 2.0]) if i != index
+    ]
     counts = np.bincount([_buffer().sample_replay(np.random.default_rng(s)) for s in range(4000)], minlength=3) / 4000
     np.testing.assert_allclose(counts, _buffer().weights(), atol=0.03)
 
@@ -85,8 +88,10 @@ def test_plain_data_round_trip() -> None:
         LevelBuffer.from_data({"capacity": 3})
 
 
-@pytest.mark.parametrize("capacity, min_fill, needed", [(1000, 0.5, 500), (100, 0.07, 7), (100, 0.29, 29), (7, 0.5, 4),
-                                                        (10, 0.0, 1), (10, 1.0, 10), (3, 0.34, 2)])
+@pytest.mark.parametrize(
+    "capacity, min_fill, needed",
+    [(1000, 0.5, 500), (100, 0.07, 7), (100, 0.29, 29), (7, 0.5, 4), (10, 0.0, 1), (10, 1.0, 10), (3, 0.34, 2)],
+)
 def test_levels_to_replay_is_the_fewest_levels_the_replay_decision_accepts(capacity, min_fill, needed) -> None:
     assert LevelBuffer.levels_to_replay(capacity, min_fill) == needed
     # the replay decision agrees: it can replay with `needed` levels, never with one fewer

@@ -1,6 +1,7 @@
 """The pool's links to its workers: a direct connection answers calls in order, raises the
 worker's exceptions in the driver, turns away anyone without the key, and says when the
 worker is gone; on a local pool it listens on loopback only."""
+
 from __future__ import annotations
 
 import socket

@@ -1,5 +1,6 @@
 """POET's small operators: rank transforms, PATA-EC, kNN novelty, the minimal criterion,
 seeding, and env mutation staying inside each family's bounds."""
+
 from __future__ import annotations
 
 import json
@@ -160,7 +161,11 @@ print(json.dumps({
 
 def test_same_name_and_keys_give_same_stream_in_fresh_process() -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", _SUBPROCESS_DRAW], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", _SUBPROCESS_DRAW],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={"PYTHONPATH": str(REPO_ROOT), "PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 0, proc.stderr
@@ -247,8 +252,10 @@ def _check_in_bounds(family, params, mutated: bool = True) -> None:
         from envs import terrain as t
 
         assert 0.0 <= values["roughness"] <= t.ROUGH_MAX
-        for name, max_value, min_hi in (("pit_gap", t.PIT_MAX, t.PIT_DEFAULT[1]),
-                                        ("stump_height", t.STUMP_MAX, t.STUMP_DEFAULT[1])):
+        for name, max_value, min_hi in (
+            ("pit_gap", t.PIT_MAX, t.PIT_DEFAULT[1]),
+            ("stump_height", t.STUMP_MAX, t.STUMP_DEFAULT[1]),
+        ):
             if values[name]:
                 lo, hi = values[name]
                 assert 0.0 <= lo <= hi <= max_value and hi >= min_hi

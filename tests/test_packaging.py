@@ -1,4 +1,5 @@
 """`make` installs every optional extra pyproject.toml declares, pinned by constraints.txt."""
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,11 @@ def test_make_installs_every_extra_and_constraints_pin_their_packages():
     extras = project["optional-dependencies"]
     installed = re.search(r"-e '\.\[([^\]]*)\]'", (ROOT / "Makefile").read_text()).group(1).split(",")
     assert sorted(installed) == sorted(extras)
-    pinned = {line.split("==")[0].strip().lower() for line in (ROOT / "constraints.txt").read_text().splitlines()
-              if "==" in line}
+    pinned = {
+        line.split("==")[0].strip().lower()
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if "==" in line
+    }
     for requirement in [*project["dependencies"], *(r for reqs in extras.values() for r in reqs)]:
         name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()
         assert name in pinned, f"{name} has no pin in constraints.txt"

@@ -1,4 +1,5 @@
 """The papers' experiment configs load, hold the papers' settings, and run (2 iterations, small overrides)."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,10 +9,19 @@ from poet.analysis import load_run
 from poet.config import load_config
 from tests.conftest import ROOT
 
-CONFIGS = {"poet_bipedal.yaml": ("poet", 200, 25, "bipedal"),
-           "enhanced_poet_bipedal.yaml": ("enhanced_poet", 150, 40, "bipedal_cppn")}
-SMALL = ["iterations=2", "evaluation.backend=inprocess", "evaluation.max_steps=40", "evaluation.eval_episodes=1",
-         "trainer.es.population=4", "trainer.es.noise_table_size=100000", "progress=false"]
+CONFIGS = {
+    "poet_bipedal.yaml": ("poet", 200, 25, "bipedal"),
+    "enhanced_poet_bipedal.yaml": ("enhanced_poet", 150, 40, "bipedal_cppn"),
+}
+SMALL = [
+    "iterations=2",
+    "evaluation.backend=inprocess",
+    "evaluation.max_steps=40",
+    "evaluation.eval_episodes=1",
+    "trainer.es.population=4",
+    "trainer.es.noise_table_size=100000",
+    "progress=false",
+]
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -23,7 +33,11 @@ def test_paper_settings(name):
     assert cfg.trainer.es["population"] == 512 and cfg.trainer.es["sigma"] == 0.1
     assert cfg.trainer.es["lr"] == 0.01 and cfg.evaluation.eval_episodes == 5
     assert (cfg.transfer.every, cfg.reproduction.threshold, cfg.reproduction.mc_lower, cfg.reproduction.mc_upper) == (
-        25, 200, 25, 340)
+        25,
+        200,
+        25,
+        340,
+    )
     assert (cfg.reproduction.max_children, cfg.reproduction.max_admitted, cfg.reproduction.novelty_k) == (8, 1, 5)
     assert cfg.solved_threshold == 230 and cfg.policy.hidden == [40, 40]
 
@@ -55,10 +69,17 @@ def test_enhanced_paper_config_rebuilds_every_env_from_its_record(tmp_path):
     from poet.policies import MLPPolicy, to_actions
     from poet.render import load_agents
 
-    loose = ["reproduction.every=1", "reproduction.threshold=-1000000000", "reproduction.mc_lower=-1000000000",
-             "reproduction.mc_upper=1000000000", "reproduction.max_admitted=3", "reproduction.max_children=3"]
-    poet.run(ROOT / "experiments" / "enhanced_poet_bipedal.yaml", out=tmp_path / "r", overrides=SMALL + loose,
-             progress=False)
+    loose = [
+        "reproduction.every=1",
+        "reproduction.threshold=-1000000000",
+        "reproduction.mc_lower=-1000000000",
+        "reproduction.mc_upper=1000000000",
+        "reproduction.max_admitted=3",
+        "reproduction.max_children=3",
+    ]
+    poet.run(
+        ROOT / "experiments" / "enhanced_poet_bipedal.yaml", out=tmp_path / "r", overrides=SMALL + loose, progress=False
+    )
     run = load_run(tmp_path / "r")
     parts, snapshot = load_agents(tmp_path / "r")
     assert len(run.envs) == 4 and run.envs["course_seed"].notna().all()
@@ -97,14 +118,23 @@ def test_the_small_bipedal_preset_keeps_the_papers_rules_smaller():
     paper = load_config(ROOT / "experiments" / "poet_bipedal.yaml")
     assert (small.trainer.es["population"], small.evaluation.eval_episodes, small.evaluation.max_steps) == (32, 1, 400)
     assert (small.reproduction, small.transfer, small.policy, small.env) == (
-        paper.reproduction, paper.transfer, paper.policy, paper.env)
+        paper.reproduction,
+        paper.transfer,
+        paper.policy,
+        paper.env,
+    )
     assert {k: v for k, v in small.trainer.es.items() if k not in ("population", "noise_table_size")} == {
-        k: v for k, v in paper.trainer.es.items() if k not in ("population", "noise_table_size")}
+        k: v for k, v in paper.trainer.es.items() if k not in ("population", "noise_table_size")
+    }
 
 
 def test_the_small_bipedal_preset_runs_an_iteration_at_its_own_settings(tmp_path):
-    result = poet.run(ROOT / "experiments" / "bipedal_small.yaml", out=tmp_path / "r", progress=False,
-                      overrides=["iterations=1", "evaluation.backend=inprocess"])
+    result = poet.run(
+        ROOT / "experiments" / "bipedal_small.yaml",
+        out=tmp_path / "r",
+        progress=False,
+        overrides=["iterations=1", "evaluation.backend=inprocess"],
+    )
     assert result.iterations == 1
     run = load_run(tmp_path / "r")
     assert run.iterations["iteration"].tolist() == [0] and run.envs["family"].tolist() == ["bipedal"]

@@ -1,4 +1,5 @@
 """Wave planning: which requests share a chunk and how many chunks a wave gets (no Ray needed)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +7,8 @@ import pytest
 
 import envs
 from poet.evaluation import EvalRequest, EvalResult
-from poet.evaluation.protocol import PolicyRef
 from poet.evaluation.planning import EpisodeLengths, StepCostModel, plan_chunks, plan_guided
+from poet.evaluation.protocol import PolicyRef
 
 TERRAIN = envs.make_family("terrain", {"course_length": 30.0})
 
@@ -33,7 +34,10 @@ def test_plan_chunks_keeps_a_policys_requests_together_when_that_stays_balanced(
     matrix = [EvalRequest(ref, p, 1, 0, 100 * (1 + e)) for ref in refs for e, p in enumerate(envs_)]
     chunks = plan_chunks(matrix, 2, 4096)
     # costs 100, 200, 300 per policy: request by request both chunks would hold every policy
-    assert [sorted({matrix[i].policy.key for i in c}) for c in chunks] == [["policy0", "policy2"], ["policy1", "policy3"]]
+    assert [sorted({matrix[i].policy.key for i in c}) for c in chunks] == [
+        ["policy0", "policy2"],
+        ["policy1", "policy3"],
+    ]
     assert sorted(sum(matrix[i].rows * matrix[i].max_steps for i in c) for c in chunks) == [1200, 1200]
     # one policy costs as much as the others together: whole policies cannot balance 3 chunks
     lopsided = [EvalRequest(refs[0], p, 8, 0, 100) for p in envs_] + [EvalRequest(refs[1], p, 1, 0, 100) for p in envs_]

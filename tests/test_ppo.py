@@ -1,4 +1,5 @@
 """The PPO trainer: learning, exact folding of the observation normaliser, determinism on any backend, errors."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,11 +23,11 @@ CARTPOLE = envs.make_family("cartpole")
 SMALL = PPOOptions(n_envs=4, n_steps=64, epochs=2, minibatch_size=64)
 
 
-def _setup(family, hidden=(40, 40), options=SMALL, max_steps=400, errors=ErrorPolicy()):
+def _setup(family, hidden=(40, 40), options=SMALL, max_steps=400, errors=None):
     env = family.make_env(family.initial())
     spec = spec_for_spaces(env.observation_space, env.action_space, hidden, "tanh")
     env.close()
-    trainer = PPOTrainer(options, TrainerContext(spec=spec, max_steps=max_steps, errors=errors))
+    trainer = PPOTrainer(options, TrainerContext(spec=spec, max_steps=max_steps, errors=errors or ErrorPolicy()))
     return spec, trainer
 
 
@@ -38,8 +39,9 @@ def _train(trainer, evaluator, family, spec, iterations, seed=0, eval_every=0, p
     scores, metrics = [], []
     for it in range(iterations):
         ask = 3 if eval_every and it % eval_every == 0 else 0
-        (step,) = trainer.step([TrainTask("p0", theta, params, state, seed=seed * 1000 + it, eval_episodes=ask)],
-                               evaluator)
+        (step,) = trainer.step(
+            [TrainTask("p0", theta, params, state, seed=seed * 1000 + it, eval_episodes=ask)], evaluator
+        )
         theta, state = step.theta, step.state
         metrics.append(step.metrics)
         if step.score is not None:
@@ -136,11 +138,15 @@ def test_same_seed_same_agent_in_process_and_on_the_pool_whatever_the_workers(ra
     theta = init_flat(spec, np.random.default_rng(4))
 
     def one_iteration(evaluator):
-        tasks = [TrainTask(f"p{i}", theta, p, trainer.init_state(theta), seed=10 + i, eval_episodes=2)
-                 for i, p in enumerate(params)]
+        tasks = [
+            TrainTask(f"p{i}", theta, p, trainer.init_state(theta), seed=10 + i, eval_episodes=2)
+            for i, p in enumerate(params)
+        ]
         first = trainer.step(tasks, evaluator)
-        again = trainer.step([TrainTask(t.key, s.theta, t.env, s.state, seed=20, eval_episodes=0)
-                              for t, s in zip(tasks, first)], evaluator)
+        again = trainer.step(
+            [TrainTask(t.key, s.theta, t.env, s.state, seed=20, eval_episodes=0) for t, s in zip(tasks, first)],
+            evaluator,
+        )
         return first + again
 
     base = one_iteration(InProcessEvaluator(TERRAIN, spec))
@@ -167,8 +173,10 @@ def test_killed_worker_mid_jobs_wave_gives_identical_agents(ray_local):
 
     spec, trainer = _setup(TERRAIN)
     theta = init_flat(spec, np.random.default_rng(5))
-    tasks = [TrainTask(f"p{i}", theta, TERRAIN.initial().replace(roughness=0.3 * i), trainer.init_state(theta),
-                       seed=i) for i in range(8)]
+    tasks = [
+        TrainTask(f"p{i}", theta, TERRAIN.initial().replace(roughness=0.3 * i), trainer.init_state(theta), seed=i)
+        for i in range(8)
+    ]
     pool = RayEvaluator(TERRAIN, spec, workers=2, inflight_per_worker=1)
     try:
         clean = trainer.step(tasks, pool)  # also warms the workers up (imports, compiled kernels)
@@ -225,7 +233,9 @@ def test_env_error_in_a_ppo_job_names_the_pair_and_env():
     ev = InProcessEvaluator(family, spec)
     theta = init_flat(spec, np.random.default_rng(0))
     task = TrainTask("p7", theta, boom, trainer.init_state(theta), seed=1)
-    with pytest.raises(EvaluationFailed, match=r"PPO training failed for p7: .*roughness.:0.5.*terrain generator exploded.*on_error"):
+    with pytest.raises(
+        EvaluationFailed, match=r"PPO training failed for p7: .*roughness.:0.5.*terrain generator exploded.*on_error"
+    ):
         trainer.step([task], ev)
     _, lenient = _setup(family, errors=ErrorPolicy("score_as_failure", -5.0))
     ok = TrainTask("p8", theta, family.initial(), lenient.init_state(theta), seed=1)
@@ -239,14 +249,18 @@ def test_job_function_errors_are_reported_per_job():
     ev = InProcessEvaluator(TERRAIN, spec)
     out = ev.run_jobs([Job("poet.trainers.ppo:no_such_fn", {}, tag="a"), Job("nomodule", {}, tag="b")])
     assert not out[0].ok and out[0].error.startswith("a: ") and "no_such_fn" in out[0].error
-    assert not out[1].ok and "package.module:function" in out[1].error
+    assert not out[1].ok and "job function must be 'package.module:Name'" in out[1].error
 
 
 @pytest.mark.slow
 def test_quickstart_with_ppo_admits_new_envs(ray_local, tmp_path):
     """The quickstart config with `trainer.name=ppo` (60 of its 120 iterations: 3 reproduction phases)."""
-    poet.run(ROOT / "experiments" / "quickstart.yaml", out=tmp_path / "run",
-             overrides=["trainer.name=ppo", "iterations=60"], progress=False)
+    poet.run(
+        ROOT / "experiments" / "quickstart.yaml",
+        out=tmp_path / "run",
+        overrides=["trainer.name=ppo", "iterations=60"],
+        progress=False,
+    )
     run = load_run(tmp_path / "run")
     assert len(run.envs) >= 3, run.envs
     assert run.iterations["score"].max() >= 230

@@ -1,5 +1,6 @@
 """The Ray pool: same results as in-process whatever the workers and chunking, fault tolerance,
 env errors, memory that does not grow with policies, and a 2-node cluster."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,8 @@ import poet
 from envs import EnvParams
 from poet import checkpoint
 from poet.analysis import load_run
-from poet.evaluation import EvalRequest, InProcessEvaluator, NoiseTable, Perturbation
 from poet.errors import EvaluationFailed, WaveInterrupted
+from poet.evaluation import EvalRequest, InProcessEvaluator, NoiseTable, Perturbation
 from poet.evaluation.planning import StepCostModel
 from poet.evaluation.ray_pool import Deadlines, RayEvaluator
 from poet.policies import init_flat, spec_for_spaces
@@ -69,9 +70,16 @@ def _same(a, b) -> None:
         np.testing.assert_array_equal(x.lengths, y.lengths)
 
 
-@pytest.mark.parametrize("family_name,transport", [("terrain", "socket"), ("cartpole", "socket"), ("terrain", "ray"),
-                                                   ("terrain", "ray, weights in parts"),
-                                                   ("terrain", "ray, weights in the object store")])
+@pytest.mark.parametrize(
+    "family_name,transport",
+    [
+        ("terrain", "socket"),
+        ("cartpole", "socket"),
+        ("terrain", "ray"),
+        ("terrain", "ray, weights in parts"),
+        ("terrain", "ray, weights in the object store"),
+    ],
+)
 def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_name, transport, monkeypatch):
     if transport.endswith("object store"):  # what chunks of many or big policies do over Ray
         monkeypatch.setattr("poet.evaluation.ray_pool.INLINE_CHUNK_BYTES", 0)
@@ -83,8 +91,15 @@ def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_n
     ref_ev = InProcessEvaluator(family, spec, noise)
     expected = ref_ev.evaluate(_requests(ref_ev, spec, params))
     for workers, chunks, inflight in [(1, 1, 1), (2, 2, 2), (3, 7, 1), (2, None, 2)]:
-        ev = RayEvaluator(family, spec, noise, workers=workers, chunks_per_worker=chunks, inflight_per_worker=inflight,
-                          transport=transport.split(",")[0])
+        ev = RayEvaluator(
+            family,
+            spec,
+            noise,
+            workers=workers,
+            chunks_per_worker=chunks,
+            inflight_per_worker=inflight,
+            transport=transport.split(",")[0],
+        )
         try:
             reqs = _requests(ev, spec, params)
             _same(ev.evaluate(reqs), expected)
@@ -104,8 +119,12 @@ def test_batched_waves_go_in_one_chunk_per_worker(ray_local):
     try:
         refs = [ev.put(init_flat(spec, np.random.default_rng(i))) for i in range(8)]
         for wave, cap in enumerate([40, 120, 80, 160, 60, 140, 100, 100]):  # rows and lengths vary: a, b identified
-            ev.evaluate([EvalRequest(ref, p, 1 + wave % 3, 100 * wave + i, cap) for i, (ref, p) in
-                         enumerate((ref, p) for ref in refs for p in params)])
+            ev.evaluate(
+                [
+                    EvalRequest(ref, p, 1 + wave % 3, 100 * wave + i, cap)
+                    for i, (ref, p) in enumerate((ref, p) for ref in refs for p in params)
+                ]
+            )
     finally:
         ev.close()
     assert chunk_counts == [2] * 8
@@ -232,8 +251,12 @@ def test_env_errors_carry_identity_and_spare_the_rest(ray_local):
     ev = RayEvaluator(family, spec, noise, workers=2, chunks_per_worker=1)
     try:
         ref = ev.put(init_flat(spec, np.random.default_rng(0)))
-        reqs = [EvalRequest(ref, good, 2, 1, 100, tag="p0 ok"), EvalRequest(ref, boom, 2, 2, 100, tag="p1 boom"),
-                EvalRequest(ref, nan, 1, 3, 100, tag="p2 nan"), EvalRequest(ref, good, 1, 4, 100, tag="p3 ok")]
+        reqs = [
+            EvalRequest(ref, good, 2, 1, 100, tag="p0 ok"),
+            EvalRequest(ref, boom, 2, 2, 100, tag="p1 boom"),
+            EvalRequest(ref, nan, 1, 3, 100, tag="p2 nan"),
+            EvalRequest(ref, good, 1, 4, 100, tag="p3 ok"),
+        ]
         results = ev.evaluate(reqs)
         alone = ev.evaluate([reqs[0], reqs[3]])
     finally:
@@ -264,6 +287,7 @@ def test_worker_memory_does_not_grow_with_policies(ray_local):
     p = TERRAIN.initial()
     ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
     try:
+
         def wave(n):
             refs = [ev.put(init_flat(spec, np.random.default_rng(10_000 + i)) * 2) for i in range(n)]
             ev.evaluate([EvalRequest(r, p, 1, i, 30) for i, r in enumerate(refs)])
@@ -316,8 +340,14 @@ cluster.shutdown()
 @pytest.mark.slow
 def test_two_node_cluster_gives_single_node_results():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", CLUSTER_SCRIPT, str(ROOT)], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", CLUSTER_SCRIPT, str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["nodes"] == 2, "the two workers should land on two different nodes"
@@ -338,8 +368,14 @@ def test_local_run_ignores_ray_address_and_starts_its_own_pool(tiny, tmp_path):
     config = tmp_path / "cfg.yaml"
     config.write_text(yaml.safe_dump(tiny(iterations=1, evaluation={"backend": "ray"}, ray={"workers": 1})))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "127.0.0.1:1"}
-    out = subprocess.run([sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(tmp_path / "r"), "--quiet"],
-                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(tmp_path / "r"), "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert load_run(tmp_path / "r").iterations["iteration"].tolist() == [0]
 
@@ -387,8 +423,9 @@ def test_deadline_kills_a_chunk_that_never_returns_and_only_its_request_fails(ra
     spec, noise = _setup(family.inner)
     good = [family.initial().replace(roughness=r) for r in (0.0, 0.1, 0.2)]
     stuck = family.initial().replace(roughness=0.8)
-    ev = RayEvaluator(family, spec, noise, workers=2, chunks_per_worker=1, max_chunk_retries=1,
-                      deadlines=Deadlines(seconds=2.0))
+    ev = RayEvaluator(
+        family, spec, noise, workers=2, chunks_per_worker=1, max_chunk_retries=1, deadlines=Deadlines(seconds=2.0)
+    )
     try:
         ref = ev.put(init_flat(spec, np.random.default_rng(0)))
         reqs = [EvalRequest(ref, e, 1, i, 50, tag=f"r{i}") for i, e in enumerate([good[0], stuck, good[1], good[2]])]
@@ -426,9 +463,13 @@ def test_default_deadline_follows_the_measured_step_cost_with_a_floor():
 def test_run_with_an_env_that_never_returns_stops_or_goes_on_as_on_error_says(ray_local, tiny, tmp_path, monkeypatch):
     # The first env of the run never finishes a step: every ES rollout on it overruns.
     monkeypatch.setitem(envs.FAMILIES, "hanging", lambda **o: HangingFamily(start_roughness=0.8))
-    cfg = tiny(env={"family": "hanging", "options": {}}, evaluation={"backend": "ray"}, iterations=1,
-               trainer={"name": "es", "es": {"population": 2, "noise_table_size": 200_000}},
-               ray={"workers": 2, "deadline_s": 1.5, "max_chunk_retries": 0})
+    cfg = tiny(
+        env={"family": "hanging", "options": {}},
+        evaluation={"backend": "ray"},
+        iterations=1,
+        trainer={"name": "es", "es": {"population": 2, "noise_table_size": 200_000}},
+        ray={"workers": 2, "deadline_s": 1.5, "max_chunk_retries": 0},
+    )
     with pytest.raises(EvaluationFailed, match=r"p0 .*deadline of 1.5 s once.*on_error"):
         poet.run(cfg, out=tmp_path / "stop", progress=False)
     cfg["evaluation"] = {**cfg["evaluation"], "on_error": "score_as_failure", "failure_score": -123.0}
@@ -456,15 +497,21 @@ class SlowWhileFlaggedFamily(FlakyFamily):
         return batch
 
 
-def test_sigterm_during_a_long_wave_exits_within_seconds_and_resume_equals_straight(ray_local, tiny, tmp_path,
-                                                                                     monkeypatch):
+def test_sigterm_during_a_long_wave_exits_within_seconds_and_resume_equals_straight(
+    ray_local, tiny, tmp_path, monkeypatch
+):
     from poet.errors import RunInterrupted
     from tests.test_checkpoint import _assert_same_run
 
     flag = tmp_path / "slow"
     monkeypatch.setitem(envs.FAMILIES, "slowable", lambda **o: SlowWhileFlaggedFamily(str(flag)))
-    cfg = tiny(env={"family": "slowable", "options": {}}, evaluation={"backend": "ray"}, iterations=6,
-               ray={"workers": 2}, checkpoint={"every": 0})
+    cfg = tiny(
+        env={"family": "slowable", "options": {}},
+        evaluation={"backend": "ray"},
+        iterations=6,
+        ray={"workers": 2},
+        checkpoint={"every": 0},
+    )
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     poet.run(cfg, out=straight, progress=False)
 
@@ -472,8 +519,10 @@ def test_sigterm_during_a_long_wave_exits_within_seconds_and_resume_equals_strai
 
     def slow_down_then_terminate():
         # once iteration 2 is recorded, the waves of iteration 3 crawl (75 s a chunk); stop one
-        while not (stopped / "records" / "iterations.jsonl").exists() or \
-                load_run(stopped).iterations["iteration"].max() < 2:
+        while (
+            not (stopped / "records" / "iterations.jsonl").exists()
+            or load_run(stopped).iterations["iteration"].max() < 2
+        ):
             time.sleep(0.02)
         flag.touch()
         time.sleep(1.0)
@@ -511,11 +560,18 @@ def test_a_local_pool_refuses_processes_without_its_token(tmp_path):
         "print('stranger', r.returncode)\n"
         "r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)\n"
         "print('owner', r.returncode)\n"
-        "ray.shutdown()\n")
+        "ray.shutdown()\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
     home = tmp_path / "home"
     home.mkdir()
-    out = subprocess.run([sys.executable, str(script), str(home)], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(script), str(home)],
+        cwd=ROOT,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "stranger 1" in out.stdout and "owner 0" in out.stdout

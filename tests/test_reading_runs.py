@@ -1,4 +1,5 @@
 """Opening someone else's run directory never runs code from it."""
+
 from __future__ import annotations
 
 import yaml

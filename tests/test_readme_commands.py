@@ -8,6 +8,7 @@ says where they go, and the README's `runs/...-...` placeholders pointing at sma
 `$ poet ...` line must print the error line the README shows under it. The viewers the
 README names (`tensorboard`, `mlflow ui`, `jupyter notebook`) are run by tests/test_viewers.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,16 @@ VIEWERS = ("tensorboard", "mlflow", "jupyter")  # their --help: tests/test_viewe
 # Placeholders the README uses for "a run directory of yours" -> the small run standing in for it.
 PLACEHOLDERS = {"runs/quickstart-...": "runs/quickstart-small", "runs/ued_terrain-...": "runs/ued_terrain-small"}
 # What a line gets to stay small (a later --set of the same key would be refused: only keys the line does not set).
-PAPER_CONFIG_SMALL = ["--set", "trainer.es.population=8", "--set", "trainer.es.noise_table_size=100000",
-                      "--set", "evaluation.max_steps=50", "--set", "evaluation.eval_episodes=1"]
+PAPER_CONFIG_SMALL = [
+    "--set",
+    "trainer.es.population=8",
+    "--set",
+    "trainer.es.noise_table_size=100000",
+    "--set",
+    "evaluation.max_steps=50",
+    "--set",
+    "evaluation.eval_episodes=1",
+]
 TIMEOUT_S = 600
 
 
@@ -117,12 +126,36 @@ def scratch(tmp_path_factory) -> Path:
     for name in ("experiments", "notebooks"):
         (folder / name).symlink_to(ROOT / name)
     env = _env({})
-    for cmd in (["run", "--out", "runs/quickstart-small", "--iterations", "41", "--backend", "inprocess", "--quiet",
-                 "--set", "logging.tensorboard=true", "--set", "logging.mlflow=true"],
-                ["run", "experiments/ued_terrain.yaml", "--out", "runs/ued_terrain-small", "--iterations", "21",
-                 "--backend", "inprocess", "--quiet"]):
-        proc = subprocess.run([str(BIN / "poet"), *cmd], cwd=folder, env=env, capture_output=True, text=True,
-                              timeout=TIMEOUT_S)
+    for cmd in (
+        [
+            "run",
+            "--out",
+            "runs/quickstart-small",
+            "--iterations",
+            "41",
+            "--backend",
+            "inprocess",
+            "--quiet",
+            "--set",
+            "logging.tensorboard=true",
+            "--set",
+            "logging.mlflow=true",
+        ],
+        [
+            "run",
+            "experiments/ued_terrain.yaml",
+            "--out",
+            "runs/ued_terrain-small",
+            "--iterations",
+            "21",
+            "--backend",
+            "inprocess",
+            "--quiet",
+        ],
+    ):
+        proc = subprocess.run(
+            [str(BIN / "poet"), *cmd], cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
     return folder
 
@@ -149,12 +182,19 @@ def test_every_poet_command_the_readme_shows_runs(scratch, ray_local):
     def run(line: str, argv: list[str], env: dict[str, str], expected: str | None) -> str | None:
         """Run one README command; None if it did what the README says, else what went wrong."""
         # a cluster's address in the README: the tests' own Ray instance, with a pool that fits it
-        argv = [gcs if a.endswith(":6379") else ("1" if prev == "--workers" else a)
-                for prev, a in zip([""] + argv, argv)]
+        argv = [
+            gcs if a.endswith(":6379") else ("1" if prev == "--workers" else a) for prev, a in zip([""] + argv, argv)
+        ]
         extra = {"RAY_AUTH_MODE": "token"} if _has(argv, "--address") else {}
         cmd = small(argv)
-        proc = subprocess.run([str(BIN / "poet"), *cmd[1:]], cwd=scratch, env=_env({**env, **extra}),
-                              capture_output=True, text=True, timeout=TIMEOUT_S)
+        proc = subprocess.run(
+            [str(BIN / "poet"), *cmd[1:]],
+            cwd=scratch,
+            env=_env({**env, **extra}),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
         if expected is not None:
             last = proc.stderr.strip().splitlines()[-1:] or [""]
             if proc.returncode != 2 or last[0] != expected:

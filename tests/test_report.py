@@ -3,6 +3,7 @@
 One small Enhanced POET run (module fixture) serves every test; the CLI commands run as
 subprocesses, all started together, since each pays a few seconds of imports.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,14 @@ def pairs(run_dir) -> tuple[str, str]:
 def _cli(args: list[str]) -> subprocess.CompletedProcess:
     """`python -m poet.cli ARGS` from the repository root."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "poet.cli", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "poet.cli", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +118,7 @@ def _check_pngs(folder: Path) -> None:
 
 # ---------------------------------------------------------------- report
 
+
 def test_report_cli_writes_every_figure_and_the_page(cli, cli_out):
     index = _ok(cli["report"])
     assert index == cli_out / "report" / "index.html"
@@ -152,8 +160,16 @@ def test_course_images_limit_and_families_without_profiles(run_dir, tmp_path, mo
 
 def test_every_figure_function_returns_a_figure(run_dir):
     run = load_run(run_dir)
-    assert set(FIGURES) == {"scores", "env_params", "env_tree", "transfer_matrix", "annecs", "difficulty", "population",
-                            "heldout"}
+    assert set(FIGURES) == {
+        "scores",
+        "env_params",
+        "env_tree",
+        "transfer_matrix",
+        "annecs",
+        "difficulty",
+        "population",
+        "heldout",
+    }
     for name, make in FIGURES.items():
         assert isinstance(make(run), Figure), name
 
@@ -186,6 +202,7 @@ def test_report_default_folder_and_empty_runs(run_dir, tmp_path):
 
 
 # ---------------------------------------------------------------- render
+
 
 def _frames(path: Path) -> int:
     """Frames of a GIF (also checks it opens as one)."""
@@ -257,6 +274,7 @@ def test_subsample_keeps_the_last_frame():
 
 # ---------------------------------------------------------------- notebook
 
+
 def test_committed_notebook_has_no_outputs():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbformat.validate(nb)
@@ -282,8 +300,13 @@ def test_notebook_runs_against_the_run(run_dir, monkeypatch):
 
     monkeypatch.setenv("POET_RUN_DIR", str(run_dir))
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(nb, km=_this_python_kernel(), kernel_name="python3", timeout=120,
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    client = NotebookClient(
+        nb,
+        km=_this_python_kernel(),
+        kernel_name="python3",
+        timeout=120,
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
+    )
     client.execute()  # raises CellExecutionError on the first failing cell
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
@@ -297,12 +320,25 @@ def test_notebook_runs_against_an_accel_run(tmp_path, monkeypatch):
     from nbclient import NotebookClient
 
     out = tmp_path / "accel"
-    poet.run(tiny_config(curriculum="accel", curriculum_options={"buffer_size": 4, "new_levels": 2}, iterations=8,
-                         evaluation={**tiny_config()["evaluation"], "test_every": 4}), out=out, progress=False)
+    poet.run(
+        tiny_config(
+            curriculum="accel",
+            curriculum_options={"buffer_size": 4, "new_levels": 2},
+            iterations=8,
+            evaluation={**tiny_config()["evaluation"], "test_every": 4},
+        ),
+        out=out,
+        progress=False,
+    )
     monkeypatch.setenv("POET_RUN_DIR", str(out))
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(nb, km=_this_python_kernel(), kernel_name="python3", timeout=120,
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    client = NotebookClient(
+        nb,
+        km=_this_python_kernel(),
+        kernel_name="python3",
+        timeout=120,
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
+    )
     client.execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
@@ -324,14 +360,18 @@ def test_scores_figure_is_a_heat_map_of_pairs_by_iterations_with_at_most_20_labe
 
 # ---------------------------------------------------------------- level-buffer runs (ACCEL), summaries
 
+
 @pytest.fixture(scope="module")
 def accel_runs(tmp_path_factory) -> dict[str, Path]:
     """Two tiny ACCEL runs: dcd's buffer (1000 levels, replays from 500), whose 3 iterations
     only explore; and a 12-level buffer that replays and edits over 30 iterations."""
     base = tmp_path_factory.mktemp("accel")
     poet.run(tiny_config(curriculum="accel", iterations=3), out=base / "explore", progress=False)
-    poet.run(tiny_config(curriculum="accel", curriculum_options={"buffer_size": 12, "new_levels": 4}, iterations=30),
-             out=base / "replay", progress=False)
+    poet.run(
+        tiny_config(curriculum="accel", curriculum_options={"buffer_size": 12, "new_levels": 4}, iterations=30),
+        out=base / "replay",
+        progress=False,
+    )
     return {"explore": base / "explore", "replay": base / "replay"}
 
 
@@ -347,8 +387,9 @@ def test_report_of_a_run_that_only_explored_says_no_training_yet(accel_runs):
     _check_pngs(index.parent)
     run = load_run(accel_runs["explore"])
     assert len(run.iterations) == 0
-    assert ("no training yet: 48 levels explored, buffer fills to 500 (of 1000) before the first replay"
-            in _texts(scores_figure(run)))
+    assert "no training yet: 48 levels explored, buffer fills to 500 (of 1000) before the first replay" in _texts(
+        scores_figure(run)
+    )
     assert "no level replayed yet: 49 levels, none trained on" in _texts(env_tree_figure(run))
     table = summary(run)
     assert table["iterations"] == 3 and table["replays (one trainer step each)"] == 0
@@ -402,7 +443,7 @@ def test_summary_numbers_are_named_by_what_they_count(run_dir, tmp_path):
     assert "final ANNECS (paper's definition: envs made by reproduction and later solved)" in plain
     assert not [k for k in plain if "reference" in k]
     page = write_report(tmp_path / "poet").read_text()
-    table = page[page.index("<table>"):page.index("</table>")]
+    table = page[page.index("<table>") : page.index("</table>")]
     assert "reference code" not in table and "counter" not in table and "ANNECS (paper" in table
     poet.run(tiny_config(curriculum="dr", iterations=3), out=tmp_path / "dr", progress=False)
     dr = summary(load_run(tmp_path / "dr"))

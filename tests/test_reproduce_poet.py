@@ -1,4 +1,5 @@
 """experiments/reproduce_poet.py --quick: every output is written, with the structure the README reads."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +11,22 @@ from tests.conftest import ROOT
 
 
 def _reproduce(out, results):
-    return subprocess.run([sys.executable, str(ROOT / "experiments" / "reproduce_poet.py"), "--quick", "--out", str(out),
-                           "--results", str(results)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "reproduce_poet.py"),
+            "--quick",
+            "--out",
+            str(out),
+            "--results",
+            str(results),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_reproduce_poet_quick_writes_tables_figures_and_json_and_resumes(tmp_path):
@@ -25,7 +39,7 @@ def test_reproduce_poet_quick_writes_tables_figures_and_json_and_resumes(tmp_pat
     assert data["classes"] and all(len(c["targets"]) == 1 for c in data["classes"])
     for c in data["classes"]:
         assert set(c["controls"]) == {"direct", "path", "accel", "dr"}
-        for name, summary in c["controls"].items():
+        for summary in c["controls"].values():
             assert summary["runs"] == 1 and 0 <= summary["reached_threshold"] <= 1
             assert set(summary["mann_whitney_poet_greater"]) == {"u", "p"}
         for t in c["targets"]:
@@ -39,8 +53,9 @@ def test_reproduce_poet_quick_writes_tables_figures_and_json_and_resumes(tmp_pat
     again = _reproduce(out, results)
     assert again.returncode == 0, again.stderr[-3000:]
     second = json.loads((results / "results.json").read_text())
-    assert {k: v for k, v in second.items() if k not in ("seconds", "arms")} == \
-        {k: v for k, v in data.items() if k not in ("seconds", "arms")}
+    assert {k: v for k, v in second.items() if k not in ("seconds", "arms")} == {
+        k: v for k, v in data.items() if k not in ("seconds", "arms")
+    }
 
 
 def test_lineage_steps_count_each_env_of_the_chain_until_the_next_was_created():
@@ -51,8 +66,14 @@ def test_lineage_steps_count_each_env_of_the_chain_until_the_next_was_created():
     sys.path.insert(0, str(ROOT / "experiments"))
     from reproduce_poet import lineage_steps
 
-    envs = pd.DataFrame({"env_id": ["a", "b", "c"], "parent_env_id": [None, "a", "b"],
-                         "created_iteration": [0, 4, 6], "solved_iteration": [2, 5, 8]})
+    envs = pd.DataFrame(
+        {
+            "env_id": ["a", "b", "c"],
+            "parent_env_id": [None, "a", "b"],
+            "created_iteration": [0, 4, 6],
+            "solved_iteration": [2, 5, 8],
+        }
+    )
     rows = [(i, "a") for i in range(10)] + [(i, "b") for i in range(4, 10)] + [(i, "c") for i in range(6, 10)]
     iterations = pd.DataFrame(rows, columns=["iteration", "env_id"])
 
@@ -67,24 +88,41 @@ def test_lineage_steps_count_each_env_of_the_chain_until_the_next_was_created():
 
 def test_annecs_poet_vs_enhanced_quick_writes_curves_figure_and_json_and_resumes(tmp_path):
     script = ROOT / "experiments" / "annecs_poet_vs_enhanced.py"
-    args = ["--quick", "--iterations", "6", "--seeds", "0", "1", "--out", str(tmp_path / "runs"),
-            "--json", str(tmp_path / "a.json"), "--figure", str(tmp_path / "a.png")]
+    args = [
+        "--quick",
+        "--iterations",
+        "6",
+        "--seeds",
+        "0",
+        "1",
+        "--out",
+        str(tmp_path / "runs"),
+        "--json",
+        str(tmp_path / "a.json"),
+        "--figure",
+        str(tmp_path / "a.png"),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, str(script), *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=900)
+    run = subprocess.run(
+        [sys.executable, str(script), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     data = json.loads((tmp_path / "a.json").read_text())
     assert [(r["arm"], r["family"], r["seed"]) for r in data["runs"]] == [
-        ("poet", "terrain", 0), ("enhanced_poet", "terrain_cppn", 0),
-        ("poet", "terrain", 1), ("enhanced_poet", "terrain_cppn", 1)]
+        ("poet", "terrain", 0),
+        ("enhanced_poet", "terrain_cppn", 0),
+        ("poet", "terrain", 1),
+        ("enhanced_poet", "terrain_cppn", 1),
+    ]
     for r in data["runs"]:
         assert len(r["annecs_curve"]) == r["iterations"] == 6 and r["annecs_curve"][-1] == r["annecs"]
         assert ("annecs_reference_curve" in r) == (r["arm"] == "enhanced_poet")
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
     # run again further: the runs resume to the new target, their first iterations unchanged
     args[2] = "9"
-    run = subprocess.run([sys.executable, str(script), *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=900)
+    run = subprocess.run(
+        [sys.executable, str(script), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     longer = json.loads((tmp_path / "a.json").read_text())
     for short, long_ in zip(data["runs"], longer["runs"]):

@@ -1,4 +1,5 @@
 """Whole runs: determinism, both POET curricula, record tables, and the quickstart's acceptance."""
+
 from __future__ import annotations
 
 import json
@@ -112,8 +113,12 @@ def test_quickstart_shows_poet_working(ray_local, tmp_path):
     run = load_run(result.run_dir)
     # The default backend is the Ray pool; the in-process backend gives the same tables.
     assert run.config["evaluation"]["backend"] == "ray"
-    poet.run(ROOT / "experiments" / "quickstart.yaml", out=tmp_path / "q-inprocess", progress=False,
-             overrides=["evaluation.backend=inprocess"])
+    poet.run(
+        ROOT / "experiments" / "quickstart.yaml",
+        out=tmp_path / "q-inprocess",
+        progress=False,
+        overrides=["evaluation.backend=inprocess"],
+    )
     _assert_same_tables(run, load_run(tmp_path / "q-inprocess"))
     children = run.envs[run.envs["parent_env_id"].notna()]
     assert len(children) >= 4
@@ -121,7 +126,8 @@ def test_quickstart_shows_poet_working(ray_local, tmp_path):
     fam = envs.make_family("terrain")
     initial = fam.features(envs.EnvParams.from_json(run.envs.iloc[0]["params_json"]))
     harder_solved = [
-        row.env_id for row in children.itertuples()
+        row.env_id
+        for row in children.itertuples()
         if np.all(fam.features(envs.EnvParams.from_json(row.params_json)) >= initial)
         and np.any(fam.features(envs.EnvParams.from_json(row.params_json)) > initial)
         and pd.notna(row.solved_iteration)
@@ -159,7 +165,7 @@ def test_run_records_its_throughput_per_phase(tiny, tmp_path):
     assert "train: wall time, env steps, steps/s" in summary(run)
 
 
-BOOM = '''
+BOOM = """
 class Boom:
     name = "boom"
     def __init__(self, options, context):
@@ -167,7 +173,7 @@ class Boom:
     def init_state(self, theta): ...
     def reset_state(self, state, theta): ...
     def step(self, tasks, evaluator): ...
-'''
+"""
 
 
 @pytest.mark.slow
@@ -181,14 +187,22 @@ def test_ray_is_released_when_the_trainer_constructor_fails(tiny, tmp_path):
 
     (tmp_path / "boom_trainer.py").write_text(BOOM)
     cfg = tiny(iterations=1, evaluation={"backend": "ray"}, ray={"workers": 1}, trainer={"name": "boom_trainer:Boom"})
-    code = ("import sys, ray, poet\n"
-            f"cfg = {cfg!r}\n"
-            "try:\n    poet.run(cfg, out=sys.argv[1], progress=False)\n"
-            "except RuntimeError as exc:\n    print('raised:', exc)\n"
-            "print('ray up:', ray.is_initialized())\n")
+    code = (
+        "import sys, ray, poet\n"
+        f"cfg = {cfg!r}\n"
+        "try:\n    poet.run(cfg, out=sys.argv[1], progress=False)\n"
+        "except RuntimeError as exc:\n    print('raised:', exc)\n"
+        "print('ray up:', ray.is_initialized())\n"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r")], capture_output=True, text=True,
-                         cwd=tmp_path, env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert "raised: trainer constructor failed" in out.stdout, out.stderr[-2000:]
     assert "ray up: False" in out.stdout
 

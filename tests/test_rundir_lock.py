@@ -1,5 +1,6 @@
 """One writer per run directory: a second `run`/`resume` is refused while the first lives, and
 a lock left by a dead process is taken over."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,10 @@ from poet.rundir_lock import RunDirInUse, RunDirLock
 from tests.conftest import ROOT
 
 TABLES = ("iterations", "envs", "transfers", "events", "phases")
-HOLD = "import sys, time; from poet.rundir_lock import RunDirLock; RunDirLock(sys.argv[1]).acquire(); " \
-       "print('locked', flush=True); time.sleep(120)"
+HOLD = (
+    "import sys, time; from poet.rundir_lock import RunDirLock; RunDirLock(sys.argv[1]).acquire(); "
+    "print('locked', flush=True); time.sleep(120)"
+)
 
 
 def _tables(run_dir) -> dict[str, bytes]:
@@ -32,12 +35,19 @@ def test_two_concurrent_resumes_one_refused_tables_intact(tiny, tmp_path):
     before = _tables(run_dir)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # the first writer: a live process holding the directory, as a running `poet resume` does
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True,
-                              cwd=ROOT, env=env)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        second = subprocess.run([sys.executable, "-m", "poet.cli", "resume", str(run_dir), "--iterations", "6"],
-                                capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+        second = subprocess.run(
+            [sys.executable, "-m", "poet.cli", "resume", str(run_dir), "--iterations", "6"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=120,
+        )
         assert second.returncode == 2
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1, second.stderr

@@ -1,5 +1,6 @@
 """TensorBoard and MLflow sinks: their curves equal the run's tables, and a killed and resumed
 run has every step once."""
+
 from __future__ import annotations
 
 import sys
@@ -24,7 +25,7 @@ def _curves(run_dir):
 
 
 def _scores(points, prefix="score/"):
-    return {(tag[len(prefix):], step): value for tag, step, value in points if tag.startswith(prefix)}
+    return {(tag[len(prefix) :], step): value for tag, step, value in points if tag.startswith(prefix)}
 
 
 def _check_against_tables(run_dir) -> None:
@@ -44,8 +45,12 @@ def _check_against_tables(run_dir) -> None:
 
 
 def test_a_quickstart_run_with_both_sinks_writes_the_tables_curves(ray_local, tmp_path):
-    poet.run(ROOT / "experiments" / "quickstart.yaml", out=tmp_path / "r", progress=False,
-             overrides=["iterations=25", "logging.tensorboard=true", "logging.mlflow=true"])
+    poet.run(
+        ROOT / "experiments" / "quickstart.yaml",
+        out=tmp_path / "r",
+        progress=False,
+        overrides=["iterations=25", "logging.tensorboard=true", "logging.mlflow=true"],
+    )
     _check_against_tables(tmp_path / "r")
     assert load_run(tmp_path / "r").iterations["pair_id"].nunique() >= 2  # past the first reproduction
 

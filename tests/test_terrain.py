@@ -1,4 +1,5 @@
 """Tests of the numpy terrain runner family (envs/terrain.py)."""
+
 from __future__ import annotations
 
 import warnings
@@ -326,7 +327,7 @@ def test_rows_on_one_course_share_its_cells_and_step_as_on_their_own() -> None:
     for t in range(500):
         obs, rew, term, trunc = batch.step(actions[t])
         for r, single in enumerate(singles):
-            o, w, te, tr = single.step(actions[t, r:r + 1])
+            o, w, te, tr = single.step(actions[t, r : r + 1])
             assert np.array_equal(o[0], obs[r]) and w[0] == rew[r] and te[0] == term[r] and tr[0] == trunc[r]
 
 
@@ -408,7 +409,11 @@ def test_sample_is_dcds_reset_random_over_this_familys_ranges() -> None:
     family = TerrainFamily()
     for seed in range(20):
         u = np.random.default_rng(seed)
-        rough, pits, stumps = u.uniform(0, ROUGH_MAX), sorted(u.uniform(0, PIT_MAX, 2)), sorted(u.uniform(0, STUMP_MAX, 2))
+        rough, pits, stumps = (
+            u.uniform(0, ROUGH_MAX),
+            sorted(u.uniform(0, PIT_MAX, 2)),
+            sorted(u.uniform(0, STUMP_MAX, 2)),
+        )
         v = family.sample(np.random.default_rng(seed)).values
         assert v["roughness"] == rough
         assert v["pit_gap"] == (pits if pits[1] >= 0.8 else [])
@@ -453,8 +458,9 @@ def test_course_profile_is_the_course_in_metres() -> None:
     assert len(profile.pits) == kinds.count("pit") > 0 and len(profile.stumps) == kinds.count("stump") > 0
     for (x0, x1), (_, start, width) in zip(profile.pits, [o for o in course.obstacles if o[0] == "pit"]):
         assert x0 == pytest.approx(start) and x1 - x0 == pytest.approx(width, abs=RES)
-    for (x0, x1, bottom, top), (_, start, height) in zip(profile.stumps,
-                                                         [o for o in course.obstacles if o[0] == "stump"]):
+    for (x0, _, bottom, top), (_, start, height) in zip(
+        profile.stumps, [o for o in course.obstacles if o[0] == "stump"]
+    ):
         assert x0 == pytest.approx(start) and top - bottom >= height - 1e-9
     flat = fam.course_profile(fam.initial(), seed=1)
     assert flat.description == "roughness 0 · no pits · no stumps" and not flat.pits and not flat.stumps
@@ -462,25 +468,30 @@ def test_course_profile_is_the_course_in_metres() -> None:
 
 
 # the POET paper's classes: max stump height >= 2.4, max pit gap >= 6.0, roughness >= 4.5
-@pytest.mark.parametrize("values, expected", [
-    ({"roughness": 0.0, "pit_gap": [], "stump_height": []}, 0),
-    ({"roughness": 4.4, "pit_gap": [0.0, 5.9], "stump_height": [2.3, 2.3]}, 0),  # just below all three
-    ({"roughness": 4.5, "pit_gap": [], "stump_height": []}, 1),
-    ({"roughness": 0.0, "pit_gap": [0.0, 6.0], "stump_height": []}, 1),
-    ({"roughness": 0.0, "pit_gap": [], "stump_height": [0.0, 2.4]}, 1),  # the upper end counts
-    ({"roughness": 0.0, "pit_gap": [5.0, 5.9], "stump_height": [2.4, 2.4]}, 1),
-    ({"roughness": 4.5, "pit_gap": [6.0, 6.0], "stump_height": []}, 2),
-    ({"roughness": 0.0, "pit_gap": [1.0, 7.2], "stump_height": [1.0, 3.0]}, 2),
-    ({"roughness": 5.6, "pit_gap": [4.48, 6.4], "stump_height": [2.4, 2.82]}, 3),  # dcd's POET "rose 1a"
-    ({"roughness": 4.5, "pit_gap": [6.0, 6.0], "stump_height": [2.4, 2.4]}, 3),
-])
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        ({"roughness": 0.0, "pit_gap": [], "stump_height": []}, 0),
+        ({"roughness": 4.4, "pit_gap": [0.0, 5.9], "stump_height": [2.3, 2.3]}, 0),  # just below all three
+        ({"roughness": 4.5, "pit_gap": [], "stump_height": []}, 1),
+        ({"roughness": 0.0, "pit_gap": [0.0, 6.0], "stump_height": []}, 1),
+        ({"roughness": 0.0, "pit_gap": [], "stump_height": [0.0, 2.4]}, 1),  # the upper end counts
+        ({"roughness": 0.0, "pit_gap": [5.0, 5.9], "stump_height": [2.4, 2.4]}, 1),
+        ({"roughness": 4.5, "pit_gap": [6.0, 6.0], "stump_height": []}, 2),
+        ({"roughness": 0.0, "pit_gap": [1.0, 7.2], "stump_height": [1.0, 3.0]}, 2),
+        ({"roughness": 5.6, "pit_gap": [4.48, 6.4], "stump_height": [2.4, 2.82]}, 3),  # dcd's POET "rose 1a"
+        ({"roughness": 4.5, "pit_gap": [6.0, 6.0], "stump_height": [2.4, 2.4]}, 3),
+    ],
+)
 @pytest.mark.parametrize("name", ["terrain", "bipedal"])
 def test_difficulty_classes_at_the_papers_thresholds(name, values, expected):
     from envs.terrain import DIFFICULTY_CLASSES
 
     family = make_family(name)
     assert family.difficulty(EnvParams.create(name, values)) == expected
-    assert DIFFICULTY_CLASSES[expected] == ("easy", "challenging", "very challenging", "extremely challenging")[expected]
+    assert (
+        DIFFICULTY_CLASSES[expected] == ("easy", "challenging", "very challenging", "extremely challenging")[expected]
+    )
 
 
 def test_difficulty_refuses_bad_params():
@@ -494,9 +505,15 @@ def test_envs_table_records_each_envs_difficulty(tiny, tmp_path):
     from poet.analysis import load_run
 
     # an easy start env that reproduction can push across a threshold
-    cfg = tiny(iterations=9, env={"family": "terrain", "start": {"roughness": 4.2, "pit_gap": [], "stump_height": []},
-                                  "options": {"course_length": 20.0, "max_episode_steps": 150}},
-               reproduction={"threshold": -1000.0})
+    cfg = tiny(
+        iterations=9,
+        env={
+            "family": "terrain",
+            "start": {"roughness": 4.2, "pit_gap": [], "stump_height": []},
+            "options": {"course_length": 20.0, "max_episode_steps": 150},
+        },
+        reproduction={"threshold": -1000.0},
+    )
     poet.run(cfg, out=tmp_path / "r", progress=False)
     envs_t = load_run(tmp_path / "r").envs
     assert str(envs_t["difficulty"].dtype) == "Int64"

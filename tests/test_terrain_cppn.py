@@ -1,4 +1,5 @@
 """The `terrain_cppn` family: bipedal_cppn's genome and ground on the terrain runner's core."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -87,8 +88,11 @@ def test_bad_params_name_this_family_and_the_field():
 
 
 def test_enhanced_poet_runs_on_it_and_records_rebuildable_envs(tiny, tmp_path):
-    cfg = tiny(curriculum="enhanced_poet", iterations=8,
-               env={"family": "terrain_cppn", "options": {"course_length": 20.0, "max_episode_steps": 150}})
+    cfg = tiny(
+        curriculum="enhanced_poet",
+        iterations=8,
+        env={"family": "terrain_cppn", "options": {"course_length": 20.0, "max_episode_steps": 150}},
+    )
     poet.run(cfg, out=tmp_path / "r", progress=False)
     run = load_run(tmp_path / "r")
     assert set(run.envs["family"]) == {"terrain_cppn"} and len(run.envs) >= 2

@@ -1,6 +1,7 @@
 """A family from the user's own package (`env.family: package.module:Factory`) with
 `env.start`, from the command line, on the Ray pool; reading the run never imports it
 unless the reader says so."""
+
 from __future__ import annotations
 
 import os
@@ -21,22 +22,43 @@ def _env(**extra) -> dict:
 
 
 def _poet(args, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "poet.cli", *args], cwd=ROOT, env=_env(**env), capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "poet.cli", *args],
+        cwd=ROOT,
+        env=_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
 def user_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("userfamily")
     config = tmp / "cfg.yaml"
-    cfg = tiny_config(iterations=3, evaluation={**tiny_config()["evaluation"], "backend": "ray"}, ray={"workers": 2},
-                      checkpoint={"every": 1})
+    cfg = tiny_config(
+        iterations=3,
+        evaluation={**tiny_config()["evaluation"], "backend": "ray"},
+        ray={"workers": 2},
+        checkpoint={"every": 1},
+    )
     config.write_text(yaml.safe_dump(cfg))
     out = tmp / "r"
-    run = _poet(["run", str(config), "--set", "env.family=mypkg.families:make_family",
-                 "--set", "env.options={course_length: 25}",
-                 "--set", "env.start={roughness: 1.0, pit_gap: [], stump_height: [0.0, 0.4]}",
-                 "--out", str(out), "--quiet"])
+    run = _poet(
+        [
+            "run",
+            str(config),
+            "--set",
+            "env.family=mypkg.families:make_family",
+            "--set",
+            "env.options={course_length: 25}",
+            "--set",
+            "env.start={roughness: 1.0, pit_gap: [], stump_height: [0.0, 0.4]}",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return out
 

@@ -4,6 +4,7 @@ file store the README's way, and the analysis notebook run from a copy outside t
 
 One tiny run with both logger sinks (module fixture) serves every test.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,7 @@ LOOKUP_CELLS = 3
 def run_dir(tmp_path_factory) -> Path:
     """A 4-iteration POET run writing TensorBoard event files and an MLflow file store."""
     out = tmp_path_factory.mktemp("viewers") / "run"
-    poet.run(tiny_config(iterations=ITERATIONS, logging={"tensorboard": True, "mlflow": True}), out=out,
-             progress=False)
+    poet.run(tiny_config(iterations=ITERATIONS, logging={"tensorboard": True, "mlflow": True}), out=out, progress=False)
     return out
 
 
@@ -45,28 +45,32 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 # ---------------------------------------------------------------- programs
 
-@pytest.mark.parametrize("command, expected", [
-    (["tensorboard", "--help"], "usage: tensorboard"),
-    (["mlflow", "ui", "--help"], "Usage: mlflow ui"),
-    (["jupyter", "notebook", "--help"], "Jupyter Notebook"),
-])
+
+@pytest.mark.parametrize(
+    "command, expected",
+    [
+        (["tensorboard", "--help"], "usage: tensorboard"),
+        (["mlflow", "ui", "--help"], "Usage: mlflow ui"),
+        (["jupyter", "notebook", "--help"], "Jupyter Notebook"),
+    ],
+)
 def test_viewer_programs_are_installed(command: list[str], expected: str):
     program = BIN / command[0]
     assert program.is_file(), f"{program} missing: `make install` installs the viewers extra"
-    proc = subprocess.run([str(program), *command[1:]], capture_output=True, text=True, timeout=300,
-                          env=_clean_env())
+    proc = subprocess.run([str(program), *command[1:]], capture_output=True, text=True, timeout=300, env=_clean_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert expected in proc.stdout, proc.stdout[:500]
 
 
 def test_mlflow_server_serves_its_ui_pages():
     """`mlflow ui`'s app answers / with the UI's page (mlflow-skinny has neither the app nor the page)."""
-    script = ("from mlflow.server import app\n"
-              "client = app.test_client()\n"
-              "page, health = client.get('/'), client.get('/health')\n"
-              "print(page.status_code, health.status_code, page.data[:200].decode())\n")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          env=_clean_env())
+    script = (
+        "from mlflow.server import app\n"
+        "client = app.test_client()\n"
+        "page, health = client.get('/'), client.get('/health')\n"
+        "print(page.status_code, health.status_code, page.data[:200].decode())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=_clean_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("200 200 ") and "<html" in proc.stdout, proc.stdout
 
@@ -92,8 +96,14 @@ def test_mlflow_reads_the_runs_file_store_with_the_readmes_switch(run_dir):
     README's `mlflow ui --backend-store-uri runs/.../mlruns` has it; without the switch MLflow 3 refuses."""
     run_id = (run_dir / "mlflow_run_id").read_text().strip()
     args = [sys.executable, "-c", READ_STORE, f"{run_dir.name}/mlruns", run_id]
-    proc = subprocess.run(args, cwd=run_dir.parent, capture_output=True, text=True, timeout=300,
-                          env=_clean_env(MLFLOW_ALLOW_FILE_STORE="true"))
+    proc = subprocess.run(
+        args,
+        cwd=run_dir.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_clean_env(MLFLOW_ALLOW_FILE_STORE="true"),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     run = load_run(run_dir)
@@ -105,12 +115,12 @@ def test_mlflow_reads_the_runs_file_store_with_the_readmes_switch(run_dir):
     assert [step for step, _ in got["scores"]] == own["iteration"].tolist()
     assert [value for _, value in got["scores"]] == pytest.approx(own["score"].tolist(), rel=1e-12)
 
-    refused = subprocess.run(args, cwd=run_dir.parent, capture_output=True, text=True, timeout=300,
-                             env=_clean_env())
+    refused = subprocess.run(args, cwd=run_dir.parent, capture_output=True, text=True, timeout=300, env=_clean_env())
     assert refused.returncode != 0 and "MLFLOW_ALLOW_FILE_STORE" in refused.stderr
 
 
 # ---------------------------------------------------------------- notebook
+
 
 def _execute(path: Path, cells: int | None = None) -> nbformat.NotebookNode:
     """The notebook at `path` (its first `cells` cells if given) executed in its own folder."""
@@ -119,8 +129,13 @@ def _execute(path: Path, cells: int | None = None) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
     if cells is not None:
         nb.cells = nb.cells[:cells]
-    client = NotebookClient(nb, km=_this_python_kernel(), kernel_name="python3", timeout=120,
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb,
+        km=_this_python_kernel(),
+        kernel_name="python3",
+        timeout=120,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     client.execute()  # raises CellExecutionError on the first failing cell
     return nb
 

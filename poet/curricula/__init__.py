@@ -2,6 +2,7 @@
 
 Adding one is a file here and a line below.
 """
+
 from __future__ import annotations
 
 from poet.curricula.base import Curriculum, PhaseTimer
@@ -28,8 +29,10 @@ def resolve_curriculum(name: str) -> type:
     if name in CURRICULA:
         return CURRICULA[name]
     if ":" not in name:
-        raise ValueError(f"unknown curriculum {name!r}; registered: {', '.join(sorted(CURRICULA))}, "
-                         "or name your own as 'package.module:Class'")
+        raise ValueError(
+            f"unknown curriculum {name!r}; registered: {', '.join(sorted(CURRICULA))}, "
+            "or name your own as 'package.module:Class'"
+        )
     cls = import_named(name, "curriculum")
     for method in ("start", "run_iteration"):
         if not callable(getattr(cls, method, None)):
@@ -37,5 +40,16 @@ def resolve_curriculum(name: str) -> type:
     return cls
 
 
-__all__ = ["ACCEL", "CURRICULA", "DirectPath", "RobustPLR", "Curriculum", "DirectCurriculum", "DomainRandomization", "EnhancedPoetCurriculum", "PhaseTimer",
-           "PoetCurriculum", "resolve_curriculum"]
+__all__ = [
+    "ACCEL",
+    "CURRICULA",
+    "DirectPath",
+    "RobustPLR",
+    "Curriculum",
+    "DirectCurriculum",
+    "DomainRandomization",
+    "EnhancedPoetCurriculum",
+    "PhaseTimer",
+    "PoetCurriculum",
+    "resolve_curriculum",
+]

@@ -10,10 +10,12 @@ table; every evaluation a phase makes should go to the evaluator in as few waves
 A user's curriculum is named in config as `curriculum: package.module:Class`; the class
 is built with the keyword arguments of `curriculum_options`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from poet.context import RunContext
@@ -27,10 +29,10 @@ class Curriculum(Protocol):
 
     name: str
 
-    def start(self, ctx: "RunContext") -> None:
+    def start(self, ctx: RunContext) -> None:
         """Create the run's first envs and agents in `ctx.state`."""
         ...
 
-    def run_iteration(self, ctx: "RunContext", iteration: int, phase: PhaseTimer) -> None:
+    def run_iteration(self, ctx: RunContext, iteration: int, phase: PhaseTimer) -> None:
         """One iteration: its phases, each inside `with phase("name"):`."""
         ...

@@ -1,6 +1,7 @@
 """Direct training: one agent on one env for the whole run (the baseline every curriculum
 is compared with). The env is `env.start` if the config gives one, else the family's
 initial env; each iteration is one trainer step and the agent's score, as in POET."""
+
 from __future__ import annotations
 
 from poet.context import RunContext

@@ -6,6 +6,7 @@ its own course seed. Every level is a row of the `envs` table (no parent, the ag
 pair id, the iteration); the `iterations` table has the agent's score on the level it
 trained on, taken as POET takes it (after the step by default).
 """
+
 from __future__ import annotations
 
 from envs import EnvFamily, EnvParams

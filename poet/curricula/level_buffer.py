@@ -18,6 +18,7 @@ Ties in the rank transform are broken by buffer position (a stable sort): dcd's
 `argsort` leaves their order to numpy's quicksort; a fixed order keeps runs reproducible.
 All randomness comes from the Generator passed in.
 """
+
 from __future__ import annotations
 
 import math
@@ -110,16 +111,30 @@ class LevelBuffer:
 
     def to_data(self) -> dict[str, Any]:
         """Plain data for the run state (checkpoints)."""
-        return {"capacity": self.capacity, "temperature": self.temperature, "staleness_coef": self.staleness_coef,
-                "priority": self.priority, "levels": list(self.levels), "scores": list(self.scores), "staleness": list(self.staleness),
-                "samples": self.samples}
+        return {
+            "capacity": self.capacity,
+            "temperature": self.temperature,
+            "staleness_coef": self.staleness_coef,
+            "priority": self.priority,
+            "levels": list(self.levels),
+            "scores": list(self.scores),
+            "staleness": list(self.staleness),
+            "samples": self.samples,
+        }
 
     @classmethod
-    def from_data(cls, data: dict[str, Any]) -> "LevelBuffer":
+    def from_data(cls, data: dict[str, Any]) -> LevelBuffer:
         """Inverse of `to_data`."""
-        return cls(int(data["capacity"]), float(data["temperature"]), float(data["staleness_coef"]),
-                   str(data.get("priority", "replay_support")), list(data["levels"]), [float(s) for s in data["scores"]], [float(s) for s in data["staleness"]],
-                   int(data["samples"]))
+        return cls(
+            int(data["capacity"]),
+            float(data["temperature"]),
+            float(data["staleness_coef"]),
+            str(data.get("priority", "replay_support")),
+            list(data["levels"]),
+            [float(s) for s in data["scores"]],
+            [float(s) for s in data["staleness"]],
+            int(data["samples"]),
+        )
 
 
 def _normalised(w: np.ndarray) -> np.ndarray:

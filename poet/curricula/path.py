@@ -9,6 +9,7 @@ k-th equal share of the run's iterations, on `family.interpolate(start, target, 
 the last stage is the target itself. Each stage is a row of the `envs` table whose parent is
 the stage before.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,8 +28,9 @@ class DirectPath:
 
     def __init__(self, target: dict[str, Any] | None = None, stages: int = 10):
         if not isinstance(target, dict) or not target:
-            raise TypeError("path: give the target env's values, e.g. target: {roughness: 4.0, pit_gap: [], "
-                            "stump_height: []}")
+            raise TypeError(
+                "path: give the target env's values, e.g. target: {roughness: 4.0, pit_gap: [], stump_height: []}"
+            )
         if int(stages) < 2:
             raise TypeError(f"path: stages must be >= 2, got {stages}")
         self.target, self.stages = dict(target), int(stages)
@@ -45,8 +47,11 @@ class DirectPath:
 
     def _start(self, ctx: RunContext) -> EnvParams:
         start = ctx.cfg.env.start
-        return start_params(ctx.family, start) if start is not None else initial_params(
-            ctx.family, ctx.seeds.rng("env.initial"))
+        return (
+            start_params(ctx.family, start)
+            if start is not None
+            else initial_params(ctx.family, ctx.seeds.rng("env.initial"))
+        )
 
     def stage_of(self, ctx: RunContext, iteration: int) -> int:
         """The stage `iteration` trains on: equal shares of the run's iterations."""

@@ -23,6 +23,7 @@ loss of the rollouts it was trained on, reported in the step's metrics). Otherwi
 it is MaxMC from returns: the highest return ever seen on the level (the agent's, and for
 ES its perturbations') minus the agent's current return; a level seen once scores 0.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -82,9 +83,17 @@ class RobustPLR:
     name = "robust_plr"
     edits = 0  # robust PLR never edits
 
-    def __init__(self, buffer_size: int = 1000, replay_prob: float = 0.5, min_fill: float = 0.5,
-                 temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16, score: str = "auto",
-                 buffer_priority: str = "replay_support"):
+    def __init__(
+        self,
+        buffer_size: int = 1000,
+        replay_prob: float = 0.5,
+        min_fill: float = 0.5,
+        temperature: float = 0.1,
+        staleness_coef: float = 0.5,
+        new_levels: int = 16,
+        score: str = "auto",
+        buffer_priority: str = "replay_support",
+    ):
         _check_choice("score", score, SCORES)
         _check_choice("buffer_priority", buffer_priority, PRIORITIES)
         self.buffer_size = _check_int("buffer_size", buffer_size, 1)
@@ -109,15 +118,20 @@ class RobustPLR:
         scores = ctx.state.population.active[0].scores  # one per trainer step: every step is a replay
         if held < needed and not scores:
             return {"levels": f"{held}/{needed} before first replay"}
-        return {"buffer": f"{held}/{capacity}", "replays": len(scores),
-                "replay_score": f"{scores[-1]:.0f}" if scores else "none yet"}
+        return {
+            "buffer": f"{held}/{capacity}",
+            "replays": len(scores),
+            "replay_score": f"{scores[-1]:.0f}" if scores else "none yet",
+        }
 
     def uses_value_loss(self, ctx: RunContext) -> bool:
         """Whether levels are scored by positive value loss (else MaxMC)."""
         has = callable(getattr(ctx.trainer, "regret", None))
         if self.score == "positive_value_loss" and not has:
-            raise ConfigError(f"curriculum_options.score: positive_value_loss needs a trainer with a value function "
-                              f"(regret(tasks, evaluator)); trainer {ctx.trainer.name!r} has none")
+            raise ConfigError(
+                f"curriculum_options.score: positive_value_loss needs a trainer with a value function "
+                f"(regret(tasks, evaluator)); trainer {ctx.trainer.name!r} has none"
+            )
         return self.score == "positive_value_loss" or (self.score == "auto" and has)
 
     def check(self, family: EnvFamily) -> str | None:
@@ -180,18 +194,37 @@ class RobustPLR:
         child = child.with_course_seed(course_seed_for(ctx, rng))
         self._offer(ctx, buffer, [child], [parent.id], iteration, "edited")
 
-    def _offer(self, ctx: RunContext, buffer: LevelBuffer, levels: list[EnvParams], parents: list[str | None],
-               iteration: int, kind: str) -> None:
+    def _offer(
+        self,
+        ctx: RunContext,
+        buffer: LevelBuffer,
+        levels: list[EnvParams],
+        parents: list[str | None],
+        iteration: int,
+        kind: str,
+    ) -> None:
         """Score new levels in one wave and offer them to the buffer."""
         agent = ctx.state.population.active[0]
         stamps = [buffer.propose() for _ in levels]
         if self.uses_value_loss(ctx):
-            tasks = [TrainTask(key=agent.pair_id, theta=agent.theta, env=level, state=agent.state,
-                               seed=ctx.seeds.integer(f"plr.{kind}", iteration, i)) for i, level in enumerate(levels)]
+            tasks = [
+                TrainTask(
+                    key=agent.pair_id,
+                    theta=agent.theta,
+                    env=level,
+                    state=agent.state,
+                    seed=ctx.seeds.integer(f"plr.{kind}", iteration, i),
+                )
+                for i, level in enumerate(levels)
+            ]
             regrets, returns = ctx.trainer.regret(tasks, ctx.evaluator), [None] * len(levels)
         else:  # MaxMC: the return is all that is known of a new level, so its regret is 0
-            returns = [float(r) for r in ctx.scorer.score([(agent.theta, level) for level in levels],
-                                                          tags=[f"{agent.pair_id} {kind} level" for _ in levels])]
+            returns = [
+                float(r)
+                for r in ctx.scorer.score(
+                    [(agent.theta, level) for level in levels], tags=[f"{agent.pair_id} {kind} level" for _ in levels]
+                )
+            ]
             regrets = [maxmc(r, r) for r in returns]
         for level, parent, stamp, ret, regret in zip(levels, parents, stamps, returns, regrets):
             record_level(ctx, level, agent.pair_id, parent, iteration)
@@ -205,11 +238,21 @@ class ACCEL(RobustPLR):
 
     name = "accel"
 
-    def __init__(self, buffer_size: int = 1000, replay_prob: float = 0.9, min_fill: float = 0.5,
-                 temperature: float = 0.1, staleness_coef: float = 0.5, new_levels: int = 16, edits: int = 3,
-                 score: str = "auto", buffer_priority: str = "replay_support"):
-        super().__init__(buffer_size, replay_prob, min_fill, temperature, staleness_coef, new_levels, score,
-                         buffer_priority)
+    def __init__(
+        self,
+        buffer_size: int = 1000,
+        replay_prob: float = 0.9,
+        min_fill: float = 0.5,
+        temperature: float = 0.1,
+        staleness_coef: float = 0.5,
+        new_levels: int = 16,
+        edits: int = 3,
+        score: str = "auto",
+        buffer_priority: str = "replay_support",
+    ):
+        super().__init__(
+            buffer_size, replay_prob, min_fill, temperature, staleness_coef, new_levels, score, buffer_priority
+        )
         self.edits = _check_int("edits", edits, 1)
 
     def check(self, family: EnvFamily) -> str | None:
@@ -224,4 +267,3 @@ class ACCEL(RobustPLR):
             return easy(rng)
         start = ctx.cfg.env.start
         return start_params(ctx.family, start) if start is not None else initial_params(ctx.family, rng)
-

@@ -5,6 +5,7 @@ step of every active pair and its score, transfer (every `transfer.every` iterat
 there are at least two pairs). The two differ only in the rules `enhanced` selects in
 reproduction.py and transfer.py (child duplicates, novelty, transfer bar, ANNECS counter).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -68,8 +69,11 @@ def start_pair(ctx: RunContext, env: EnvParams | None = None) -> Pair:
     family's initial env."""
     if env is None:
         start = ctx.cfg.env.start
-        env = (start_params(ctx.family, start) if start is not None
-               else initial_params(ctx.family, ctx.seeds.rng("env.initial")))
+        env = (
+            start_params(ctx.family, start)
+            if start is not None
+            else initial_params(ctx.family, ctx.seeds.rng("env.initial"))
+        )
         seed = course_seed_for(ctx, ctx.seeds.rng("env.course", 0))
         # a start given with its course keeps it (unless every episode is to get a new course)
         env = env.with_course_seed(seed if env.course_seed is None or seed is None else env.course_seed)
@@ -77,8 +81,15 @@ def start_pair(ctx: RunContext, env: EnvParams | None = None) -> Pair:
     theta = init_flat(ctx.spec, ctx.seeds.rng("policy.init"), ctx.cfg.policy.init)
     pop = ctx.state.population
     index = pop.new_index()
-    pair = Pair(pair_id=f"p{index}", index=index, env=env, theta=theta, state=ctx.trainer.init_state(theta),
-                parent_env_id=None, created_iteration=0)
+    pair = Pair(
+        pair_id=f"p{index}",
+        index=index,
+        env=env,
+        theta=theta,
+        state=ctx.trainer.init_state(theta),
+        parent_env_id=None,
+        created_iteration=0,
+    )
     pop.add(pair)
     record_env(ctx, pair)
     ctx.records.event(0, "admitted", pair.pair_id, env.id, {"initial": True})
@@ -96,8 +107,14 @@ def initial_params(family: EnvFamily, rng: np.random.Generator) -> EnvParams:
 
 
 def _task(ctx: RunContext, pair: Pair, iteration: int, theta: np.ndarray, state: dict, eval_episodes: int) -> TrainTask:
-    return TrainTask(key=pair.pair_id, theta=theta, env=pair.env, state=state,
-                     seed=ctx.seeds.integer("train", iteration, pair.index), eval_episodes=eval_episodes)
+    return TrainTask(
+        key=pair.pair_id,
+        theta=theta,
+        env=pair.env,
+        state=state,
+        seed=ctx.seeds.integer("train", iteration, pair.index),
+        eval_episodes=eval_episodes,
+    )
 
 
 def train_pairs(ctx: RunContext, iteration: int, run_ahead: bool = True) -> list[TrainStep]:
@@ -111,24 +128,28 @@ def train_pairs(ctx: RunContext, iteration: int, run_ahead: bool = True) -> list
     """
     after = ctx.cfg.evaluation.self_score == "after_step"
     pairs = list(ctx.state.population.active)
-    tasks = [_task(ctx, p, iteration, p.theta, p.state, 0 if after else ctx.cfg.evaluation.eval_episodes)
-             for p in pairs]
+    tasks = [
+        _task(ctx, p, iteration, p.theta, p.state, 0 if after else ctx.cfg.evaluation.eval_episodes) for p in pairs
+    ]
     steps = ctx.trainer.step(tasks, ctx.evaluator)
     drop = getattr(ctx.evaluator, "drop_ahead", None)
     if callable(drop):
         drop()  # what the last iteration ran ahead for this step and it did not ask for
     if after:
         ahead = _next_requests(ctx, pairs, steps, iteration) if run_ahead else []
-        scores = ctx.scorer.score([(s.theta, p.env) for p, s in zip(pairs, steps)],
-                                  tags=[f"{p.pair_id} (score)" for p in pairs], along=ahead)
+        scores = ctx.scorer.score(
+            [(s.theta, p.env) for p, s in zip(pairs, steps)], tags=[f"{p.pair_id} (score)" for p in pairs], along=ahead
+        )
         if ahead:
             ctx.evaluator.release(list({r.policy for r in ahead}))
     else:
         scores = [float("nan") if s.score is None else s.score for s in steps]
     for pair, step, score in zip(pairs, steps, scores):
         score = float(score)
-        ctx.records.write("iterations", {"iteration": iteration, "pair_id": pair.pair_id, "env_id": pair.env.id,
-                                         "score": score, **step.metrics})
+        ctx.records.write(
+            "iterations",
+            {"iteration": iteration, "pair_id": pair.pair_id, "env_id": pair.env.id, "score": score, **step.metrics},
+        )
         pair.scores.append(score)
         pair.theta, pair.state = step.theta, step.state
         ctx.mark_solved(pair.pair_id, pair.env.id, score, iteration, "training")
@@ -141,7 +162,11 @@ def _next_requests(ctx: RunContext, pairs: list[Pair], steps: list, iteration: i
     iteration reuses every one it asks for unchanged (none of a pair transferred to or
     retired in between)."""
     plan = getattr(ctx.trainer, "requests", None)
-    if (not ctx.cfg.evaluation.run_ahead or not callable(plan) or not hasattr(ctx.evaluator, "evaluate_along")
-            or (ctx.stop_at is not None and iteration + 1 >= ctx.stop_at)):
+    if (
+        not ctx.cfg.evaluation.run_ahead
+        or not callable(plan)
+        or not hasattr(ctx.evaluator, "evaluate_along")
+        or (ctx.stop_at is not None and iteration + 1 >= ctx.stop_at)
+    ):
         return []
     return plan([_task(ctx, p, iteration + 1, s.theta, s.state, 0) for p, s in zip(pairs, steps)], ctx.evaluator)

@@ -1,10 +1,20 @@
 """Evaluation: the Evaluator protocol, the rollout core and its implementations."""
+
 from poet.evaluation.inprocess import InProcessEvaluator
 from poet.evaluation.jobs import Job, JobResult
 from poet.evaluation.noise import NoiseTable, perturb
 from poet.evaluation.protocol import EvalError, EvalRequest, EvalResult, Evaluator, Perturbation, PolicyRef
 
 __all__ = [
-    "EvalError", "EvalRequest", "EvalResult", "Evaluator", "InProcessEvaluator", "Job", "JobResult",
-    "NoiseTable", "Perturbation", "PolicyRef", "perturb",
+    "EvalError",
+    "EvalRequest",
+    "EvalResult",
+    "Evaluator",
+    "InProcessEvaluator",
+    "Job",
+    "JobResult",
+    "NoiseTable",
+    "Perturbation",
+    "PolicyRef",
+    "perturb",
 ]

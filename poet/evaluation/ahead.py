@@ -11,9 +11,11 @@ only on their request, so no number changes; the env steps of kept results that 
 asked for (a pair transferred to or retired in between) are taken off `env_steps`, so the
 run's throughput counts only steps it used.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +66,9 @@ class AheadEvaluator:
     # -- waves
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         """One result per request: kept ones where identical requests ran ahead, the rest in one wave."""
-        results: list[EvalResult | None] = [self._kept.pop(r, None) for r in requests] if self._kept else [None] * len(requests)
+        results: list[EvalResult | None] = (
+            [self._kept.pop(r, None) for r in requests] if self._kept else [None] * len(requests)
+        )
         todo = [i for i, r in enumerate(results) if r is None]
         self.reused += len(requests) - len(todo)
         if todo:
@@ -78,8 +82,8 @@ class AheadEvaluator:
         asked = set(requests)
         ahead = [r for r in dict.fromkeys(ahead) if r not in asked]
         results = self.evaluate(list(requests) + ahead)
-        self._kept = dict(zip(ahead, results[len(requests):]))
-        return results[:len(requests)]
+        self._kept = dict(zip(ahead, results[len(requests) :]))
+        return results[: len(requests)]
 
     def drop_ahead(self) -> None:
         """Forget the results run ahead that were not asked for (the wave they were for is done)."""

@@ -8,13 +8,16 @@ the cluster a `ray start` on this machine recorded) and makes one gRPC call over
 channel with a short deadline: to a head's GCS, carrying the token Ray would send, or a ping
 of a Ray Client server. Each way it can fail is one `ClusterError` line naming `ray.address`.
 """
+
 from __future__ import annotations
 
 import os
 
 CONNECT_TIMEOUT_S = 5.0  # the deadline of the one call; a head that is up answers in milliseconds
-TOKEN_HELP = ("the cluster's token in RAY_AUTH_TOKEN, or in a file named by RAY_AUTH_TOKEN_PATH "
-              "(default ~/.ray/auth_token); `ray get-auth-token` on the head prints it")
+TOKEN_HELP = (
+    "the cluster's token in RAY_AUTH_TOKEN, or in a file named by RAY_AUTH_TOKEN_PATH "
+    "(default ~/.ray/auth_token); `ray get-auth-token` on the head prints it"
+)
 
 
 class ClusterError(ConnectionError):
@@ -35,8 +38,10 @@ def _unreachable(exc: Exception, host: str, shown: str, start: str) -> ClusterEr
             return ClusterError(f"ray.address: nothing is listening at {shown}: is the head started, with `{start}`?")
         return ClusterError(f"ray.address: cannot reach {shown} ({details or code.name})")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED and "connect" in details.lower():
-        return ClusterError(f"ray.address: no answer from {shown} within {CONNECT_TIMEOUT_S:g} s "
-                            "(host down, or a firewall drops the port)")
+        return ClusterError(
+            f"ray.address: no answer from {shown} within {CONNECT_TIMEOUT_S:g} s "
+            "(host down, or a firewall drops the port)"
+        )
     return None
 
 
@@ -54,8 +59,10 @@ def _token_mode(auto: bool) -> tuple[bool, bool, tuple]:
     try:
         has_token = loader.has_token(ignore_auth_mode=True)
     except AuthenticationError as exc:  # e.g. RAY_AUTH_TOKEN_PATH names no readable file
-        raise ClusterError(f"ray.address: cannot read this driver's authentication token "
-                           f"({exc.message.rstrip('.')}): give {TOKEN_HELP}") from None
+        raise ClusterError(
+            f"ray.address: cannot read this driver's authentication token "
+            f"({exc.message.rstrip('.')}): give {TOKEN_HELP}"
+        ) from None
     if is_token_auth_enabled():
         return True, has_token, ()
     if auto and "RAY_AUTH_MODE" not in os.environ and has_token:
@@ -83,8 +90,7 @@ def _ask_gcs(gcs: str, host: str, port_number: str, shown: str, auto: bool) -> N
     channel = create_gcs_channel(gcs)
     try:
         stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
-        stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=CONNECT_TIMEOUT_S,
-                          metadata=metadata or None)
+        stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=CONNECT_TIMEOUT_S, metadata=metadata or None)
     except grpc.RpcError as exc:
         unreachable = _unreachable(exc, host, shown, f"ray start --head --port={port_number}")
         if unreachable is not None:
@@ -92,18 +98,25 @@ def _ask_gcs(gcs: str, host: str, port_number: str, shown: str, auto: bool) -> N
         code = exc.code() if callable(getattr(exc, "code", None)) else None
         if code == grpc.StatusCode.UNAUTHENTICATED:
             if not token_mode:
-                raise ClusterError(f"ray.address: the Ray cluster at {shown} requires authentication: run with "
-                                   f"RAY_AUTH_MODE=token and {TOKEN_HELP}") from None
+                raise ClusterError(
+                    f"ray.address: the Ray cluster at {shown} requires authentication: run with "
+                    f"RAY_AUTH_MODE=token and {TOKEN_HELP}"
+                ) from None
             if not has_token:
-                raise ClusterError(f"ray.address: the Ray cluster at {shown} requires authentication and "
-                                   f"RAY_AUTH_MODE=token finds no token: give {TOKEN_HELP}") from None
-            raise ClusterError(f"ray.address: the Ray cluster at {shown} rejected the authentication token "
-                               f"from {_token_source()}: give {TOKEN_HELP}") from None
-        port = ("give the port the head was started with (`ray start --head --port=PORT`, "
-                "6379 by default)")
+                raise ClusterError(
+                    f"ray.address: the Ray cluster at {shown} requires authentication and "
+                    f"RAY_AUTH_MODE=token finds no token: give {TOKEN_HELP}"
+                ) from None
+            raise ClusterError(
+                f"ray.address: the Ray cluster at {shown} rejected the authentication token "
+                f"from {_token_source()}: give {TOKEN_HELP}"
+            ) from None
+        port = "give the port the head was started with (`ray start --head --port=PORT`, 6379 by default)"
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            raise ClusterError(f"ray.address: {shown} accepts connections but no Ray head's GCS answers there "
-                               f"within {CONNECT_TIMEOUT_S:g} s; {port}") from None
+            raise ClusterError(
+                f"ray.address: {shown} accepts connections but no Ray head's GCS answers there "
+                f"within {CONNECT_TIMEOUT_S:g} s; {port}"
+            ) from None
         name = code.name if code is not None else type(exc).__name__
         raise ClusterError(f"ray.address: {shown} does not answer as a Ray head's GCS ({name}); {port}") from None
     finally:
@@ -134,15 +147,18 @@ def check_cluster(address: str) -> None:
         parsed = parse_address(rest.rstrip("/"))
         if parsed is None or not parsed[1].isdigit() or not 0 < int(parsed[1]) < 65536:
             raise ClusterError(f"ray.address: {address!r} is not ray://HOST:PORT")
-        _ping_client_server(rest.rstrip("/"), parsed[0], address,
-                            f"ray start --head --ray-client-server-port={parsed[1]}")
+        _ping_client_server(
+            rest.rstrip("/"), parsed[0], address, f"ray start --head --ray-client-server-port={parsed[1]}"
+        )
         return
     try:
         # Ray's own resolution: `auto` finds the cluster; localhost becomes this node's address
         gcs = services.canonicalize_bootstrap_address(address)
     except ConnectionError:
-        raise ClusterError(f"ray.address: {address!r} finds no running Ray cluster (no RAY_ADDRESS, and no "
-                           "`ray start` on this machine); give HEAD_IP:PORT") from None
+        raise ClusterError(
+            f"ray.address: {address!r} finds no running Ray cluster (no RAY_ADDRESS, and no "
+            "`ray start` on this machine); give HEAD_IP:PORT"
+        ) from None
     except ValueError:
         raise ClusterError(f"ray.address: {address!r} is not HOST:PORT, ray://HOST:PORT or auto") from None
     parsed = parse_address(gcs) if gcs else None
@@ -162,7 +178,8 @@ def _ping_client_server(target: str, host: str, shown: str, start: str) -> None:
     channel = create_gcs_channel(target)
     try:
         ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(
-            ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING), timeout=CONNECT_TIMEOUT_S)
+            ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING), timeout=CONNECT_TIMEOUT_S
+        )
     except grpc.RpcError as exc:
         unreachable = _unreachable(exc, host, shown, start)
         if unreachable is not None:

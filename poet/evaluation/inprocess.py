@@ -1,7 +1,8 @@
 """The in-process Evaluator: rollouts and jobs in the calling process (tests, debugging, small runs)."""
+
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -36,8 +37,17 @@ class InProcessEvaluator:
 
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         tally = RolloutTally()
-        results = run_requests(self.family, self.spec, requests, self._lookup, self.noise, self.batch_rows,
-                               self.should_stop, self.env_cache, tally)
+        results = run_requests(
+            self.family,
+            self.spec,
+            requests,
+            self._lookup,
+            self.noise,
+            self.batch_rows,
+            self.should_stop,
+            self.env_cache,
+            tally,
+        )
         self.env_steps += tally.steps
         return results
 

@@ -8,14 +8,17 @@ with torch limited to one thread, so neither the machine nor the backend changes
 A job that steps envs reports how many under the key "env_steps_taken" of its (dict)
 value, so the pool's throughput counts them (`job_steps`).
 """
+
 from __future__ import annotations
 
-import importlib
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from envs import EnvFamily
 from poet.evaluation.noise import NoiseTable
+from poet.plugins import import_named
 from poet.policies import PolicySpec
 
 
@@ -50,30 +53,22 @@ class JobResult:
         return self.error is None
 
     @classmethod
-    def failed(cls, job: "Job", message: str) -> "JobResult":
+    def failed(cls, job: Job, message: str) -> JobResult:
         """The error result of `job`, its message prefixed with the job's tag."""
         return cls(error=f"{job.tag}: {message}" if job.tag else message)
 
 
-def job_steps(results: "list[JobResult]") -> int:
+def job_steps(results: list[JobResult]) -> int:
     """Env steps the jobs reported taking (their value's "env_steps_taken")."""
     return sum(int(r.value.get("env_steps_taken", 0)) for r in results if r.ok and isinstance(r.value, dict))
 
 
-_FUNCTIONS: dict[str, Callable[[Any, Any], Any]] = {}
-
-
+@functools.cache
 def resolve_job_fn(path: str) -> Callable[[Any, Any], Any]:
-    """The function named `package.module:function` (cached per process)."""
-    fn = _FUNCTIONS.get(path)
-    if fn is None:
-        module_name, sep, attr = path.partition(":")
-        if not sep or not module_name or not attr:
-            raise ValueError(f"job function must be 'package.module:function', got {path!r}")
-        fn = getattr(importlib.import_module(module_name), attr, None)
-        if not callable(fn):
-            raise ValueError(f"module {module_name!r} has no function {attr!r}")
-        _FUNCTIONS[path] = fn
+    """The function named `package.module:function` (resolved once per process)."""
+    fn = import_named(path, "job function", registered=False)
+    if not callable(fn):
+        raise ValueError(f"job function {path!r} is not callable")
     return fn
 
 

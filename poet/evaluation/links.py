@@ -18,6 +18,7 @@ of several links have an answer waiting. Two transports:
 A worker whose process is gone (killed, crashed, replaced) makes `receive` raise
 `WorkerLost`; an exception raised by the called method is raised again in the driver.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -27,10 +28,11 @@ import struct
 import threading
 import traceback
 from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 TRANSPORTS = ("socket", "ray")
 # for a worker's port to take the driver's connection, and for either side's half of the key check
@@ -170,8 +172,10 @@ def connect(address: tuple[str, int], authkey: bytes, timeout: float = CONNECT_S
     try:
         return _checked(socket.create_connection(tuple(address), timeout=timeout), authkey, False, timeout)
     except (AuthenticationError, OSError, EOFError) as exc:
-        raise LinkUnreachable(f"cannot connect to the worker at {address[0]}:{address[1]} within {timeout:g} s "
-                              f"({type(exc).__name__}: {exc})") from None
+        raise LinkUnreachable(
+            f"cannot connect to the worker at {address[0]}:{address[1]} within {timeout:g} s "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
 
 
 class SocketLink:
@@ -260,7 +264,7 @@ class SocketLink:
         self.conn.close()
 
     @staticmethod
-    def ready(links: Sequence["SocketLink"], timeout: float) -> list[int]:
+    def ready(links: Sequence[SocketLink], timeout: float) -> list[int]:
         """Positions in `links` (each with a call outstanding) whose oldest call has an answer or
         whose worker is gone, waiting up to `timeout` seconds for one."""
         broken = [i for i, link in enumerate(links) if link.lost is not None]
@@ -286,7 +290,9 @@ class SocketLink:
 def ray_failure(exc: BaseException) -> str:
     """The exception's type and the first line of what Ray says about it (e.g. the exit code)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    detail = next((line for line in lines if "exit" in line.lower() or "killed" in line.lower()), lines[0] if lines else "")
+    detail = next(
+        (line for line in lines if "exit" in line.lower() or "killed" in line.lower()), lines[0] if lines else ""
+    )
     return f"{type(exc).__name__}: {detail[:300]}" if detail else type(exc).__name__
 
 
@@ -317,7 +323,7 @@ class RayLink:
         self.refs.clear()
 
     @staticmethod
-    def ready(links: Sequence["RayLink"], timeout: float) -> list[int]:
+    def ready(links: Sequence[RayLink], timeout: float) -> list[int]:
         import ray
 
         position = {link.refs[0]: i for i, link in enumerate(links)}

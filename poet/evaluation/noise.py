@@ -1,4 +1,5 @@
 """The shared ES noise table: one block of Gaussian noise, indexed by offsets."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,7 +20,7 @@ class NoiseTable:
         self.noise.setflags(write=False)
 
     @classmethod
-    def from_array(cls, noise: np.ndarray) -> "NoiseTable":
+    def from_array(cls, noise: np.ndarray) -> NoiseTable:
         """Wrap an existing array (e.g. one shared through an object store)."""
         table = object.__new__(cls)
         table.noise = noise
@@ -34,7 +35,7 @@ class NoiseTable:
         """The noise vector at `offset` (a read-only view)."""
         if offset < 0 or offset + dim > self.noise.size:
             raise IndexError(f"noise offset {offset} + dim {dim} outside a table of {self.noise.size}")
-        return self.noise[offset:offset + dim]
+        return self.noise[offset : offset + dim]
 
     def sample_offsets(self, rng: np.random.Generator, dim: int, count: int) -> np.ndarray:
         """`count` random offsets for vectors of length `dim`."""

@@ -3,11 +3,12 @@
 Results never depend on any of this (a result is a function of its request only); only
 how busy the workers stay does.
 """
+
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from envs import EnvParams
 from poet.evaluation.protocol import EvalRequest, EvalResult
@@ -47,7 +48,7 @@ class EpisodeLengths:
         for req, res in zip(requests, results):
             if res.error is not None or res.lengths.size == 0:
                 continue
-            total = int(res.lengths[0]) if req.rows == 1 else int(res.lengths[:req.rows].sum())
+            total = int(res.lengths[0]) if req.rows == 1 else int(res.lengths[: req.rows].sum())
             acc = seen.get(req.env)
             if acc is None:
                 seen[req.env] = [total, req.rows]
@@ -71,8 +72,9 @@ def _costs(requests: Sequence[EvalRequest], cost: Sequence[float] | None) -> Seq
 POLICY_GROUPING_TOLERANCE = 0.01
 
 
-def _lpt(units: list[list[int]], unit_cost: list[float], unit_rows: list[int], n_chunks: int,
-         max_rows: int) -> tuple[list[list[int]], float]:
+def _lpt(
+    units: list[list[int]], unit_cost: list[float], unit_rows: list[int], n_chunks: int, max_rows: int
+) -> tuple[list[list[int]], float]:
     """Units (lists of request indices) packed by longest processing time first; returns the
     chunks, costliest first, and the cost of the costliest."""
     order = sorted(range(len(units)), key=lambda u: -unit_cost[u])  # stable: ties keep submission order
@@ -102,8 +104,9 @@ def _lpt(units: list[list[int]], unit_cost: list[float], unit_rows: list[int], n
     return [chunks[c] for c in by_cost], (loads[by_cost[0]][0] if chunks else 0.0)
 
 
-def plan_chunks(requests: Sequence[EvalRequest], n_chunks: int, max_rows: int,
-                cost: Sequence[float] | None = None) -> list[list[int]]:
+def plan_chunks(
+    requests: Sequence[EvalRequest], n_chunks: int, max_rows: int, cost: Sequence[float] | None = None
+) -> list[list[int]]:
     """Request indices packed into at most `n_chunks` chunks of balanced cost, costliest chunk first.
 
     Longest processing time first: requests by cost (`cost`, by default rows x step cap), each into the chunk
@@ -138,8 +141,9 @@ def plan_chunks(requests: Sequence[EvalRequest], n_chunks: int, max_rows: int,
     return singles
 
 
-def plan_guided(requests: Sequence[EvalRequest], workers: int, min_rows: int, max_rows: int,
-                cost: Sequence[float] | None = None) -> list[list[int]]:
+def plan_guided(
+    requests: Sequence[EvalRequest], workers: int, min_rows: int, max_rows: int, cost: Sequence[float] | None = None
+) -> list[list[int]]:
     """Request indices cut into chunks that shrink as the wave goes (guided self-scheduling).
 
     Requests go costliest first (`cost`, by default rows x step cap; ties in submission order); each chunk takes
@@ -189,8 +193,13 @@ class StepCostModel:
         """One finished chunk: its lock-step iterations, env steps and seconds."""
         if iterations <= 0 or seconds <= 0:
             return
-        new = [iterations * iterations, iterations * row_steps, row_steps * row_steps,
-               iterations * seconds, row_steps * seconds]
+        new = [
+            iterations * iterations,
+            iterations * row_steps,
+            row_steps * row_steps,
+            iterations * seconds,
+            row_steps * seconds,
+        ]
         self.sums = [self.decay * old + x for old, x in zip(self.sums, new)]
 
     def spread(self) -> float:

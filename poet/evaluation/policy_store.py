@@ -1,8 +1,10 @@
 """Content-addressed policy weights held by an evaluator (in memory or in Ray's object store)."""
+
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable, Generic, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 

@@ -6,10 +6,12 @@ that trainers such as PPO hand to the same pool.
 A result depends only on its request: never on the worker, the chunking or the order
 of the batch. Policies travel by reference (`PolicyRef`), registered once with `put`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -111,7 +113,7 @@ class Evaluator(Protocol):
         """One result per request, in order."""
         ...
 
-    def run_jobs(self, jobs: Sequence["Job"]) -> list["JobResult"]:
+    def run_jobs(self, jobs: Sequence[Job]) -> list[JobResult]:
         """Whole units of work (a trainer's training loop per pair), one result per job, in order."""
         ...
 

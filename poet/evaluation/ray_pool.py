@@ -24,6 +24,7 @@
   env step that never returns cannot hang a run. A stop request (`should_stop`) is
   looked at several times a second and abandons the wave (`WaveInterrupted`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,8 +33,9 @@ import pickle
 import resource
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,12 +43,11 @@ from envs import EnvCache, EnvFamily, EnvParams
 from poet.errors import WaveInterrupted
 from poet.evaluation.cluster import TOKEN_HELP, ClusterError, check_cluster
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
-from poet.evaluation.links import (TRANSPORTS, LinkUnreachable, RayLink, SocketLink, WorkerEndpoint, WorkerLost,
-                                   connect)
+from poet.evaluation.links import TRANSPORTS, LinkUnreachable, RayLink, SocketLink, WorkerEndpoint, WorkerLost, connect
 from poet.evaluation.noise import NoiseTable
+from poet.evaluation.planning import EpisodeLengths, StepCostModel, plan_chunks, plan_guided
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
 from poet.evaluation.protocol import EvalRequest, EvalResult, Perturbation, PolicyRef
-from poet.evaluation.planning import EpisodeLengths, StepCostModel, plan_chunks, plan_guided
 from poet.evaluation.rollout import ENV_SLOTS, RolloutTally, error_result, run_requests, steps_in_slots
 from poet.policies import PolicySpec
 
@@ -64,17 +65,27 @@ def pack_requests(requests: Sequence[EvalRequest]) -> tuple:
     for r in requests:
         e = envs.setdefault(r.env, len(envs))
         p = r.perturbation
-        rows.append((r.policy.key, e, r.episodes, r.seed, r.max_steps,
-                     None if p is None else (p.offset, p.sigma, p.sign), r.tag))
+        rows.append(
+            (
+                r.policy.key,
+                e,
+                r.episodes,
+                r.seed,
+                r.max_steps,
+                None if p is None else (p.offset, p.sigma, p.sign),
+                r.tag,
+            )
+        )
     return list(envs), rows
 
 
 def unpack_requests(packed: tuple) -> list[EvalRequest]:
     """Inverse of `pack_requests`."""
     envs, rows = packed
-    return [EvalRequest(PolicyRef(key), envs[e], episodes, seed, max_steps,
-                        None if p is None else Perturbation(*p), tag)
-            for key, e, episodes, seed, max_steps, p, tag in rows]
+    return [
+        EvalRequest(PolicyRef(key), envs[e], episodes, seed, max_steps, None if p is None else Perturbation(*p), tag)
+        for key, e, episodes, seed, max_steps, p, tag in rows
+    ]
 
 
 def pack_results(results: Sequence[EvalResult]) -> tuple:
@@ -123,8 +134,16 @@ class RolloutWorker:
 
         t0 = time.perf_counter()
         tally = RolloutTally()
-        results = run_requests(self.family, self.spec, unpack_requests(packed), lookup, self.noise, self.batch_rows,
-                               env_cache=self.env_cache, tally=tally)
+        results = run_requests(
+            self.family,
+            self.spec,
+            unpack_requests(packed),
+            lookup,
+            self.noise,
+            self.batch_rows,
+            env_cache=self.env_cache,
+            tally=tally,
+        )
         stats = (time.perf_counter() - t0, tally.steps, tally.longest)
         return pickle.dumps((pack_results(results), stats), protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -187,8 +206,9 @@ def _times(n: int) -> str:
     return "once" if n == 1 else f"{n} times"
 
 
-def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: bool = False,
-               runtime_env: dict | None = None) -> bool:
+def ensure_ray(
+    address: str | None, num_cpus: int | None = None, log_to_driver: bool = False, runtime_env: dict | None = None
+) -> bool:
     """Start or join Ray quietly; returns True if this call started it.
 
     No address: a new local instance on 127.0.0.1, whatever RAY_ADDRESS or a running
@@ -211,14 +231,21 @@ def ensure_ray(address: str | None, num_cpus: int | None = None, log_to_driver: 
         check_cluster(address)
     local = {"address": "local", "num_cpus": num_cpus, "_node_ip_address": "127.0.0.1"}
     try:
-        ray.init(**(local if address is None else {"address": address}), include_dashboard=False,
-                 logging_level=logging.ERROR, log_to_driver=log_to_driver, configure_logging=True,
-                 **({"runtime_env": runtime_env} if runtime_env else {}))
+        ray.init(
+            **(local if address is None else {"address": address}),
+            include_dashboard=False,
+            logging_level=logging.ERROR,
+            log_to_driver=log_to_driver,
+            configure_logging=True,
+            **({"runtime_env": runtime_env} if runtime_env else {}),
+        )
     except AuthenticationError as exc:  # e.g. RAY_AUTH_MODE=token and no token anywhere
         if address is None:
             raise
-        raise ClusterError(f"ray.address: cannot authenticate to the Ray cluster at {address}: "
-                           f"{exc.message.rstrip('.')}; give {TOKEN_HELP}") from None
+        raise ClusterError(
+            f"ray.address: cannot authenticate to the Ray cluster at {address}: "
+            f"{exc.message.rstrip('.')}; give {TOKEN_HELP}"
+        ) from None
     return True
 
 
@@ -296,11 +323,23 @@ STARTUP_SECONDS = 300.0  # for a new worker to answer, before the pool gives up 
 class RayEvaluator:
     """Evaluator on a persistent pool of Ray actors (see the module docstring)."""
 
-    def __init__(self, family: EnvFamily, spec: PolicySpec, noise: NoiseTable | None = None, *,
-                 workers: int | None = None, address: str | None = None, batch_rows: int = 4096,
-                 chunks_per_worker: int | None = None, inflight_per_worker: int = 2, max_chunk_retries: int = 3,
-                 log_to_driver: bool = False, deadlines: Deadlines | None = None, runtime_env: dict | None = None,
-                 transport: str = "socket"):
+    def __init__(
+        self,
+        family: EnvFamily,
+        spec: PolicySpec,
+        noise: NoiseTable | None = None,
+        *,
+        workers: int | None = None,
+        address: str | None = None,
+        batch_rows: int = 4096,
+        chunks_per_worker: int | None = None,
+        inflight_per_worker: int = 2,
+        max_chunk_retries: int = 3,
+        log_to_driver: bool = False,
+        deadlines: Deadlines | None = None,
+        runtime_env: dict | None = None,
+        transport: str = "socket",
+    ):
         import ray
 
         if transport not in TRANSPORTS:
@@ -334,8 +373,9 @@ class RayEvaluator:
             # Fractional CPUs let a pool larger than the CPU count still schedule (tests, oversubscription).
             self._num_cpus = min(1.0, cpus / self.num_workers)
             # `serve` runs in a group of its own, so the default group still answers pid and memory
-            self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0,
-                                         concurrency_groups={"link": 1})(RolloutWorker)
+            self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0, concurrency_groups={"link": 1})(
+                RolloutWorker
+            )
             self._noise_ref = ray.put(noise.noise) if noise is not None else None
             self._driver_node = _driver_node()
             self.restarts = 0
@@ -347,22 +387,26 @@ class RayEvaluator:
 
     def _spawn(self, n: int) -> list[_Worker]:
         """`n` new workers, started and linked (fails early if they do not start)."""
-        actors = [self._actor_cls.remote(self.family, self.spec.to_dict(), self._noise_ref, self.batch_rows)
-                  for _ in range(n)]
+        actors = [
+            self._actor_cls.remote(self.family, self.spec.to_dict(), self._noise_ref, self.batch_rows) for _ in range(n)
+        ]
         try:
             if self.transport == "ray":
                 self._get([a.pid.remote() for a in actors], STARTUP_SECONDS, "start")
                 return [_Worker(a, RayLink(a)) for a in actors]
-            addresses = self._get([a.open_link.remote(self._authkey, self._driver_node) for a in actors],
-                                  STARTUP_SECONDS, "start")
+            addresses = self._get(
+                [a.open_link.remote(self._authkey, self._driver_node) for a in actors], STARTUP_SECONDS, "start"
+            )
             workers = []
             for actor, address in zip(actors, addresses):
                 actor.serve.options(concurrency_group="link").remote()
                 try:
                     conn = connect(address, self._authkey)
                 except LinkUnreachable as exc:
-                    raise LinkUnreachable(f"ray.transport: {exc}; where the driver cannot reach the workers' "
-                                          f"nodes on ports other than Ray's, set ray.transport: ray") from None
+                    raise LinkUnreachable(
+                        f"ray.transport: {exc}; where the driver cannot reach the workers' "
+                        f"nodes on ports other than Ray's, set ray.transport: ray"
+                    ) from None
                 workers.append(_Worker(actor, SocketLink(conn)))
             return workers
         except BaseException:
@@ -380,9 +424,11 @@ class RayEvaluator:
         try:
             return self._ray.get(refs, timeout=timeout)
         except self._ray.exceptions.GetTimeoutError:
-            raise RuntimeError(f"the Ray pool's workers did not {what} within {timeout:.0f} s "
-                               f"({self.num_workers} workers asked for {self._num_cpus:g} CPU each; "
-                               f"the cluster has {self._ray.cluster_resources().get('CPU', 0):g})") from None
+            raise RuntimeError(
+                f"the Ray pool's workers did not {what} within {timeout:.0f} s "
+                f"({self.num_workers} workers asked for {self._num_cpus:g} CPU each; "
+                f"the cluster has {self._ray.cluster_resources().get('CPU', 0):g})"
+            ) from None
 
     # ---------------------------------------------------------------- weights
 
@@ -410,7 +456,7 @@ class RayEvaluator:
             link.send("run", (head, True), raw=[weights])
         else:
             data = weights.tobytes()
-            parts = [data[i:i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
+            parts = [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
             link.send("run", (head, True, *parts))
 
     def _object(self, key: str) -> Any:
@@ -426,9 +472,14 @@ class RayEvaluator:
         self.workers[wi] = self._spawn(1)[0]
         self.restarts += 1
 
-    def _wave(self, units: list[list[int]], submit: Callable[[int, list[int]], None],
-              deliver: Callable[[list[int], Any, float], None], give_up: Callable[[list[int], str], None],
-              budget: Callable[[list[int]], float]) -> None:
+    def _wave(
+        self,
+        units: list[list[int]],
+        submit: Callable[[int, list[int]], None],
+        deliver: Callable[[list[int], Any, float], None],
+        give_up: Callable[[list[int], str], None],
+        budget: Callable[[list[int]], float],
+    ) -> None:
         """`_dispatch` the units; if the wave is given up (a stop request, an error), the
         answers still to come belong to no one and are skipped, not taken for the next wave's."""
         try:
@@ -439,9 +490,14 @@ class RayEvaluator:
                 worker.queue.clear()
             raise
 
-    def _dispatch(self, units: list[list[int]], submit: Callable[[int, list[int]], None],
-                  deliver: Callable[[list[int], Any, float], None], give_up: Callable[[list[int], str], None],
-                  budget: Callable[[list[int]], float]) -> None:
+    def _dispatch(
+        self,
+        units: list[list[int]],
+        submit: Callable[[int, list[int]], None],
+        deliver: Callable[[list[int], Any, float], None],
+        give_up: Callable[[list[int], str], None],
+        budget: Callable[[list[int]], float],
+    ) -> None:
         """Dispatch units of work (lists of item indices) over the workers until all are done.
 
         `submit(worker_index, unit)` sends the unit to that worker's link, `deliver(unit,
@@ -491,8 +547,9 @@ class RayEvaluator:
             now = time.monotonic()
             due = min((w.started + w.queue[0].budget for w in self.workers if w.queue), default=now)
             busy = [wi for wi, w in enumerate(self.workers) if w.queue]
-            for k in self._link_type.ready([self.workers[wi].link for wi in busy],
-                                           min(POLL_SECONDS, max(0.0, due - now))):
+            for k in self._link_type.ready(
+                [self.workers[wi].link for wi in busy], min(POLL_SECONDS, max(0.0, due - now))
+            ):
                 wi = busy[k]
                 worker = self.workers[wi]
                 try:
@@ -508,7 +565,10 @@ class RayEvaluator:
             for wi, worker in enumerate(self.workers):
                 if worker.queue and now > worker.started + worker.queue[0].budget:
                     limit = worker.queue[0].budget
-                    fail(wi, lambda n, t=limit: f"it ran past its deadline of {t:.3g} s {_times(n)} (its worker was killed)")
+                    fail(
+                        wi,
+                        lambda n, t=limit: f"it ran past its deadline of {t:.3g} s {_times(n)} (its worker was killed)",
+                    )
 
     def _plan(self, requests: Sequence[EvalRequest]) -> list[list[int]]:
         """The wave's chunks."""
@@ -570,8 +630,13 @@ class RayEvaluator:
             for i in unit:
                 results[i] = JobResult.failed(jobs[i], message)
 
-        self._wave([[i] for i in order], submit, deliver, give_up,
-                   lambda unit: self.deadlines.job_budget(sum(jobs[i].cost for i in unit)))
+        self._wave(
+            [[i] for i in order],
+            submit,
+            deliver,
+            give_up,
+            lambda unit: self.deadlines.job_budget(sum(jobs[i].cost for i in unit)),
+        )
         self.env_steps += job_steps(results)  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
 
@@ -595,4 +660,3 @@ class RayEvaluator:
         self._noise_ref = None
         if self._owns_ray and self._ray.is_initialized():
             self._ray.shutdown()
-

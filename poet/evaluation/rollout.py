@@ -15,11 +15,13 @@ step gives every row its action from its own weights.
 
 Rows never interact, so a request's result is the same whatever else shares its batch.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numba
 import numpy as np
@@ -95,7 +97,7 @@ def row_seeds(req: EvalRequest) -> list[int]:
 
 def simulated_steps(requests: Sequence[EvalRequest], results: Sequence[EvalResult]) -> int:
     """Env steps actually taken for `results` (a pinned course's episode counts once)."""
-    return sum(int(np.sum(res.lengths[:req.rows])) for req, res in zip(requests, results))
+    return sum(int(np.sum(res.lengths[: req.rows])) for req, res in zip(requests, results))
 
 
 @dataclass
@@ -107,9 +109,14 @@ class RolloutTally:
     longest: int = 0  # the longest of those episodes
 
 
-def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest], flats: list[np.ndarray],
-               should_stop: StopCheck = None, env_cache: EnvCache | None = None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _step_rows(
+    family: EnvFamily,
+    spec: PolicySpec,
+    reqs: Sequence[EvalRequest],
+    flats: list[np.ndarray],
+    should_stop: StopCheck = None,
+    env_cache: EnvCache | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run every distinct episode of `reqs` to the end; returns per-row (returns, lengths, bad_value).
     Raises WaveInterrupted when `should_stop()` turns true."""
     params, seeds, caps, row_flats = [], [], [], []
@@ -126,8 +133,17 @@ def _step_rows(family: EnvFamily, spec: PolicySpec, reqs: Sequence[EvalRequest],
 
 
 @numba.njit(cache=True)
-def _tally(rewards: np.ndarray, obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, caps: np.ndarray,
-           returns: np.ndarray, lengths: np.ndarray, done: np.ndarray, bad: np.ndarray) -> bool:
+def _tally(
+    rewards: np.ndarray,
+    obs: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    caps: np.ndarray,
+    returns: np.ndarray,
+    lengths: np.ndarray,
+    done: np.ndarray,
+    bad: np.ndarray,
+) -> bool:
     """Add one lock-step to every row not yet done; returns whether all rows are done.
 
     A row ends at termination, truncation, its step cap or a non-finite reward or observation
@@ -149,8 +165,15 @@ def _tally(rewards: np.ndarray, obs: np.ndarray, terminated: np.ndarray, truncat
     return all_done
 
 
-def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[int], caps_arr: np.ndarray,
-                row_flats: list[np.ndarray], should_stop: StopCheck) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _step_batch(
+    family: EnvFamily,
+    spec: PolicySpec,
+    params: list,
+    seeds: list[int],
+    caps_arr: np.ndarray,
+    row_flats: list[np.ndarray],
+    should_stop: StopCheck,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All rows in lock-step through the family's batched path: three compiled calls per step
     (the policy's forward, the family's step when it is compiled, the tally)."""
     n = len(params)
@@ -170,8 +193,17 @@ def _step_batch(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[i
             if should_stop is not None and t % STOP_POLL_STEPS == 0 and should_stop():
                 raise WaveInterrupted("stop requested during a batch of rollouts")
             obs, rew, term, trunc = env.step(policy.act(obs, done))
-            all_done = _tally(np.asarray(rew, dtype=np.float64), obs.reshape(n, -1), np.asarray(term),
-                              np.asarray(trunc), caps_arr, returns, lengths, done, bad)
+            all_done = _tally(
+                np.asarray(rew, dtype=np.float64),
+                obs.reshape(n, -1),
+                np.asarray(term),
+                np.asarray(trunc),
+                caps_arr,
+                returns,
+                lengths,
+                done,
+                bad,
+            )
         return returns, lengths, bad
     finally:
         close = getattr(env, "close", None)
@@ -189,8 +221,9 @@ def _runs_terrain_core(env: Any) -> bool:
 TERRAIN_ROWS_PER_CALL = 8
 
 
-def _step_terrain_rows(env: TerrainBatch, policy: BatchedPolicy, caps_arr: np.ndarray, should_stop: StopCheck
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _step_terrain_rows(
+    env: TerrainBatch, policy: BatchedPolicy, caps_arr: np.ndarray, should_stop: StopCheck
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`_step_batch` for a terrain batch: each row to its end in turn, a few rows per compiled call."""
     n = caps_arr.size
     returns, lengths, bad = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
@@ -198,17 +231,46 @@ def _step_terrain_rows(env: TerrainBatch, policy: BatchedPolicy, caps_arr: np.nd
     for first in range(0, n, TERRAIN_ROWS_PER_CALL):
         if should_stop is not None and first and should_stop():
             raise WaveInterrupted("stop requested during a batch of rollouts")
-        _terrain_rows(env.table, env.bases, env.max_cell, env.course_length, env.progress_scale, caps_arr,
-                      weights, sizes, activation, low, span, first, min(n, first + TERRAIN_ROWS_PER_CALL),
-                      returns, lengths, bad)
+        _terrain_rows(
+            env.table,
+            env.bases,
+            env.max_cell,
+            env.course_length,
+            env.progress_scale,
+            caps_arr,
+            weights,
+            sizes,
+            activation,
+            low,
+            span,
+            first,
+            min(n, first + TERRAIN_ROWS_PER_CALL),
+            returns,
+            lengths,
+            bad,
+        )
     return returns, lengths, bad
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _terrain_rows(table: np.ndarray, bases: np.ndarray, max_cell: int, course_length: float, progress_scale: float,
-                  caps: np.ndarray, weights: np.ndarray, sizes: np.ndarray, activation: int, low: np.ndarray,
-                  span: np.ndarray, first: int, stop: int, returns: np.ndarray, lengths: np.ndarray,
-                  bad: np.ndarray) -> None:
+def _terrain_rows(
+    table: np.ndarray,
+    bases: np.ndarray,
+    max_cell: int,
+    course_length: float,
+    progress_scale: float,
+    caps: np.ndarray,
+    weights: np.ndarray,
+    sizes: np.ndarray,
+    activation: int,
+    low: np.ndarray,
+    span: np.ndarray,
+    first: int,
+    stop: int,
+    returns: np.ndarray,
+    lengths: np.ndarray,
+    bad: np.ndarray,
+) -> None:
     """Rows first..stop-1 of a terrain batch, each run to its end: per step the row's forward
     (`forward_row`), the physics (`terrain_core.step_row`, then `observe_row`) and the tally,
     each as its lock-step counterpart does it (`_forward`, `terrain_core.step_rows`, `_tally`)."""
@@ -222,11 +284,20 @@ def _terrain_rows(table: np.ndarray, bases: np.ndarray, max_cell: int, course_le
         grounded, cell = True, 0
         terrain_core.observe_row(table, base, state, grounded, cell, obs)
         while True:
-            h[:obs.size] = obs
+            h[: obs.size] = obs
             forward_row(weights[r], sizes, activation, True, low, span, h, acc, action)
             reward, fell, finished, cell, grounded = terrain_core.step_row(
-                table, base, max_cell, course_length, progress_scale, np.float64(action[0]), np.float64(action[1]),
-                state, grounded, cell)
+                table,
+                base,
+                max_cell,
+                course_length,
+                progress_scale,
+                np.float64(action[0]),
+                np.float64(action[1]),
+                state,
+                grounded,
+                cell,
+            )
             terrain_core.observe_row(table, base, state, grounded, cell, obs)
             finite = np.isfinite(reward)
             for k in range(obs.size):
@@ -257,9 +328,16 @@ def direct_step(env: Any) -> tuple[Callable[[Any], tuple], int | None]:
     return layer.step, limit
 
 
-def _step_slots(family: EnvFamily, spec: PolicySpec, params: list, seeds: list[int], caps_arr: np.ndarray,
-                row_flats: list[np.ndarray], should_stop: StopCheck, env_cache: EnvCache | None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _step_slots(
+    family: EnvFamily,
+    spec: PolicySpec,
+    params: list,
+    seeds: list[int],
+    caps_arr: np.ndarray,
+    row_flats: list[np.ndarray],
+    should_stop: StopCheck,
+    env_cache: EnvCache | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows through ENV_SLOTS gymnasium envs, each slot starting the next row when its episode ends.
 
     An episode ends at termination, truncation, its step cap (or the env's time limit) or a
@@ -395,8 +473,18 @@ def run_requests(
     return results  # type: ignore[return-value]
 
 
-def _run_batch(family, spec, requests, idx, lookup, noise, results, tally: RolloutTally,
-               should_stop: StopCheck = None, env_cache: EnvCache | None = None) -> None:
+def _run_batch(
+    family,
+    spec,
+    requests,
+    idx,
+    lookup,
+    noise,
+    results,
+    tally: RolloutTally,
+    should_stop: StopCheck = None,
+    env_cache: EnvCache | None = None,
+) -> None:
     reqs = [requests[i] for i in idx]
     # Outside the try: a missing policy or noise table is a caller bug, not an env failure.
     flats = [request_weights(r, lookup, noise) for r in reqs]

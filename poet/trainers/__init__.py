@@ -1,12 +1,11 @@
 """Trainers: the protocol, the built-in ones (a plain dict registry), and `module:Class` loading."""
+
 from __future__ import annotations
 
 from typing import Any
 
 from poet.plugins import import_named
-from poet.trainers.base import (
-    ErrorPolicy, EvaluationFailed, Trainer, TrainerContext, TrainStep, TrainTask, propose,
-)
+from poet.trainers.base import ErrorPolicy, EvaluationFailed, Trainer, TrainerContext, TrainStep, TrainTask, propose
 from poet.trainers.es import ESOptions, ESTrainer
 from poet.trainers.ppo import PPOOptions, PPOTrainer
 
@@ -27,6 +26,17 @@ def resolve_trainer(name: str) -> type:
 
 
 __all__ = [
-    "ESOptions", "ESTrainer", "ErrorPolicy", "EvaluationFailed", "PPOOptions", "PPOTrainer", "TRAINERS", "TrainStep", "TrainTask",
-    "Trainer", "TrainerContext", "propose", "resolve_trainer",
+    "ESOptions",
+    "ESTrainer",
+    "ErrorPolicy",
+    "EvaluationFailed",
+    "PPOOptions",
+    "PPOTrainer",
+    "TRAINERS",
+    "TrainStep",
+    "TrainTask",
+    "Trainer",
+    "TrainerContext",
+    "propose",
+    "resolve_trainer",
 ]

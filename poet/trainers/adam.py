@@ -1,4 +1,5 @@
 """Adam as POET's ES uses it (uber-research/poet `optimizers.py`), on plain-data state."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,8 +19,9 @@ def _moments(grad: np.ndarray, state: dict[str, Any], beta1: float, beta2: float
     return m, v
 
 
-def adam_step(theta: np.ndarray, grad: np.ndarray, state: dict[str, Any], lr: float,
-              beta1: float, beta2: float, eps: float) -> tuple[np.ndarray, dict[str, Any]]:
+def adam_step(
+    theta: np.ndarray, grad: np.ndarray, state: dict[str, Any], lr: float, beta1: float, beta2: float, eps: float
+) -> tuple[np.ndarray, dict[str, Any]]:
     """Minimise along `grad`; returns new theta and new state (inputs untouched).
 
     The reference's `Adam.update`: t is incremented first, then
@@ -27,13 +29,14 @@ def adam_step(theta: np.ndarray, grad: np.ndarray, state: dict[str, Any], lr: fl
     """
     t = int(state["t"]) + 1
     m, v = _moments(grad, state, beta1, beta2)
-    a = lr * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+    a = lr * np.sqrt(1 - beta2**t) / (1 - beta1**t)
     new_theta = (theta - (a * m / (np.sqrt(v) + eps))).astype(np.float32)
     return new_theta, {"t": t, "m": m, "v": v}
 
 
-def adam_propose(theta: np.ndarray, grad: np.ndarray, state: dict[str, Any], lr: float,
-                 beta1: float, beta2: float, eps: float) -> np.ndarray:
+def adam_propose(
+    theta: np.ndarray, grad: np.ndarray, state: dict[str, Any], lr: float, beta1: float, beta2: float, eps: float
+) -> np.ndarray:
     """The reference's `Adam.propose`: the step Adam would take, committing nothing.
 
     Unlike `adam_step`, the bias correction uses the state's current t (not t + 1), as the
@@ -43,5 +46,5 @@ def adam_propose(theta: np.ndarray, grad: np.ndarray, state: dict[str, Any], lr:
     if t < 1:
         raise ValueError("Adam cannot propose from a fresh state (t = 0); take a plain gradient step instead")
     m, v = _moments(grad, state, beta1, beta2)
-    a = lr * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+    a = lr * np.sqrt(1 - beta2**t) / (1 - beta1**t)
     return (theta - (a * m / (np.sqrt(v) + eps))).astype(np.float32)

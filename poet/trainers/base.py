@@ -5,10 +5,12 @@ class's `Options` dataclass, validated from the trainer's config section: `train
 `trainer.ppo` for a built-in trainer, `trainer.options` for a `package.module:Class` one. State is a dict of
 numbers and numpy arrays so checkpoints can hold it without pickling.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -104,7 +106,9 @@ class Trainer(Protocol):
     # wave of this one (`evaluation.run_ahead`), so each iteration is one wave.
 
 
-def propose(trainer: Trainer, tasks: Sequence[TrainTask], evaluator: Evaluator, plain: bool = False) -> list[np.ndarray]:
+def propose(
+    trainer: Trainer, tasks: Sequence[TrainTask], evaluator: Evaluator, plain: bool = False
+) -> list[np.ndarray]:
     """The thetas of one uncommitted step per task: `trainer.propose` if it has one, else `step`."""
     if not tasks:
         return []

@@ -10,10 +10,12 @@ theta with a given state, committing nothing: an Adam step with the state's mome
 (`Adam.propose`, what transfers use with `--propose_with_adam`), or a plain SGD step at the
 initial learning rate (`SimpleSGD`, what child admission uses).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -47,7 +49,9 @@ class ESOptions:
     def check(self) -> list[tuple[str, str]]:
         """(field, problem) for every impossible value."""
         return [
-            *out_of_range(self, ["population"], lambda v: v >= 2 and v % 2 == 0, "an even number >= 2 (mirrored pairs)"),
+            *out_of_range(
+                self, ["population"], lambda v: v >= 2 and v % 2 == 0, "an even number >= 2 (mirrored pairs)"
+            ),
             *out_of_range(self, ("episodes_per_perturbation", "noise_table_size"), lambda v: v >= 1, ">= 1"),
             *out_of_range(self, ("sigma", "lr", "sigma_floor", "lr_floor", "adam_eps"), lambda v: v > 0, "> 0"),
             *out_of_range(self, ("sigma_decay", "lr_decay"), lambda v: 0 < v <= 1, "in (0, 1]"),
@@ -98,12 +102,22 @@ class ESTrainer:
         eval_seed = int(rng.integers(0, 2**31 - 1))
         sigma = float(task.state["sigma"])
         reqs = [
-            EvalRequest(ref, task.env, o.episodes_per_perturbation, int(s), ctx.max_steps,
-                        Perturbation(int(off), sigma, sign), tag=f"{task.key} (ES)")
-            for off, s in zip(offsets, seeds) for sign in (1, -1)
+            EvalRequest(
+                ref,
+                task.env,
+                o.episodes_per_perturbation,
+                int(s),
+                ctx.max_steps,
+                Perturbation(int(off), sigma, sign),
+                tag=f"{task.key} (ES)",
+            )
+            for off, s in zip(offsets, seeds)
+            for sign in (1, -1)
         ]
         if task.eval_episodes > 0:
-            reqs.append(EvalRequest(ref, task.env, task.eval_episodes, eval_seed, ctx.max_steps, tag=f"{task.key} (score)"))
+            reqs.append(
+                EvalRequest(ref, task.env, task.eval_episodes, eval_seed, ctx.max_steps, tag=f"{task.key} (score)")
+            )
         return reqs, offsets
 
     def _plan(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> tuple[list, list[EvalRequest], list]:
@@ -122,7 +136,9 @@ class ESTrainer:
         releases them), so that the run can evaluate them ahead, in an earlier wave."""
         return self._plan(tasks, evaluator)[1]
 
-    def _gradients(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[tuple[np.ndarray, np.ndarray, float | None]]:
+    def _gradients(
+        self, tasks: Sequence[TrainTask], evaluator: Evaluator
+    ) -> list[tuple[np.ndarray, np.ndarray, float | None]]:
         """(gradient, returns, score) per task; all tasks' rollouts in one evaluator call."""
         o = self.options
         plans, requests, refs = self._plan(tasks, evaluator)
@@ -132,7 +148,7 @@ class ESTrainer:
         out = []
         half = o.population // 2
         for task, (start, count, offsets) in zip(tasks, plans):
-            returns = scores[start:start + 2 * half].reshape(half, 2)
+            returns = scores[start : start + 2 * half].reshape(half, 2)
             score = float(scores[start + count - 1]) if task.eval_episodes > 0 else None
             dim = task.theta.size
             noise = np.stack([self.noise.get(int(off), dim) for off in offsets])
@@ -141,8 +157,10 @@ class ESTrainer:
 
     def step(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[TrainStep]:
         """One ES step per task; all tasks' rollouts in one evaluator call."""
-        return [self._update(task, g, returns, score)
-                for task, (g, returns, score) in zip(tasks, self._gradients(tasks, evaluator))]
+        return [
+            self._update(task, g, returns, score)
+            for task, (g, returns, score) in zip(tasks, self._gradients(tasks, evaluator))
+        ]
 
     def propose(self, tasks: Sequence[TrainTask], evaluator: Evaluator, plain: bool = False) -> list[np.ndarray]:
         """One step from each task's theta and state, committing nothing (the reference's proposals).

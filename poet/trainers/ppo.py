@@ -26,11 +26,13 @@ How it fits POET's agents (a plain MLP `theta` that the evaluators run on raw ob
   the task's seed through numpy; torch runs on one thread, so a job's result depends on
   its payload only, in-process or on any Ray worker.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -76,22 +78,28 @@ class PPOOptions:
     def check(self) -> list[tuple[str, str]]:
         """(field, problem) for every impossible value."""
         return [
-            *out_of_range(self, ("n_envs", "n_steps", "updates_per_iteration", "epochs", "minibatch_size"),
-                          lambda v: v >= 1, ">= 1"),
+            *out_of_range(
+                self,
+                ("n_envs", "n_steps", "updates_per_iteration", "epochs", "minibatch_size"),
+                lambda v: v >= 1,
+                ">= 1",
+            ),
             *out_of_range(self, ("lr", "clip", "max_grad_norm", "adam_eps", "obs_std_floor"), lambda v: v > 0, "> 0"),
             *out_of_range(self, ("gamma", "gae_lambda"), lambda v: 0 <= v <= 1, "in [0, 1]"),
             *out_of_range(self, ("beta1", "beta2"), lambda v: 0 <= v < 1, "in [0, 1)"),
             *out_of_range(self, ("ent_coef", "vf_coef"), lambda v: v >= 0, ">= 0"),
-            *out_of_range(self, ["value_hidden"], lambda v: len(v) > 0 and min(v) >= 1,
-                          "at least one layer, all sizes >= 1"),
+            *out_of_range(
+                self, ["value_hidden"], lambda v: len(v) > 0 and min(v) >= 1, "at least one layer, all sizes >= 1"
+            ),
         ]
 
 
 # ---------------------------------------------------------------- normaliser folding
 
+
 def _first_layer(flat: np.ndarray, in_dim: int, out_dim: int) -> tuple[np.ndarray, np.ndarray]:
     w = flat[: in_dim * out_dim].astype(np.float64).reshape(out_dim, in_dim)
-    b = flat[in_dim * out_dim: in_dim * out_dim + out_dim].astype(np.float64)
+    b = flat[in_dim * out_dim : in_dim * out_dim + out_dim].astype(np.float64)
     return w, b
 
 
@@ -100,7 +108,7 @@ def fold(flat: np.ndarray, in_dim: int, out_dim: int, mean: np.ndarray, std: np.
     w, b = _first_layer(flat, in_dim, out_dim)
     out = np.array(flat, dtype=np.float32)
     out[: in_dim * out_dim] = (w / std).ravel()
-    out[in_dim * out_dim: in_dim * out_dim + out_dim] = b - w @ (mean / std)
+    out[in_dim * out_dim : in_dim * out_dim + out_dim] = b - w @ (mean / std)
     return out
 
 
@@ -109,11 +117,13 @@ def unfold(flat: np.ndarray, in_dim: int, out_dim: int, mean: np.ndarray, std: n
     w, b = _first_layer(flat, in_dim, out_dim)
     out = np.array(flat, dtype=np.float32)
     out[: in_dim * out_dim] = (w * std).ravel()
-    out[in_dim * out_dim: in_dim * out_dim + out_dim] = b + w @ mean
+    out[in_dim * out_dim : in_dim * out_dim + out_dim] = b + w @ mean
     return out
 
 
-def merge_moments(mean: np.ndarray, var: np.ndarray, count: float, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+def merge_moments(
+    mean: np.ndarray, var: np.ndarray, count: float, batch: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Running mean/variance merged with a batch of rows (parallel-variance formula)."""
     n = batch.shape[0]
     if n == 0:
@@ -127,6 +137,7 @@ def merge_moments(mean: np.ndarray, var: np.ndarray, count: float, batch: np.nda
 
 
 # ---------------------------------------------------------------- the learner inside a job
+
 
 class _Learner:
     """Actor, log-std and value net in normalised coordinates, as one flat parameter vector."""
@@ -152,7 +163,7 @@ class _Learner:
     def split(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         flat = self.get()
         na, nl = self.spec.num_params, self.log_std.numel()
-        return flat[:na], flat[na:na + nl], flat[na + nl:]
+        return flat[:na], flat[na : na + nl], flat[na + nl :]
 
     def env_actions(self, u: np.ndarray) -> np.ndarray:
         """The evaluators' mapping from network output to env action (tanh to bounds, or the index)."""
@@ -220,7 +231,7 @@ class _Rollouts:
     def _fail(self, what: str) -> RuntimeError:
         return RuntimeError(f"env {self.params.to_json()}: {what}")
 
-    def collect(self, learner: _Learner, norm: "_Normaliser", n_steps: int) -> _Batch:
+    def collect(self, learner: _Learner, norm: _Normaliser, n_steps: int) -> _Batch:
         n = len(self.envs)
         dim = self.obs.shape[1]
         obs = np.empty((n_steps, n, dim))
@@ -292,8 +303,9 @@ class _Normaliser:
             self._set_std()
 
 
-def _gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, continues: np.ndarray,
-         gamma: float, lam: float) -> np.ndarray:
+def _gae(
+    rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, continues: np.ndarray, gamma: float, lam: float
+) -> np.ndarray:
     adv = np.zeros_like(rewards)
     running = np.zeros(rewards.shape[1])
     for t in range(rewards.shape[0] - 1, -1, -1):
@@ -323,14 +335,22 @@ def _scale_rewards(batch: _Batch, state: dict[str, Any], o: PPOOptions, acc: np.
         acc += batch.rewards[t]
         disc[t] = acc
         acc *= batch.continues[t]
-    mean, var, count = merge_moments(np.array([state["ret_mean"]]), np.array([state["ret_var"]]),
-                                     float(state["ret_count"]), disc.reshape(-1, 1))
+    mean, var, count = merge_moments(
+        np.array([state["ret_mean"]]), np.array([state["ret_var"]]), float(state["ret_count"]), disc.reshape(-1, 1)
+    )
     state["ret_mean"], state["ret_var"], state["ret_count"] = float(mean[0]), float(var[0]), count
     return batch.rewards / math.sqrt(state["ret_var"] + STD_EPS)
 
 
-def _update(learner: _Learner, batch: _Batch, z: np.ndarray, rewards: np.ndarray, adam: dict[str, Any],
-            o: PPOOptions, rng: np.random.Generator) -> dict[str, float]:
+def _update(
+    learner: _Learner,
+    batch: _Batch,
+    z: np.ndarray,
+    rewards: np.ndarray,
+    adam: dict[str, Any],
+    o: PPOOptions,
+    rng: np.random.Generator,
+) -> dict[str, float]:
     """Epochs of clipped-objective minibatch steps on one batch (Adam state updated in place)."""
     adv = _gae(rewards, batch.values, batch.next_values, batch.continues, o.gamma, o.gae_lambda)
     pvl = positive_value_loss(adv)  # of the rollouts, under the value net that collected them
@@ -347,7 +367,7 @@ def _update(learner: _Learner, batch: _Batch, z: np.ndarray, rewards: np.ndarray
     for _ in range(o.epochs):
         order = rng.permutation(n)
         for start in range(0, n - size + 1, size):  # full minibatches only
-            idx = torch.as_tensor(order[start:start + size])
+            idx = torch.as_tensor(order[start : start + size])
             a = adv_t[idx]
             a = (a - a.mean()) / (a.std() + 1e-8) if size > 1 else a
             logp, ent = learner.log_prob_entropy(learner.actor(zt[idx]), ut[idx])
@@ -360,8 +380,11 @@ def _update(learner: _Learner, batch: _Batch, z: np.ndarray, rewards: np.ndarray
             for p in learner.params:
                 p.grad = None
             loss.backward()
-            grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-                              for p in learner.params]).numpy().astype(np.float64)
+            grad = (
+                torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in learner.params])
+                .numpy()
+                .astype(np.float64)
+            )
             norm = float(np.linalg.norm(grad))
             if norm > o.max_grad_norm:
                 grad *= o.max_grad_norm / norm
@@ -380,8 +403,10 @@ def _update(learner: _Learner, batch: _Batch, z: np.ndarray, rewards: np.ndarray
 
 # ---------------------------------------------------------------- the job
 
-def _job_setup(worker: WorkerView, payload: dict[str, Any]) -> tuple[PPOOptions, dict[str, Any], np.ndarray,
-                                                                     np.random.Generator, _Learner]:
+
+def _job_setup(
+    worker: WorkerView, payload: dict[str, Any]
+) -> tuple[PPOOptions, dict[str, Any], np.ndarray, np.random.Generator, _Learner]:
     """A job's options, its own copy of the agent's state (a fresh value net for an agent that
     never trained, drawn first from the job's generator), theta, the generator and a learner."""
     o = PPOOptions(**payload["options"])
@@ -393,11 +418,15 @@ def _job_setup(worker: WorkerView, payload: dict[str, Any]) -> tuple[PPOOptions,
     return o, state, np.asarray(payload["theta"], dtype=np.float32), rng, learner
 
 
-def _load_networks(learner: _Learner, spec: PolicySpec, theta: np.ndarray, state: dict[str, Any],
-                   norm: "_Normaliser") -> None:
+def _load_networks(
+    learner: _Learner, spec: PolicySpec, theta: np.ndarray, state: dict[str, Any], norm: _Normaliser
+) -> None:
     """The stored (raw-observation) networks, expressed in the normaliser's current coordinates."""
-    learner.load(unfold(theta, spec.obs_dim, spec.layer_sizes[1], norm.mean, norm.std), state["log_std"],
-                 unfold(state["value"], spec.obs_dim, learner.value_spec.layer_sizes[1], norm.mean, norm.std))
+    learner.load(
+        unfold(theta, spec.obs_dim, spec.layer_sizes[1], norm.mean, norm.std),
+        state["log_std"],
+        unfold(state["value"], spec.obs_dim, learner.value_spec.layer_sizes[1], norm.mean, norm.std),
+    )
 
 
 def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
@@ -438,8 +467,14 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
             state["env_steps"] = int(state["env_steps"]) + o.n_steps * o.n_envs
     finally:
         rollouts.close()
-    state.update(adam_t=int(adam["t"]), adam_m=adam["m"], adam_v=adam["v"], obs_mean=norm.mean, obs_var=norm.var,
-                 obs_count=norm.count)
+    state.update(
+        adam_t=int(adam["t"]),
+        adam_m=adam["m"],
+        adam_v=adam["v"],
+        obs_mean=norm.mean,
+        obs_var=norm.var,
+        obs_count=norm.count,
+    )
     metrics = {
         **totals,
         "ppo_episodes": float(len(returns)),
@@ -448,8 +483,12 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
         "log_std_mean": float(np.mean(state["log_std"])) if state["log_std"].size else 0.0,
         "env_steps": float(state["env_steps"]),
     }
-    return {"theta": theta, "state": state, "metrics": metrics,
-            "env_steps_taken": o.n_steps * o.n_envs * o.updates_per_iteration}
+    return {
+        "theta": theta,
+        "state": state,
+        "metrics": metrics,
+        "env_steps_taken": o.n_steps * o.n_envs * o.updates_per_iteration,
+    }
 
 
 def ppo_regret_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
@@ -466,12 +505,15 @@ def ppo_regret_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any
         rollouts.close()
     rewards = batch.rewards / math.sqrt(float(state["ret_var"]) + STD_EPS) if o.normalize_rewards else batch.rewards
     adv = _gae(rewards, batch.values, batch.next_values, batch.continues, o.gamma, o.gae_lambda)
-    return {"positive_value_loss": positive_value_loss(adv),
-            "return_mean": float(np.mean(batch.episode_returns)) if batch.episode_returns else float("nan"),
-            "env_steps_taken": o.n_steps * o.n_envs}
+    return {
+        "positive_value_loss": positive_value_loss(adv),
+        "return_mean": float(np.mean(batch.episode_returns)) if batch.episode_returns else float("nan"),
+        "env_steps_taken": o.n_steps * o.n_envs,
+    }
 
 
 # ---------------------------------------------------------------- the trainer
+
 
 class PPOTrainer:
     """PPO on the pool: every pair's iteration of training is one job, all pairs in one wave."""
@@ -486,12 +528,19 @@ class PPOTrainer:
         """Identity normaliser, initial log-std; value net and Adam moments are made by the first job."""
         spec, o = self.context.spec, self.options
         return {
-            "obs_mean": np.zeros(spec.obs_dim), "obs_var": np.ones(spec.obs_dim), "obs_count": 0.0,
+            "obs_mean": np.zeros(spec.obs_dim),
+            "obs_var": np.ones(spec.obs_dim),
+            "obs_count": 0.0,
             "log_std": np.full(spec.act_dim if spec.action_kind == "box" else 0, o.init_log_std, dtype=np.float32),
             "value": np.zeros(0, dtype=np.float32),
-            "adam_t": 0, "adam_m": np.zeros(0, dtype=np.float32), "adam_v": np.zeros(0, dtype=np.float32),
-            "ret_mean": 0.0, "ret_var": 1.0, "ret_count": 0.0,
-            "updates": 0, "env_steps": 0,
+            "adam_t": 0,
+            "adam_m": np.zeros(0, dtype=np.float32),
+            "adam_v": np.zeros(0, dtype=np.float32),
+            "ret_mean": 0.0,
+            "ret_var": 1.0,
+            "ret_count": 0.0,
+            "updates": 0,
+            "env_steps": 0,
         }
 
     def reset_state(self, state: dict[str, Any], theta: np.ndarray) -> dict[str, Any]:
@@ -509,17 +558,33 @@ class PPOTrainer:
         scored = [i for i, t in enumerate(tasks) if t.eval_episodes > 0]
         if scored:
             refs = [evaluator.put(tasks[i].theta) for i in scored]
-            requests = [EvalRequest(ref, tasks[i].env, tasks[i].eval_episodes, plans[i][0], ctx.max_steps,
-                                    tag=f"{tasks[i].key} (score)") for i, ref in zip(scored, refs)]
+            requests = [
+                EvalRequest(
+                    ref, tasks[i].env, tasks[i].eval_episodes, plans[i][0], ctx.max_steps, tag=f"{tasks[i].key} (score)"
+                )
+                for i, ref in zip(scored, refs)
+            ]
             values = ctx.errors.scores(evaluator.evaluate(requests))
             evaluator.release(refs)
             for i, v in zip(scored, values):
                 scores[i] = float(v)
         options = asdict(o)
-        jobs = [Job(JOB_FN, {"options": options, "theta": t.theta, "state": t.state, "env": t.env,
-                             "seed": plans[i][1], "max_steps": ctx.max_steps},
-                    cost=float(o.n_envs * o.n_steps * o.updates_per_iteration), tag=t.key)
-                for i, t in enumerate(tasks)]
+        jobs = [
+            Job(
+                JOB_FN,
+                {
+                    "options": options,
+                    "theta": t.theta,
+                    "state": t.state,
+                    "env": t.env,
+                    "seed": plans[i][1],
+                    "max_steps": ctx.max_steps,
+                },
+                cost=float(o.n_envs * o.n_steps * o.updates_per_iteration),
+                tag=t.key,
+            )
+            for i, t in enumerate(tasks)
+        ]
         results = evaluator.run_jobs(jobs)
         steps = []
         for task, score, result in zip(tasks, scores, results):
@@ -527,8 +592,9 @@ class PPOTrainer:
                 v = result.value
                 steps.append(TrainStep(theta=v["theta"], state=v["state"], score=score, metrics=v["metrics"]))
             elif ctx.errors.on_error == "stop":
-                raise EvaluationFailed(f"PPO training failed for {result.error} "
-                                       "(set evaluation.on_error=score_as_failure to go on)")
+                raise EvaluationFailed(
+                    f"PPO training failed for {result.error} (set evaluation.on_error=score_as_failure to go on)"
+                )
             else:  # the agent keeps its weights and state; the failure is in the metrics
                 steps.append(TrainStep(theta=task.theta, state=task.state, score=score, metrics={"ppo_failed": 1.0}))
         return steps
@@ -538,18 +604,30 @@ class PPOTrainer:
         what PLR and ACCEL score new levels by."""
         o, ctx = self.options, self.context
         options = asdict(o)
-        jobs = [Job(REGRET_FN, {"options": options, "theta": t.theta, "state": t.state, "env": t.env,
-                                "seed": int(np.random.Generator(np.random.PCG64(t.seed)).integers(0, 2**31 - 1)),
-                                "max_steps": ctx.max_steps},
-                    cost=float(o.n_envs * o.n_steps), tag=f"{t.key} (regret)")
-                for t in tasks]
+        jobs = [
+            Job(
+                REGRET_FN,
+                {
+                    "options": options,
+                    "theta": t.theta,
+                    "state": t.state,
+                    "env": t.env,
+                    "seed": int(np.random.Generator(np.random.PCG64(t.seed)).integers(0, 2**31 - 1)),
+                    "max_steps": ctx.max_steps,
+                },
+                cost=float(o.n_envs * o.n_steps),
+                tag=f"{t.key} (regret)",
+            )
+            for t in tasks
+        ]
         out = []
         for result in evaluator.run_jobs(jobs):
             if result.ok:
                 out.append(float(result.value["positive_value_loss"]))
             elif ctx.errors.on_error == "stop":
-                raise EvaluationFailed(f"scoring a level failed for {result.error} "
-                                       "(set evaluation.on_error=score_as_failure to go on)")
+                raise EvaluationFailed(
+                    f"scoring a level failed for {result.error} (set evaluation.on_error=score_as_failure to go on)"
+                )
             else:  # a level the agent cannot even be run on is not worth replaying
                 out.append(0.0)
         return out

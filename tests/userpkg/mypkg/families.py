@@ -1,7 +1,9 @@
 """A family defined outside the project: the terrain family on short courses, renamed."""
+
 from __future__ import annotations
 
-from envs import EnvParams, make_family as make_registered
+from envs import EnvParams
+from envs import make_family as make_registered
 
 
 class ShortTerrain:
