@@ -17,8 +17,8 @@ solve there, and Enhanced POET's ANNECS against the original's.
    - `direct`: ES from a fresh agent on the target's own course;
    - `path`: the direct-path curriculum, 10 equal stages from the start course to the target;
    both with twice the trainer steps of the target's POET lineage (`lineage_steps`);
-   - `accel` and `dr`, which never see the target: one run per class and seed, as long as
-     the longest direct run of that class, scored on each of its targets.
+   - `accel` and `dr`, which never see the target: one run per class and seed, until it has
+     taken the env steps of the class's longest direct run, scored on each of its targets.
    A run's score on a target: for `direct` and `path` the best score it recorded on the
    target's course; for `accel` and `dr` their final agents' best on it. POET's: the best
    score its pair recorded on the target (>= the solved threshold, as it is solved).
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -72,6 +73,29 @@ def run_or_resume(out: Path, overrides: list[str], iterations: int) -> Path:
     else:
         poet.run(CONFIG, out=out, overrides=[*overrides, f"iterations={iterations}"], progress=False)
     return out
+
+
+def env_steps(run_dir: Path, before: int | None = None) -> int:
+    """Env steps a run took, every phase (only in its iterations before `before`, if given)."""
+    phases = load_run(run_dir).phases
+    return int(
+        phases["env_steps"].sum() if before is None else phases.loc[phases["iteration"] < before, "env_steps"].sum()
+    )
+
+
+def match_env_steps(out: Path, overrides: list[str], goal: int, first: int) -> int:
+    """Run `out` for `first` iterations, then resume it further until it has taken at least
+    `goal` env steps, each time to the iteration its own rate so far says; the iterations it ran.
+
+    Each target follows from the run's steps at the one before, so a study interrupted and run
+    again reaches the same iteration (a resumed run equals one run straight to it)."""
+    target = first
+    while True:
+        run_or_resume(out, overrides, target)
+        steps = env_steps(out, before=target)
+        if steps >= goal:
+            return target
+        target = max(target + 1, math.ceil(target * goal / max(steps, 1)))
 
 
 def control_overrides(name: str, target: EnvParams, seed: int, quick: bool) -> list[str]:
@@ -205,8 +229,8 @@ def main() -> None:
     }
 
     # 1: POET, seed 0 (the other arms run last: the controls need only this one)
-    first = arms.run_arm("poet", 0, args.iterations, args.out, args.quick)
-    poet_dir = Path(first["run_dir"])
+    poet_arm = arms.run_arm("poet", 0, args.iterations, args.out, args.quick)
+    poet_dir = Path(poet_arm["run_dir"])
     run = load_run(poet_dir)
     threshold = float(run.config["solved_threshold"])
     result["solved_threshold"] = threshold
@@ -238,23 +262,26 @@ def main() -> None:
                     "controls": {},
                 }
             )
-        longest = max(t["budget"] for t in entry["targets"])
         for name in CONTROLS:
             for seed in range(args.control_seeds):
                 if name in ("accel", "dr"):  # one run per class and seed, scored on every target
                     out = args.out / "controls" / f"class{level}-{name}-seed{seed}"
-                    run_or_resume(out, control_overrides(name, targets[0], seed, args.quick), longest)
-                    runs = [(out, longest)] * len(targets)
+                    longest = max(t["budget"] for t in entry["targets"])
+                    match_env_steps(
+                        out, control_overrides(name, targets[0], seed, args.quick), entry["env_steps"], longest
+                    )
+                    runs = [out] * len(targets)
                 else:
-                    runs = [
-                        (args.out / "controls" / f"{t['env_id'][:8]}-{name}-seed{seed}", t["budget"])
-                        for t in entry["targets"]
-                    ]
-                    for (out, iterations), target in zip(runs, targets):
-                        run_or_resume(out, control_overrides(name, target, seed, args.quick), iterations)
-                for t, target, (out, iterations) in zip(entry["targets"], targets, runs):
-                    scores = t["controls"].setdefault(name, {"iterations": iterations, "scores": []})["scores"]
-                    scores.append(score_of(name, out, target, t["env_id"]))
+                    runs = [args.out / "controls" / f"{t['env_id'][:8]}-{name}-seed{seed}" for t in entry["targets"]]
+                    for out, target, t in zip(runs, targets, entry["targets"]):
+                        run_or_resume(out, control_overrides(name, target, seed, args.quick), t["budget"])
+                for t, target, out in zip(entry["targets"], targets, runs):
+                    record = t["controls"].setdefault(name, {"iterations": [], "env_steps": [], "scores": []})
+                    record["iterations"].append(int(load_run(out).phases["iteration"].max()) + 1)
+                    record["env_steps"].append(env_steps(out))
+                    record["scores"].append(score_of(name, out, target, t["env_id"]))
+            if name == "direct":  # what ACCEL and DR get: the env steps of the class's longest direct run
+                entry["env_steps"] = max(s for t in entry["targets"] for s in t["controls"]["direct"]["env_steps"])
             print(f"class {level} {name}: done ({time.perf_counter() - t0:.0f} s)", flush=True)
         poet_scores = [t["poet_score"] for t in entry["targets"]]
         entry["controls"] = {}
@@ -265,12 +292,15 @@ def main() -> None:
                 "reached_threshold": int(sum(s >= threshold for s in scores)),
                 "best": max(scores),
                 "median": float(np.median(scores)),
+                "env_steps_median": float(
+                    np.median([s for t in entry["targets"] for s in t["controls"][name]["env_steps"]])
+                ),
                 "mann_whitney_poet_greater": rank_test(poet_scores, scores),
             }
         result["classes"].append(entry)
 
     # 4: both POETs at every seed, for the ANNECS figure
-    result["arms"] = [first]
+    result["arms"] = [poet_arm]
     for seed in range(args.seeds):
         for arm in arms.ARMS:
             if (arm, seed) != ("poet", 0):
@@ -291,8 +321,8 @@ def tables(result: dict) -> str:
     threshold = result["solved_threshold"]
     lines = [
         "| class | POET: envs created / solved | targets | control | runs >= "
-        f"{threshold:g} | best | median | Mann-Whitney p (POET higher) |",
-        "|---" * 8 + "|",
+        f"{threshold:g} | best | median | env steps per run (median) | Mann-Whitney p (POET higher) |",
+        "|---" * 9 + "|",
     ]
     for c in result["classes"]:
         for i, name in enumerate(CONTROLS):
@@ -305,7 +335,7 @@ def tables(result: dict) -> str:
             )
             lines.append(
                 head + f"| {name} | {s['reached_threshold']}/{s['runs']} | {s['best']:.0f} | "
-                f"{s['median']:.0f} | {'n/a' if p is None else f'{p:.3g}'} |"
+                f"{s['median']:.0f} | {s['env_steps_median'] / 1e6:.1f} M | {'n/a' if p is None else f'{p:.3g}'} |"
             )
     lines += [
         "",
