@@ -56,7 +56,7 @@ from difficulty_climb import climb  # noqa: E402
 
 CONFIG = arms.CONFIG
 CONTROLS = ("direct", "path", "accel", "dr")
-BUDGET_FACTOR = 2  # the rule where the paper's own could not be checked (see the README)
+BUDGET_FACTOR = 2  # controls get twice the lineage's trainer steps; the paper's own budget is unverified (README)
 QUICK_CONTROL = [
     "env.options={course_length: 20.0, max_episode_steps: 150}",
     "trainer.es.population=8",
