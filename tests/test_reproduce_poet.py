@@ -46,8 +46,10 @@ def test_reproduce_poet_quick_writes_tables_figures_and_json_and_resumes(tmp_pat
             assert t["budget"] == 2 * t["lineage_steps"] >= 2 and t["poet_score"] >= data["solved_threshold"]
             assert t["controls"]["direct"]["iterations"] == [t["budget"]]
             for name in ("accel", "dr"):  # as many env steps as the class's longest direct run
-                assert min(t["controls"][name]["env_steps"]) >= c["env_steps"] == max(
-                    s for u in c["targets"] for s in u["controls"]["direct"]["env_steps"]
+                assert (
+                    min(t["controls"][name]["env_steps"])
+                    >= c["env_steps"]
+                    == max(s for u in c["targets"] for s in u["controls"]["direct"]["env_steps"])
                 )
             assert all(len(v["scores"]) == 1 for v in t["controls"].values())
     assert "| class | POET: envs created / solved |" in (results / "results.md").read_text()
