@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
-from poet.curricula.poet import start_pair, train_pairs
+from poet.curricula.common import start_pair, train_pairs
 from poet.reproduction import course_seed_for, record_level
 
 

@@ -35,7 +35,7 @@ from poet.config import (
 )
 from poet.context import RunContext
 from poet.curricula import PoetCurriculum, resolve_curriculum
-from poet.curricula.poet import start_params
+from poet.curricula.common import start_params
 from poet.errors import RunInterrupted, WaveInterrupted
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
 from poet.evaluation.ahead import AheadEvaluator

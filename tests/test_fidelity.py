@@ -21,7 +21,7 @@ import pytest
 from envs import EnvParams
 from poet.config import load_config
 from poet.context import RunContext
-from poet.curricula.poet import train_pairs
+from poet.curricula.common import train_pairs
 from poet.evaluation import EvalResult, PolicyRef
 from poet.novelty import pata_ec
 from poet.pair import Pair

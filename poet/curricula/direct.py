@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
-from poet.curricula.poet import start_pair, train_pairs
+from poet.curricula.common import start_pair, train_pairs
 
 
 class DirectCurriculum:

@@ -17,7 +17,7 @@ from typing import Any
 from envs import EnvFamily, EnvParams
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
-from poet.curricula.poet import initial_params, start_pair, start_params, train_pairs
+from poet.curricula.common import initial_params, start_pair, start_params, train_pairs
 from poet.reproduction import course_seed_for, record_level
 
 

@@ -1,0 +1,132 @@
+"""Helpers every curriculum shares: the first pair, the family's first env, and one trainer
+step of every active pair with its score (the reference's `ind_es_step`)."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from envs import EnvFamily, EnvParams
+from poet.context import RunContext
+from poet.evaluation import EvalRequest
+from poet.pair import Pair
+from poet.policies import init_flat
+from poet.reproduction import course_seed_for, record_env
+from poet.trainers import TrainStep, TrainTask
+
+
+def start_params(family: EnvFamily, values: dict) -> EnvParams:
+    """The params `env.start` names: the family's values, or a whole EnvParams dict
+    ({family, values, course_seed}, as the records' params_json) to start on a given course."""
+    if "values" in values and "family" in values:
+        return EnvParams.from_dict(dict(values))
+    return EnvParams.create(family.name, dict(values))
+
+
+def start_pair(ctx: RunContext, env: EnvParams | None = None) -> Pair:
+    """The first pair, with a fresh agent: on `env`, else on `env.start`, else on the
+    family's initial env."""
+    if env is None:
+        start = ctx.cfg.env.start
+        env = (
+            start_params(ctx.family, start)
+            if start is not None
+            else initial_params(ctx.family, ctx.seeds.rng("env.initial"))
+        )
+        seed = course_seed_for(ctx, ctx.seeds.rng("env.course", 0))
+        # a start given with its course keeps it (unless every episode is to get a new course)
+        env = env.with_course_seed(seed if env.course_seed is None or seed is None else env.course_seed)
+    ctx.family.validate(env)
+    theta = init_flat(ctx.spec, ctx.seeds.rng("policy.init"), ctx.cfg.policy.init)
+    pop = ctx.state.population
+    index = pop.new_index()
+    pair = Pair(
+        pair_id=f"p{index}",
+        index=index,
+        env=env,
+        theta=theta,
+        state=ctx.trainer.init_state(theta),
+        parent_env_id=None,
+        created_iteration=0,
+    )
+    pop.add(pair)
+    record_env(ctx, pair)
+    ctx.records.event(0, "admitted", pair.pair_id, env.id, {"initial": True})
+    ctx.records.flush()
+    return pair
+
+
+def initial_params(family: EnvFamily, rng: np.random.Generator) -> EnvParams:
+    """The family's first env; families whose start is random (`initial(rng)`) draw it from `rng`."""
+    try:
+        takes_rng = len(inspect.signature(family.initial).parameters) >= 1
+    except (TypeError, ValueError):
+        takes_rng = False
+    return family.initial(rng) if takes_rng else family.initial()
+
+
+def _task(ctx: RunContext, pair: Pair, iteration: int, theta: np.ndarray, state: dict, eval_episodes: int) -> TrainTask:
+    return TrainTask(
+        key=pair.pair_id,
+        theta=theta,
+        env=pair.env,
+        state=state,
+        seed=ctx.seeds.integer("train", iteration, pair.index),
+        eval_episodes=eval_episodes,
+    )
+
+
+def train_pairs(ctx: RunContext, iteration: int, run_ahead: bool = True) -> list[TrainStep]:
+    """One trainer step for every active pair (one wave), and each pair's score.
+
+    With `evaluation.self_score: after_step` (the reference's `ind_es_step`) the updated
+    agents are scored in a second wave, which also runs the next iteration's trainer
+    requests (`evaluation.run_ahead`; `run_ahead=False` for curricula whose next iteration
+    trains on other envs); with `before_step` the trainer scores the starting agents in its
+    own wave.
+    """
+    after = ctx.cfg.evaluation.self_score == "after_step"
+    pairs = list(ctx.state.population.active)
+    tasks = [
+        _task(ctx, p, iteration, p.theta, p.state, 0 if after else ctx.cfg.evaluation.eval_episodes) for p in pairs
+    ]
+    steps = ctx.trainer.step(tasks, ctx.evaluator)
+    drop = getattr(ctx.evaluator, "drop_ahead", None)
+    if callable(drop):
+        drop()  # what the last iteration ran ahead for this step and it did not ask for
+    if after:
+        ahead = _next_requests(ctx, pairs, steps, iteration) if run_ahead else []
+        scores = ctx.scorer.score(
+            [(s.theta, p.env) for p, s in zip(pairs, steps)], tags=[f"{p.pair_id} (score)" for p in pairs], along=ahead
+        )
+        if ahead:
+            ctx.evaluator.release(list({r.policy for r in ahead}))
+    else:
+        scores = [float("nan") if s.score is None else s.score for s in steps]
+    for pair, step, score in zip(pairs, steps, scores):
+        score = float(score)
+        ctx.records.write(
+            "iterations",
+            {"iteration": iteration, "pair_id": pair.pair_id, "env_id": pair.env.id, "score": score, **step.metrics},
+        )
+        pair.scores.append(score)
+        pair.theta, pair.state = step.theta, step.state
+        ctx.mark_solved(pair.pair_id, pair.env.id, score, iteration, "training")
+    return steps
+
+
+def _next_requests(ctx: RunContext, pairs: list[Pair], steps: list, iteration: int) -> list[EvalRequest]:
+    """The trainer requests of the next iteration if every pair trains on from where this
+    step left it (`evaluation.run_ahead`): the score wave runs them too, and the next
+    iteration reuses every one it asks for unchanged (none of a pair transferred to or
+    retired in between)."""
+    plan = getattr(ctx.trainer, "requests", None)
+    if (
+        not ctx.cfg.evaluation.run_ahead
+        or not callable(plan)
+        or not hasattr(ctx.evaluator, "evaluate_along")
+        or (ctx.stop_at is not None and iteration + 1 >= ctx.stop_at)
+    ):
+        return []
+    return plan([_task(ctx, p, iteration + 1, s.theta, s.state, 0) for p, s in zip(pairs, steps)], ctx.evaluator)
