@@ -17,7 +17,7 @@ Groups and the files they write:
   draws an existing one, otherwise the quickstart runs first (into a temporary folder);
 * reproduce: experiments/results/reproduce_poet/scores.png, climb.png and annecs.png, redrawn
   by experiments/reproduce_poet.py's own `figures` from the results.json next to them (the
-  study itself takes about two hours on 2 cores: `python experiments/reproduce_poet.py`).
+  study itself takes over an hour on 2 cores: `python experiments/reproduce_poet.py`).
 """
 
 from __future__ import annotations
