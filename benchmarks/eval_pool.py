@@ -26,9 +26,7 @@ a population of 64), is evaluated three ways, with W workers:
          Also reported, from the same run: raw as an ES loop would be, waiting for every
          process to finish a wave before the next (per wave, the longest process's time).
 - pool:  `RayEvaluator(..., workers=W).evaluate(requests)`, one call per wave, after a
-         warm-up wave of the same shape (raw processes run their share of one too); and
-         the same pool with its chunks sent as Ray actor tasks (`transport="ray"`,
-         `ray.transport: ray`) instead of over its direct connections.
+         warm-up wave of the same shape (raw processes run their share of one too).
 - naive: one `@ray.remote` task per episode that rebuilds the policy module and the env from
          weights passed by value, as in ../shared/context/user-report-parallel-rollouts.txt.
 - evotorch: with the `bench` extra installed (`pip install -e .[bench]`), on BipedalWalker-v3,
@@ -640,9 +638,9 @@ def measure_raw(
     )
 
 
-def open_pool(setup: Setup, workers: int, transport: str = "socket") -> RayEvaluator:
+def open_pool(setup: Setup, workers: int) -> RayEvaluator:
     """A pool warmed up by one short wave (imports, first torch calls, env construction)."""
-    pool = RayEvaluator(setup.family, setup.spec, noise=None, workers=workers, transport=transport)
+    pool = RayEvaluator(setup.family, setup.spec, noise=None, workers=workers)
     refs = [pool.put(w) for w in setup.policies]
     pairs = [(ref, env) for ref in refs for env in setup.envs]
     warm = [EvalRequest(ref, env, 1, 10**8 + i, min(50, setup.max_steps)) for i, (ref, env) in enumerate(pairs)]
@@ -658,13 +656,11 @@ def check(results: Sequence[Any]) -> None:
         raise RuntimeError(f"{len(bad)} evaluation errors, first: {bad[0]}")
 
 
-def measure_pool(
-    setup: Setup, warmup_base: int, seed_bases: list[int], workers: int, transport: str = "socket"
-) -> Measurement:
+def measure_pool(setup: Setup, warmup_base: int, seed_bases: list[int], workers: int) -> Measurement:
     """`evaluate` of one wave per seed base, back to back, on a freshly warmed pool that has run
     one wave of the same shape (as the raw processes have): what it measures from a wave
     (step costs, episode lengths per env) it has learnt, as it has in a run after one iteration."""
-    pool = open_pool(setup, workers, transport)
+    pool = open_pool(setup, workers)
     try:
         refs = [pool.put(w) for w in setup.policies]
         check(pool.evaluate(matrix_requests(setup, refs, warmup_base)))  # not counted
@@ -854,8 +850,7 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
     """Interleaved raw / pool / naive repetitions, then memory; returns the env's JSON entry."""
     setup = make_setup(name, sizes)
     n_waves = sizes.waves_for(name)
-    # pool_ray: the same pool with chunks sent as Ray actor tasks (ray.transport: ray)
-    runs: dict[str, list[Measurement]] = {"raw": [], "pool": [], "pool_ray": [], "naive": []}
+    runs: dict[str, list[Measurement]] = {"raw": [], "pool": [], "naive": []}
     # a compiled family: also the numpy core it replaced (the previous limit) and the same
     # kernels in lock-step
     extra_cores = ["numpy", "lockstep"] if isinstance(setup.family, TerrainFamily) else []
@@ -873,7 +868,6 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
             runs[f"raw_{core}"].append(measure_raw(setup, matrix_episodes(setup, warmup_base), waves, workers, core))
         with ray_session(workers):
             runs["pool"].append(measure_pool(setup, warmup_base, seed_bases, workers))
-            runs["pool_ray"].append(measure_pool(setup, warmup_base, seed_bases, workers, transport="ray"))
             runs["naive"].append(measure_naive(setup, waves[0], workers))  # one wave: it is slow
             if "evotorch" in runs:
                 runs["evotorch"].append(measure_evotorch(setup, n_waves, workers))
@@ -896,8 +890,6 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         "pool_steps_per_s": round(median["pool"], 1),
         "naive_steps_per_s": round(median["naive"], 1),
         "efficiency": round(median["pool"] / median["raw"], 3),
-        "pool_ray_transport_steps_per_s": round(median["pool_ray"], 1),
-        "pool_ray_transport_share_of_raw": round(median["pool_ray"] / median["raw"], 3),
         # raw waiting for every wave to end before the next, as an ES loop must (supplementary)
         "raw_synced_steps_per_s": round(statistics.median(m.extra["synced_steps_per_s"] for m in runs["raw"]), 1),
         "speedup_vs_naive": round(median["pool"] / median["naive"], 3),
@@ -1009,10 +1001,6 @@ def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
         marks.append(
             f"raw waiting for each wave {r['raw_synced_steps_per_s']:,.0f} steps/s "
             f"(pool / that {r['pool_steps_per_s'] / r['raw_synced_steps_per_s']:.2f})"
-        )
-        marks.append(
-            f"pool over Ray tasks (ray.transport: ray) {r['pool_ray_transport_steps_per_s']:,.0f} steps/s "
-            f"({r['pool_ray_transport_share_of_raw']:.2f} of raw)"
         )
         if "pool_vs_evotorch" in r:
             ok = r["pool_vs_evotorch"] >= TARGETS["pool_vs_evotorch"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,9 +94,6 @@ class RayConfig:
     deadline_floor_s: float = 60.0
     deadline_factor: float = 10.0
     log_to_driver: bool = False  # show the workers' stdout/stderr and Ray's logs
-    # how chunks reach the workers: "socket", a direct connection to each worker (about a fifth
-    # of a Ray task's latency), or "ray", Ray actor tasks (no port but Ray's own between nodes)
-    transport: Literal["socket", "ray"] = "socket"
     # Ray's runtime environment for the run's workers, e.g. {working_dir: ".", py_modules: [...]}
     # to ship a user's trainer, curriculum or family code to a cluster's nodes
     runtime_env: dict[str, Any] | None = None
@@ -505,7 +503,19 @@ def load_config(
     for text in overrides:
         parts, value = parse_override(text)
         apply_override(raw, parts, value)
-    return validate(build_dataclass(RunConfig, raw))
+    return validate(build_dataclass(RunConfig, _drop_retired(raw)))
+
+
+# Where-only settings of earlier versions, no longer read: a run saved with one still resumes.
+RETIRED = {("ray", "transport"): "chunks always travel as Ray actor tasks"}
+
+
+def _drop_retired(raw: dict) -> dict:
+    for (section, name), why in RETIRED.items():
+        if isinstance(raw.get(section), Mapping) and name in raw[section]:
+            raw = {**raw, section: {k: v for k, v in raw[section].items() if k != name}}
+            warnings.warn(f"config: {section}.{name} is no longer read ({why})", UserWarning, stacklevel=3)
+    return raw
 
 
 def _deep_merge(base: dict, extra: dict) -> dict:

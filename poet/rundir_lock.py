@@ -11,7 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import socket
+import platform
 import time
 from pathlib import Path
 
@@ -46,7 +46,7 @@ class RunDirLock:
         os.write(
             fd,
             json.dumps(
-                {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+                {"pid": os.getpid(), "host": platform.node(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
             ).encode(),
         )
         os.fsync(fd)

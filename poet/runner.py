@@ -300,7 +300,6 @@ def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
     if cfg.evaluation.backend == "inprocess":
         return InProcessEvaluator(parts.family, parts.spec, noise, batch_rows=cfg.evaluation.batch_rows)
     from poet.evaluation.cluster import ClusterError
-    from poet.evaluation.links import LinkUnreachable
     from poet.evaluation.ray_pool import Deadlines, RayEvaluator
 
     rc = cfg.ray
@@ -317,11 +316,8 @@ def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
             max_chunk_retries=rc.max_chunk_retries,
             log_to_driver=rc.log_to_driver,
             runtime_env=rc.runtime_env,
-            transport=rc.transport,
             deadlines=Deadlines(rc.deadline_s, rc.deadline_floor_s, rc.deadline_factor),
         )
-    except LinkUnreachable as exc:  # Ray is there, a worker's own port is not
-        raise ConfigError(str(exc)) from None
     except ClusterError as exc:  # checked before joining: one line naming ray.address already
         raise ConfigError(str(exc)) from None
     except ConnectionError as exc:

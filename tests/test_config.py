@@ -663,3 +663,11 @@ def test_where_only_settings_are_the_ones_a_resume_may_change_and_the_readme_nam
     assert changes_results("evaluation.max_steps") and changes_results("trainer.es.lr")
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert all(f"`{s}`" in readme for s in settings if s != "iterations")
+
+
+def test_a_retired_where_only_setting_is_dropped_with_a_note_so_old_runs_resume():
+    with pytest.warns(
+        UserWarning, match=r"ray.transport is no longer read \(chunks always travel as Ray actor tasks\)"
+    ):
+        cfg = load_config(data={"ray": {"transport": "socket", "workers": 2}})
+    assert cfg.ray.workers == 2 and "transport" not in cfg.to_dict()["ray"]

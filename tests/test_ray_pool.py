@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,7 +25,7 @@ from poet.analysis import load_run
 from poet.errors import EvaluationFailed, WaveInterrupted
 from poet.evaluation import EvalRequest, InProcessEvaluator, NoiseTable, Perturbation
 from poet.evaluation.planning import StepCostModel
-from poet.evaluation.ray_pool import Deadlines, RayEvaluator
+from poet.evaluation.ray_pool import Deadlines, RayEvaluator, RayLink
 from poet.policies import init_flat, spec_for_spaces
 from poet.seeding import Seeds
 from tests.conftest import ROOT
@@ -71,19 +70,13 @@ def _same(a, b) -> None:
 
 
 @pytest.mark.parametrize(
-    "family_name,transport",
-    [
-        ("terrain", "socket"),
-        ("cartpole", "socket"),
-        ("terrain", "ray"),
-        ("terrain", "ray, weights in parts"),
-        ("terrain", "ray, weights in the object store"),
-    ],
+    "family_name,weights",
+    [("terrain", "inline"), ("cartpole", "inline"), ("terrain", "in parts"), ("terrain", "in the object store")],
 )
-def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_name, transport, monkeypatch):
-    if transport.endswith("object store"):  # what chunks of many or big policies do over Ray
+def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_name, weights, monkeypatch):
+    if weights == "in the object store":  # what chunks of many or big policies do
         monkeypatch.setattr("poet.evaluation.ray_pool.INLINE_CHUNK_BYTES", 0)
-    if transport.endswith("in parts"):  # what chunks of many small policies do over Ray: two rows per part here
+    if weights == "in parts":  # what chunks of many small policies do: two rows per part here
         monkeypatch.setattr("poet.evaluation.ray_pool.INLINE_PART_BYTES", 2 * _setup(TERRAIN)[0].num_params * 4)
     family = TERRAIN if family_name == "terrain" else envs.make_family("cartpole")
     spec, noise = _setup(family)
@@ -91,15 +84,7 @@ def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_n
     ref_ev = InProcessEvaluator(family, spec, noise)
     expected = ref_ev.evaluate(_requests(ref_ev, spec, params))
     for workers, chunks, inflight in [(1, 1, 1), (2, 2, 2), (3, 7, 1), (2, None, 2)]:
-        ev = RayEvaluator(
-            family,
-            spec,
-            noise,
-            workers=workers,
-            chunks_per_worker=chunks,
-            inflight_per_worker=inflight,
-            transport=transport.split(",")[0],
-        )
+        ev = RayEvaluator(family, spec, noise, workers=workers, chunks_per_worker=chunks, inflight_per_worker=inflight)
         try:
             reqs = _requests(ev, spec, params)
             _same(ev.evaluate(reqs), expected)
@@ -130,11 +115,10 @@ def test_batched_waves_go_in_one_chunk_per_worker(ray_local):
     assert chunk_counts == [2] * 8
 
 
-@pytest.mark.parametrize("transport", ["socket", "ray"])
-def test_killed_worker_mid_wave_gives_identical_results(ray_local, transport):
+def test_killed_worker_mid_wave_gives_identical_results(ray_local):
     spec, noise = _setup(TERRAIN)
     params = _params(TERRAIN, 8)
-    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, chunks_per_worker=6, inflight_per_worker=1, transport=transport)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, chunks_per_worker=6, inflight_per_worker=1)
     try:
         reqs = _requests(ev, spec, params, n_policies=40, scale=0.3)
         clean = ev.evaluate(reqs)  # also warms the workers up (imports, compiled kernels)
@@ -157,15 +141,14 @@ def test_killed_worker_mid_wave_gives_identical_results(ray_local, transport):
         ev.close()
 
 
-@pytest.mark.parametrize("transport", ["socket", "ray"])
-def test_a_pool_whose_wave_was_stopped_answers_the_next_wave_right(ray_local, transport):
+def test_a_pool_whose_wave_was_stopped_answers_the_next_wave_right(ray_local):
     """A stop request abandons a wave with chunks still running; their answers, when they
     come, must not be taken for the next wave's."""
     spec, noise = _setup(TERRAIN)
     params = _params(TERRAIN, 4)
     ref_ev = InProcessEvaluator(TERRAIN, spec, noise)
     expected = ref_ev.evaluate(_requests(ref_ev, spec, params))
-    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, chunks_per_worker=3, transport=transport)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, chunks_per_worker=3)
     try:
         reqs = _requests(ev, spec, params)
         long_wave = [EvalRequest(r.policy, r.env, 30, r.seed, 400) for r in reqs]
@@ -180,30 +163,21 @@ def test_a_pool_whose_wave_was_stopped_answers_the_next_wave_right(ray_local, tr
         ev.close()
 
 
-def test_workers_the_driver_cannot_connect_to_stop_the_start_naming_ray_transport(ray_local, monkeypatch):
-    from poet.evaluation.links import LinkUnreachable
-
-    def unreachable(address, authkey, timeout=30.0):
-        raise LinkUnreachable(f"cannot connect to the worker at {address[0]}:{address[1]} within {timeout:g} s")
-
-    monkeypatch.setattr("poet.evaluation.ray_pool.connect", unreachable)
-    spec, noise = _setup(TERRAIN)
-    with pytest.raises(LinkUnreachable, match=r"^ray.transport: cannot connect .* set ray.transport: ray$"):
-        RayEvaluator(TERRAIN, spec, noise, workers=2)
-    assert ray_local.is_initialized()  # the Ray it did not start is left running
-
-
-def test_a_local_pool_talks_to_its_workers_over_loopback(ray_local):
+def test_the_pool_opens_no_connection_of_its_own(ray_local):
+    """Chunks travel as Ray actor tasks; Ray's own calls (pid) answer beside them."""
     spec, noise = _setup(TERRAIN)
     ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
     try:
-        for worker in ev.workers:
-            sock = socket.fromfd(worker.link.conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)
-            assert sock.getpeername()[0] == "127.0.0.1"  # where the worker listens
-            sock.close()
-        assert ray.get([w.actor.pid.remote() for w in ev.workers]) == ev.worker_pids()  # Ray's calls still answer
+        assert all(isinstance(w.link, RayLink) for w in ev.workers)
+        reqs = _requests(ev, spec, _params(TERRAIN, 2))
+        assert all(r.error is None for r in ev.evaluate(reqs))
+        assert ray.get([w.actor.pid.remote() for w in ev.workers]) == ev.worker_pids()
     finally:
         ev.close()
+    sources = [p.read_text() for p in (ROOT / "poet").rglob("*.py")] + [
+        p.read_text() for p in (ROOT / "envs").rglob("*.py")
+    ]
+    assert not any("import socket" in text or "multiprocessing.connection" in text for text in sources)
 
 
 class FlakyFamily:

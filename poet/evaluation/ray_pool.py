@@ -1,14 +1,13 @@
 """The persistent Ray actor pool: the default Evaluator.
 
-- Workers are created once and live for the whole run. Chunks and jobs reach them over
-  a link (`poet.evaluation.links`): by default a direct connection per worker, about a
-  fifth of a Ray task's latency; `transport="ray"` sends them as Ray actor tasks.
+- Workers are created once and live for the whole run. Chunks and jobs reach them as Ray
+  actor tasks; the pool opens no connection of its own.
 - A chunk travels as a few byte strings: its requests and keys pickled into one, its policy
-  weights as raw float32 bytes. Over Ray, they go inside the call in parts under Ray's
-  inline size, up to INLINE_CHUNK_BYTES; more or bigger ones go into the object store
-  once per version (numpy, zero-copy on a node) and chunks carry references. A worker
-  builds its batched policy from the arrays of the chunk at hand and drops it afterwards,
-  so its memory does not grow with the number of policies seen.
+  weights as raw float32 bytes, inside the call in parts under Ray's inline size, up to
+  INLINE_CHUNK_BYTES; more or bigger ones go into the object store once per version
+  (numpy, zero-copy on a node) and chunks carry references. A worker builds its batched
+  policy from the arrays of the chunk at hand and drops it afterwards, so its memory does
+  not grow with the number of policies seen.
 - The ES noise table is put once; each node maps it once and workers slice it.
 - Jobs (whole training loops, `poet.evaluation.jobs`) go over the same workers, one per
   dispatch, the costliest first, with the same fault handling.
@@ -43,7 +42,6 @@ from envs import EnvCache, EnvFamily, EnvParams
 from poet.errors import WaveInterrupted
 from poet.evaluation.cluster import TOKEN_HELP, ClusterError, check_cluster
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
-from poet.evaluation.links import TRANSPORTS, LinkUnreachable, RayLink, SocketLink, WorkerEndpoint, WorkerLost, connect
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.planning import EpisodeLengths, StepCostModel, plan_chunks, plan_guided
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
@@ -151,23 +149,6 @@ class RolloutWorker:
         """Run whole jobs (a trainer's training loops) here, in order."""
         return [run_job(self, job) for job in jobs]
 
-    def open_link(self, authkey: bytes, driver_node: str | None) -> tuple[str, int]:
-        """Listen for the pool's direct connection (`SocketLink`); returns the address. On the
-        driver's node (`driver_node`, a Ray node id) only loopback is listened on, elsewhere
-        the node's address that Ray uses."""
-        import ray
-
-        local = driver_node is not None and ray.get_runtime_context().get_node_id() == driver_node
-        self._endpoint = WorkerEndpoint("127.0.0.1" if local else ray.util.get_node_ip_address(), authkey)
-        return self._endpoint.address
-
-    def serve(self) -> None:
-        """Answer the pool's `run` and `run_jobs` calls over its connection until it closes (one
-        long Ray task, in its own concurrency group so that `pid` and `memory` still answer)."""
-        calls = {"run": self.run, "run_jobs": self.run_jobs}
-        endpoint, self._endpoint = self._endpoint, None
-        endpoint.serve(lambda method, args: calls[method](*args))
-
     def pid(self) -> int:
         """The worker's process id."""
         return os.getpid()
@@ -192,14 +173,52 @@ class RolloutWorker:
         return {"rss_mb": now_kb / 1024, "peak_rss_mb": peak_kb / 1024}
 
 
-def _driver_node() -> str | None:
-    """This process's Ray node id (None: a client of a remote cluster, on no node)."""
-    import ray
+class WorkerLost(Exception):
+    """The worker's process is gone; the message says how."""
 
-    try:
-        return ray.get_runtime_context().get_node_id()
-    except Exception:
-        return None
+
+def ray_failure(exc: BaseException) -> str:
+    """The exception's type and the first line of what Ray says about it (e.g. the exit code)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    detail = next(
+        (line for line in lines if "exit" in line.lower() or "killed" in line.lower()), lines[0] if lines else ""
+    )
+    return f"{type(exc).__name__}: {detail[:300]}" if detail else type(exc).__name__
+
+
+class RayLink:
+    """Calls as Ray actor tasks."""
+
+    def __init__(self, actor: Any):
+        self.actor = actor
+        self.refs: deque = deque()  # of the calls not yet received, oldest first
+
+    def send(self, method: str, args: tuple) -> None:
+        self.refs.append(getattr(self.actor, method).remote(*args))
+
+    def receive(self) -> Any:
+        import ray
+
+        ref = self.refs.popleft()
+        try:
+            return ray.get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
+            raise WorkerLost(ray_failure(exc)) from None
+
+    def abandon(self) -> None:
+        """Forget the calls not yet received (a wave given up)."""
+        self.refs.clear()
+
+    def close(self) -> None:
+        self.refs.clear()
+
+    @staticmethod
+    def ready(links: Sequence[RayLink], timeout: float) -> list[int]:
+        import ray
+
+        position = {link.refs[0]: i for i, link in enumerate(links)}
+        done, _ = ray.wait(list(position), num_returns=1, timeout=timeout)
+        return [position[ref] for ref in done]
 
 
 def _times(n: int) -> str:
@@ -295,7 +314,7 @@ class _Unit:
 @dataclass
 class _Worker:
     actor: Any
-    link: SocketLink | RayLink
+    link: RayLink
     queue: deque[_Unit] = field(default_factory=deque)  # its submitted, unanswered units, in order
     started: float = 0.0  # when the unit at the head of `queue` began running
 
@@ -338,16 +357,10 @@ class RayEvaluator:
         log_to_driver: bool = False,
         deadlines: Deadlines | None = None,
         runtime_env: dict | None = None,
-        transport: str = "socket",
     ):
         import ray
 
-        if transport not in TRANSPORTS:
-            raise ValueError(f"ray.transport: must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
         self._ray = ray
-        self.transport = transport
-        self._link_type = SocketLink if transport == "socket" else RayLink
-        self._authkey = os.urandom(32)
         self._owns_ray = ensure_ray(address, workers, log_to_driver, runtime_env)
         self.workers: list[_Worker] = []
         self._noise_ref = None
@@ -372,12 +385,8 @@ class RayEvaluator:
             self.max_chunk_retries = int(max_chunk_retries)
             # Fractional CPUs let a pool larger than the CPU count still schedule (tests, oversubscription).
             self._num_cpus = min(1.0, cpus / self.num_workers)
-            # `serve` runs in a group of its own, so the default group still answers pid and memory
-            self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0, concurrency_groups={"link": 1})(
-                RolloutWorker
-            )
+            self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0)(RolloutWorker)
             self._noise_ref = ray.put(noise.noise) if noise is not None else None
-            self._driver_node = _driver_node()
             self.restarts = 0
             self.env_steps = 0
             self.workers = self._spawn(self.num_workers)
@@ -391,24 +400,8 @@ class RayEvaluator:
             self._actor_cls.remote(self.family, self.spec.to_dict(), self._noise_ref, self.batch_rows) for _ in range(n)
         ]
         try:
-            if self.transport == "ray":
-                self._get([a.pid.remote() for a in actors], STARTUP_SECONDS, "start")
-                return [_Worker(a, RayLink(a)) for a in actors]
-            addresses = self._get(
-                [a.open_link.remote(self._authkey, self._driver_node) for a in actors], STARTUP_SECONDS, "start"
-            )
-            workers = []
-            for actor, address in zip(actors, addresses):
-                actor.serve.options(concurrency_group="link").remote()
-                try:
-                    conn = connect(address, self._authkey)
-                except LinkUnreachable as exc:
-                    raise LinkUnreachable(
-                        f"ray.transport: {exc}; where the driver cannot reach the workers' "
-                        f"nodes on ports other than Ray's, set ray.transport: ray"
-                    ) from None
-                workers.append(_Worker(actor, SocketLink(conn)))
-            return workers
+            self._get([a.pid.remote() for a in actors], STARTUP_SECONDS, "start")
+            return [_Worker(a, RayLink(a)) for a in actors]
         except BaseException:
             for actor in actors:
                 self._kill(actor)
@@ -448,16 +441,12 @@ class RayEvaluator:
         link = self.workers[wi].link
         head = pickle.dumps((pack_requests(reqs), keys), protocol=pickle.HIGHEST_PROTOCOL)
         row_bytes = self.spec.num_params * 4  # float32
-        if self.transport == "ray" and (row_bytes > INLINE_PART_BYTES or len(keys) * row_bytes > INLINE_CHUNK_BYTES):
+        if row_bytes > INLINE_PART_BYTES or len(keys) * row_bytes > INLINE_CHUNK_BYTES:
             link.send("run", (head, False, *[self._object(k) for k in keys]))
             return
-        weights = np.stack([self.policies.get(k) for k in keys])
-        if self.transport == "socket":  # any size, as one raw frame of the message
-            link.send("run", (head, True), raw=[weights])
-        else:
-            data = weights.tobytes()
-            parts = [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
-            link.send("run", (head, True, *parts))
+        data = np.stack([self.policies.get(k) for k in keys]).tobytes()
+        parts = [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
+        link.send("run", (head, True, *parts))
 
     def _object(self, key: str) -> Any:
         ref = self._objects.get(key)
@@ -547,9 +536,7 @@ class RayEvaluator:
             now = time.monotonic()
             due = min((w.started + w.queue[0].budget for w in self.workers if w.queue), default=now)
             busy = [wi for wi, w in enumerate(self.workers) if w.queue]
-            for k in self._link_type.ready(
-                [self.workers[wi].link for wi in busy], min(POLL_SECONDS, max(0.0, due - now))
-            ):
+            for k in RayLink.ready([self.workers[wi].link for wi in busy], min(POLL_SECONDS, max(0.0, due - now))):
                 wi = busy[k]
                 worker = self.workers[wi]
                 try:
