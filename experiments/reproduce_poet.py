@@ -75,9 +75,9 @@ def run_or_resume(out: Path, overrides: list[str], iterations: int) -> Path:
     return out
 
 
-def env_steps(run_dir: Path, before: int | None = None) -> int:
+def env_steps(run: Run, before: int | None = None) -> int:
     """Env steps a run took, every phase (only in its iterations before `before`, if given)."""
-    phases = load_run(run_dir).phases
+    phases = run.phases
     return int(
         phases["env_steps"].sum() if before is None else phases.loc[phases["iteration"] < before, "env_steps"].sum()
     )
@@ -92,7 +92,7 @@ def match_env_steps(out: Path, overrides: list[str], goal: int, first: int) -> i
     target = first
     while True:
         run_or_resume(out, overrides, target)
-        steps = env_steps(out, before=target)
+        steps = env_steps(load_run(out), before=target)
         if steps >= goal:
             return target
         target = max(target + 1, math.ceil(target * goal / max(steps, 1)))
@@ -180,10 +180,10 @@ def final_score(run_dir: Path, target: EnvParams) -> float:
     return float(max(r.mean for r in evaluator.evaluate(requests)))
 
 
-def score_of(name: str, run_dir: Path, target: EnvParams, target_id: str) -> float:
-    """A control run's score on the target (see the module docstring)."""
+def score_of(name: str, run_dir: Path, run: Run, target: EnvParams, target_id: str) -> float:
+    """A control run's score on the target (see the module docstring); `run` is its loaded records."""
     if name in ("direct", "path"):
-        best = best_recorded(load_run(run_dir), target_id)
+        best = best_recorded(run, target_id)
         if best is not None:
             return best
     return final_score(run_dir, target)
@@ -277,9 +277,10 @@ def main() -> None:
                         run_or_resume(out, control_overrides(name, target, seed, args.quick), t["budget"])
                 for t, target, out in zip(entry["targets"], targets, runs):
                     record = t["controls"].setdefault(name, {"iterations": [], "env_steps": [], "scores": []})
-                    record["iterations"].append(int(load_run(out).phases["iteration"].max()) + 1)
-                    record["env_steps"].append(env_steps(out))
-                    record["scores"].append(score_of(name, out, target, t["env_id"]))
+                    control = load_run(out)
+                    record["iterations"].append(int(control.phases["iteration"].max()) + 1)
+                    record["env_steps"].append(env_steps(control))
+                    record["scores"].append(score_of(name, out, control, target, t["env_id"]))
             if name == "direct":  # what ACCEL and DR get: the env steps of the class's longest direct run
                 entry["env_steps"] = max(s for t in entry["targets"] for s in t["controls"]["direct"]["env_steps"])
             print(f"class {level} {name}: done ({time.perf_counter() - t0:.0f} s)", flush=True)
