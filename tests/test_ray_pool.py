@@ -492,11 +492,16 @@ def test_sigterm_during_a_long_wave_exits_within_seconds_and_resume_equals_strai
     signalled: list[float] = []
 
     def slow_down_then_terminate():
-        # once iteration 2 is recorded, the waves of iteration 3 crawl (75 s a chunk); stop one
-        while (
-            not (stopped / "records" / "iterations.jsonl").exists()
-            or load_run(stopped).iterations["iteration"].max() < 2
-        ):
+        # once iteration 2 is recorded, the waves of iteration 3 crawl (75 s a chunk); stop one.
+        # The table's file exists before its first row reaches it: an empty table is not done
+        # (its max is NaN, which no comparison holds for).
+        def recorded() -> int:
+            if not (stopped / "records" / "iterations.jsonl").exists():
+                return -1
+            done = load_run(stopped).iterations["iteration"]
+            return int(done.max()) if len(done) else -1
+
+        while recorded() < 2:
             time.sleep(0.02)
         flag.touch()
         time.sleep(1.0)
