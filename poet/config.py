@@ -67,10 +67,6 @@ class EvaluationConfig:
     # reference's ind_es_step), "before_step" scores the starting agent in the trainer's own
     # wave (one evaluator wave per iteration instead of two)
     self_score: Literal["after_step", "before_step"] = "after_step"
-    # With after_step: run the next iteration's trainer requests in this iteration's score
-    # wave (both evaluate the updated agents), so an iteration is one wave, not two. Changes
-    # no number: a result run ahead is used only by an identical request.
-    run_ahead: bool = field(default=True, metadata=WHERE_ONLY)
     # every this many iterations, score the active agents on the family's held-out levels
     # (poet.heldout; the `heldout` table); 0: never
     test_every: int = 0
@@ -507,7 +503,10 @@ def load_config(
 
 
 # Where-only settings of earlier versions, no longer read: a run saved with one still resumes.
-RETIRED = {("ray", "transport"): "chunks always travel as Ray actor tasks"}
+RETIRED = {
+    ("ray", "transport"): "chunks always travel as Ray actor tasks",
+    ("evaluation", "run_ahead"): "each wave runs when it is asked for; running ahead changed no number",
+}
 
 
 def _drop_retired(raw: dict) -> dict:

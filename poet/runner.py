@@ -38,7 +38,6 @@ from poet.curricula import PoetCurriculum, resolve_curriculum
 from poet.curricula.common import start_params
 from poet.errors import RunInterrupted, WaveInterrupted
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
-from poet.evaluation.ahead import AheadEvaluator
 from poet.orchestrator import Orchestrator, annecs
 from poet.plugins import import_named
 from poet.policies import PolicySpec, spec_for_spaces
@@ -332,8 +331,6 @@ def build_context(parts: RunParts, run_dir: Path, log: Callable[[str], None]) ->
     noise = NoiseTable(seeds.sequence("es.noise_table"), size) if size else None
     errors = ErrorPolicy(cfg.evaluation.on_error, cfg.evaluation.failure_score)
     evaluator = make_evaluator(parts, noise)
-    if cfg.evaluation.run_ahead and cfg.evaluation.self_score == "after_step":
-        evaluator = AheadEvaluator(evaluator)
     try:  # from here on, a failure must not leave the pool (and a Ray it started) running
         tctx = TrainerContext(spec=parts.spec, max_steps=cfg.evaluation.max_steps, errors=errors, noise=noise)
         trainer = parts.trainer_cls(parts.trainer_options, tctx)

@@ -54,16 +54,8 @@ class Scorer:
         """The evaluation seed of an env (a function of the env's content only)."""
         return self.seeds.integer("score", int(env.id[:8], 16))
 
-    def score(
-        self,
-        jobs: Sequence[tuple[np.ndarray, EnvParams]],
-        tags: Sequence[str] | None = None,
-        along: Sequence[EvalRequest] = (),
-    ) -> np.ndarray:
-        """Scores of each (theta, env); cache misses go to the evaluator as one batch, with
-        `along` (requests a later wave will make) in the same wave where the evaluator can
-        keep results for later (`evaluate_along`)."""
-        ahead = getattr(self.evaluator, "evaluate_along", None) if along else None
+    def score(self, jobs: Sequence[tuple[np.ndarray, EnvParams]], tags: Sequence[str] | None = None) -> np.ndarray:
+        """Scores of each (theta, env); cache misses go to the evaluator as one batch."""
         keys = [(weights_key(theta), env.id) for theta, env in jobs]
         todo: dict[tuple[str, str], int] = {}
         for i, key in enumerate(keys):
@@ -71,7 +63,7 @@ class Scorer:
                 todo[key] = i
         self.cache.hits += len(jobs) - len(todo)
         self.cache.misses += len(todo)
-        if todo or ahead is not None:
+        if todo:
             refs, requests = {}, []
             for key, i in todo.items():
                 theta, env = jobs[i]
@@ -81,7 +73,7 @@ class Scorer:
                 requests.append(
                     EvalRequest(refs[key[0]], env, self.episodes, self.env_seed(env), self.max_steps, tag=tag)
                 )
-            results = ahead(requests, along) if ahead is not None else self.evaluator.evaluate(requests)
+            results = self.evaluator.evaluate(requests)
             self.evaluator.release(list(refs.values()))
             for key, s in zip(todo, self.errors.scores(results)):
                 self.cache.put(*key, s)

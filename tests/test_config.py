@@ -654,7 +654,6 @@ def test_where_only_settings_are_the_ones_a_resume_may_change_and_the_readme_nam
         "progress",
         "evaluation.backend",
         "evaluation.batch_rows",
-        "evaluation.run_ahead",
         "ray.*",
         "checkpoint.*",
         "logging.*",
@@ -665,9 +664,16 @@ def test_where_only_settings_are_the_ones_a_resume_may_change_and_the_readme_nam
     assert all(f"`{s}`" in readme for s in settings if s != "iterations")
 
 
-def test_a_retired_where_only_setting_is_dropped_with_a_note_so_old_runs_resume():
-    with pytest.warns(
-        UserWarning, match=r"ray.transport is no longer read \(chunks always travel as Ray actor tasks\)"
-    ):
-        cfg = load_config(data={"ray": {"transport": "socket", "workers": 2}})
-    assert cfg.ray.workers == 2 and "transport" not in cfg.to_dict()["ray"]
+@pytest.mark.parametrize(
+    "section,name,value,why",
+    [
+        ("ray", "transport", "socket", "chunks always travel as Ray actor tasks"),
+        ("evaluation", "run_ahead", True, "each wave runs when it is asked for"),
+    ],
+)
+def test_a_retired_where_only_setting_is_dropped_with_a_note_so_old_runs_resume(section, name, value, why):
+    kept = {"ray": ("workers", 2), "evaluation": ("max_steps", 300)}[section]
+    with pytest.warns(UserWarning, match=rf"{section}.{name} is no longer read \({why}"):
+        cfg = load_config(data={section: {name: value, kept[0]: kept[1]}})
+    saved = cfg.to_dict()[section]
+    assert saved[kept[0]] == kept[1] and name not in saved

@@ -323,7 +323,7 @@ class _ReturnsScorer:
     def __init__(self, value: float):
         self.value, self.asked, self.cache = value, [], None
 
-    def score(self, jobs, tags=None, along=()):
+    def score(self, jobs, tags=None):
         self.asked.extend(env for _, env in jobs)
         return np.full(len(jobs), self.value)
 

@@ -568,38 +568,6 @@ def test_init_flat_matches_spec(terrain) -> None:
     assert flat.shape == (spec.num_params,) and flat.dtype == np.float32
 
 
-def test_results_run_ahead_answer_identical_requests_only_and_waste_is_not_counted(terrain) -> None:
-    from poet.evaluation.ahead import AheadEvaluator
-
-    class Counting(InProcessEvaluator):
-        waves: list = []
-
-        def evaluate(self, requests):
-            self.waves.append(list(requests))
-            return super().evaluate(requests)
-
-    terrain, spec = terrain
-    inner = Counting(terrain, spec, NoiseTable(np.random.SeedSequence(1), NOISE_SIZE))
-    plain = InProcessEvaluator(terrain, spec, NoiseTable(np.random.SeedSequence(1), NOISE_SIZE))
-    ev = AheadEvaluator(inner)
-    theta = init_flat(spec, np.random.default_rng(0))
-    ref = ev.put(theta)
-    assert plain.put(theta) == ref
-    now = [EvalRequest(ref, terrain.initial(), 1, 1, 80, tag="score")]
-    later = [EvalRequest(ref, terrain.initial(), 1, 2 + i, 80, Perturbation(i, 0.1, 1), tag="es") for i in range(3)]
-    ev.evaluate_along(now, later)
-    assert inner.waves == [now + later]  # one wave
-    changed = EvalRequest(ref, terrain.initial(), 1, 2, 80, Perturbation(0, 0.1, -1), tag="es")
-    got = ev.evaluate(later[:2] + [changed])
-    assert inner.waves[1] == [changed] and ev.reused == 2  # only the request nobody ran ahead
-    for a, b in zip(got, plain.evaluate(later[:2] + [changed])):
-        np.testing.assert_array_equal(a.returns, b.returns)
-        np.testing.assert_array_equal(a.lengths, b.lengths)
-    ev.drop_ahead()  # the third result was never asked for: its steps are not the run's
-    assert ev.wasted_steps == plain.evaluate(later[2:])[0].steps > 0
-    assert ev.env_steps == inner.env_steps - ev.wasted_steps
-
-
 # ------------------------------------------------------------------ the slot path (gymnasium envs)
 def _short_cartpole(limit: int):
     """The cartpole family with a time limit of `limit` steps (gym.make's TimeLimit)."""

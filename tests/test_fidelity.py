@@ -203,7 +203,7 @@ class FakeScorer:
     asked: list[tuple[tuple[float, ...], str]] = field(default_factory=list)
     cache: Any = None
 
-    def score(self, jobs, tags=None, along=()) -> np.ndarray:
+    def score(self, jobs, tags=None) -> np.ndarray:
         out = []
         for theta, env in jobs:
             key = (tuple(float(x) for x in np.asarray(theta).ravel()), env.with_course_seed(None).id)

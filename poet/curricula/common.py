@@ -9,7 +9,6 @@ import numpy as np
 
 from envs import EnvFamily, EnvParams
 from poet.context import RunContext
-from poet.evaluation import EvalRequest
 from poet.pair import Pair
 from poet.policies import init_flat
 from poet.reproduction import course_seed_for, record_env
@@ -77,14 +76,12 @@ def _task(ctx: RunContext, pair: Pair, iteration: int, theta: np.ndarray, state:
     )
 
 
-def train_pairs(ctx: RunContext, iteration: int, run_ahead: bool = True) -> list[TrainStep]:
+def train_pairs(ctx: RunContext, iteration: int) -> list[TrainStep]:
     """One trainer step for every active pair (one wave), and each pair's score.
 
     With `evaluation.self_score: after_step` (the reference's `ind_es_step`) the updated
-    agents are scored in a second wave, which also runs the next iteration's trainer
-    requests (`evaluation.run_ahead`; `run_ahead=False` for curricula whose next iteration
-    trains on other envs); with `before_step` the trainer scores the starting agents in its
-    own wave.
+    agents are scored in a second wave; with `before_step` the trainer scores the starting
+    agents in its own wave.
     """
     after = ctx.cfg.evaluation.self_score == "after_step"
     pairs = list(ctx.state.population.active)
@@ -92,16 +89,10 @@ def train_pairs(ctx: RunContext, iteration: int, run_ahead: bool = True) -> list
         _task(ctx, p, iteration, p.theta, p.state, 0 if after else ctx.cfg.evaluation.eval_episodes) for p in pairs
     ]
     steps = ctx.trainer.step(tasks, ctx.evaluator)
-    drop = getattr(ctx.evaluator, "drop_ahead", None)
-    if callable(drop):
-        drop()  # what the last iteration ran ahead for this step and it did not ask for
     if after:
-        ahead = _next_requests(ctx, pairs, steps, iteration) if run_ahead else []
         scores = ctx.scorer.score(
-            [(s.theta, p.env) for p, s in zip(pairs, steps)], tags=[f"{p.pair_id} (score)" for p in pairs], along=ahead
+            [(s.theta, p.env) for p, s in zip(pairs, steps)], tags=[f"{p.pair_id} (score)" for p in pairs]
         )
-        if ahead:
-            ctx.evaluator.release(list({r.policy for r in ahead}))
     else:
         scores = [float("nan") if s.score is None else s.score for s in steps]
     for pair, step, score in zip(pairs, steps, scores):
@@ -114,19 +105,3 @@ def train_pairs(ctx: RunContext, iteration: int, run_ahead: bool = True) -> list
         pair.theta, pair.state = step.theta, step.state
         ctx.mark_solved(pair.pair_id, pair.env.id, score, iteration, "training")
     return steps
-
-
-def _next_requests(ctx: RunContext, pairs: list[Pair], steps: list, iteration: int) -> list[EvalRequest]:
-    """The trainer requests of the next iteration if every pair trains on from where this
-    step left it (`evaluation.run_ahead`): the score wave runs them too, and the next
-    iteration reuses every one it asks for unchanged (none of a pair transferred to or
-    retired in between)."""
-    plan = getattr(ctx.trainer, "requests", None)
-    if (
-        not ctx.cfg.evaluation.run_ahead
-        or not callable(plan)
-        or not hasattr(ctx.evaluator, "evaluate_along")
-        or (ctx.stop_at is not None and iteration + 1 >= ctx.stop_at)
-    ):
-        return []
-    return plan([_task(ctx, p, iteration + 1, s.theta, s.state, 0) for p, s in zip(pairs, steps)], ctx.evaluator)

@@ -46,5 +46,4 @@ class DomainRandomization:
             agent.env = self.level(ctx, iteration)
             record_level(ctx, agent.env, agent.pair_id, None, iteration)
         with phase("train"):
-            # no results run ahead: the next iteration trains on another level
-            train_pairs(ctx, iteration, run_ahead=False)
+            train_pairs(ctx, iteration)

@@ -77,4 +77,4 @@ class DirectPath:
             parent, agent.env = agent.env.id, env
             record_level(ctx, env, agent.pair_id, parent, iteration)
         with phase("train"):
-            train_pairs(ctx, iteration, run_ahead=self.stage_of(ctx, iteration + 1) == self.stage_of(ctx, iteration))
+            train_pairs(ctx, iteration)

@@ -173,7 +173,7 @@ class RobustPLR:
         agent = ctx.state.population.active[0]
         entry = buffer.levels[index]
         agent.env = EnvParams.from_json(entry["env"])
-        step = train_pairs(ctx, iteration, run_ahead=False)[0]  # the next iteration may train elsewhere
+        step = train_pairs(ctx, iteration)[0]
         if self.uses_value_loss(ctx):
             regret = float(step.metrics.get("positive_value_loss", 0.0))
         else:

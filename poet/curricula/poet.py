@@ -32,9 +32,7 @@ class PoetCurriculum:
             ctx.log(summary.line(len(pop.active), len(pop.archive)))
         transfer_now = len(pop.active) > 1 and iteration % ctx.cfg.transfer.every == 0
         with phase("train"):
-            # Not ahead before a transfer: most agents change in it (the quickstart: about two
-            # in three), and what ran ahead for them would be thrown away.
-            train_pairs(ctx, iteration, run_ahead=not transfer_now)
+            train_pairs(ctx, iteration)
         if transfer_now:
             with phase("transfer"):
                 line = transfer(ctx, iteration, self.enhanced).line()

@@ -365,8 +365,7 @@ class RayEvaluator:
         self.workers: list[_Worker] = []
         self._noise_ref = None
         # Weights are kept here and go into the object store only when a chunk needs them:
-        # weights whose requests are all answered without a wave (results run ahead, cached
-        # scores) never cost a put.
+        # weights whose requests are all answered without a wave (cached scores) never cost a put.
         self.policies = PolicyStore(spec, frozen_copy)
         self._objects: dict[str, Any] = {}  # weights key -> object store reference
         self.should_stop: Callable[[], bool] | None = None  # polled while a wave waits (stop requests)

@@ -99,11 +99,6 @@ class Trainer(Protocol):
     # each task's theta and state that commits nothing (transfer and child-admission
     # candidates); `plain` asks for a plain gradient step from a fresh state. Trainers
     # without it get `step` with its new state thrown away (see `propose` below).
-    #
-    # Optional: `requests(tasks, evaluator) -> list[EvalRequest]`, the evaluation requests
-    # `step(tasks, evaluator)` will submit (weights put into the evaluator; the caller
-    # releases them). With it, the run evaluates the next iteration's requests in the score
-    # wave of this one (`evaluation.run_ahead`), so each iteration is one wave.
 
 
 def propose(

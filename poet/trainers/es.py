@@ -131,11 +131,6 @@ class ESTrainer:
             requests.extend(reqs)
         return plans, requests, refs
 
-    def requests(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[EvalRequest]:
-        """The requests `step(tasks)` will submit (their weights put into `evaluator`; the caller
-        releases them), so that the run can evaluate them ahead, in an earlier wave."""
-        return self._plan(tasks, evaluator)[1]
-
     def _gradients(
         self, tasks: Sequence[TrainTask], evaluator: Evaluator
     ) -> list[tuple[np.ndarray, np.ndarray, float | None]]:
