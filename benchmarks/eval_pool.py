@@ -659,7 +659,7 @@ def check(results: Sequence[Any]) -> None:
 def measure_pool(setup: Setup, warmup_base: int, seed_bases: list[int], workers: int) -> Measurement:
     """`evaluate` of one wave per seed base, back to back, on a freshly warmed pool that has run
     one wave of the same shape (as the raw processes have): what it measures from a wave
-    (step costs, episode lengths per env) it has learnt, as it has in a run after one iteration."""
+    (step rates, episode lengths per env) it has learnt, as it has in a run after one iteration."""
     pool = open_pool(setup, workers)
     try:
         refs = [pool.put(w) for w in setup.policies]

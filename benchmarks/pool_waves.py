@@ -41,13 +41,13 @@ SETTINGS = (None, 2, 4)  # chunks per worker; None: the pool's own plan (one per
 def chunk_speeds(pool, setup, refs, waves: int) -> dict:
     """Part 1: per wave, the chunks' (env steps, seconds) as their workers report them."""
     chunks: list[tuple[float, float]] = []
-    observe = pool.cost_model.observe
+    observe = pool.deadlines.observe
 
-    def record(iterations: float, row_steps: float, seconds: float) -> None:
-        chunks.append((row_steps, seconds))
-        observe(iterations, row_steps, seconds)
+    def record(kind: str, seconds: float, work: float) -> None:
+        chunks.append((work, seconds))  # work: env steps plus lock-step iterations
+        observe(kind, seconds, work)
 
-    pool.cost_model.observe = record  # every finished chunk passes here with its worker's timing
+    pool.deadlines.observe = record  # every finished chunk passes here with its worker's timing
     try:
         ratios, slowest, walls = [], [], []
         for k in range(waves):
@@ -60,7 +60,7 @@ def chunk_speeds(pool, setup, refs, waves: int) -> dict:
             ratios.append(max(per_step) / min(per_step))
             slowest.append(max(s for _, s in chunks))
     finally:
-        pool.cost_model.observe = observe
+        pool.deadlines.observe = observe
     logs = np.log(ratios)
     return {
         "waves": waves,

@@ -84,8 +84,8 @@ class RayConfig:
     inflight_per_worker: int = 2  # chunks queued on a worker so it never waits for the driver
     max_chunk_retries: int = 3  # a chunk whose worker dies (or that overruns its deadline) is re-run this many times
     # A chunk or job that runs longer than its deadline has its worker killed and is retried.
-    # Unset, the deadline is deadline_factor x its predicted time (from the measured step
-    # costs, at its step caps), never under deadline_floor_s.
+    # Unset, the deadline is deadline_factor x its work (env steps at its step caps) at the
+    # rate measured for its kind (chunk or job), never under deadline_floor_s.
     deadline_s: float | None = None
     deadline_floor_s: float = 60.0
     deadline_factor: float = 10.0

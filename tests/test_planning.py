@@ -7,8 +7,7 @@ import pytest
 
 import envs
 from poet.evaluation import EvalRequest, EvalResult
-from poet.evaluation.planning import EpisodeLengths, StepCostModel, plan_chunks, plan_guided
-from poet.evaluation.protocol import PolicyRef
+from poet.evaluation.planning import Deadlines, EpisodeLengths, plan_chunks, plan_guided
 
 TERRAIN = envs.make_family("terrain", {"course_length": 30.0})
 
@@ -28,25 +27,6 @@ def test_plan_chunks_balances_cost_longest_first_and_never_splits():
     assert plan_chunks([], 2, 10) == []
 
 
-def test_plan_chunks_keeps_a_policys_requests_together_when_that_stays_balanced():
-    envs_ = [TERRAIN.initial().with_course_seed(s) for s in range(3)]
-    refs = [PolicyRef(f"policy{i}") for i in range(4)]
-    matrix = [EvalRequest(ref, p, 1, 0, 100 * (1 + e)) for ref in refs for e, p in enumerate(envs_)]
-    chunks = plan_chunks(matrix, 2, 4096)
-    # costs 100, 200, 300 per policy: request by request both chunks would hold every policy
-    assert [sorted({matrix[i].policy.key for i in c}) for c in chunks] == [
-        ["policy0", "policy2"],
-        ["policy1", "policy3"],
-    ]
-    assert sorted(sum(matrix[i].rows * matrix[i].max_steps for i in c) for c in chunks) == [1200, 1200]
-    # one policy costs as much as the others together: whole policies cannot balance 3 chunks
-    lopsided = [EvalRequest(refs[0], p, 8, 0, 100) for p in envs_] + [EvalRequest(refs[1], p, 1, 0, 100) for p in envs_]
-    chunks = plan_chunks(lopsided, 3, 4096)
-    assert [sorted(c) for c in chunks] == [[0, 3], [1, 4], [2, 5]]  # request by request: 900 each
-    # a policy with more rows than a chunk may hold is never kept whole
-    assert all(sum(lopsided[i].rows for i in c) <= 10 for c in plan_chunks(lopsided, 2, 10))
-
-
 def test_guided_chunks_shrink_as_the_wave_goes_costliest_first():
     p = TERRAIN.initial()
     even = [EvalRequest(None, p, 1, 0, 100) for _ in range(8)]
@@ -59,21 +39,6 @@ def test_guided_chunks_shrink_as_the_wave_goes_costliest_first():
     # a minimum of 6 rows that max_rows=5 never lets a chunk reach: chunks close when full
     assert plan_guided(reqs, workers=2, min_rows=6, max_rows=5) == [[4], [1], [2, 3], [0]]
     assert plan_guided([], 2, 8, 4096) == []
-
-
-def test_step_costs_of_chunks_of_one_shape_still_predict_that_shape():
-    """Waves of alike chunks (an ES wave's two halves, wave after wave) cannot tell the cost of
-    an iteration from that of a row apart, yet the fit predicts chunks of that shape, which is
-    what deadlines use."""
-    rng = np.random.default_rng(28)
-    m = StepCostModel()
-    for _ in range(100):
-        L = 400 - rng.integers(0, 3)
-        T = L * (128 - rng.integers(0, 2)) - rng.integers(0, 2000)  # a few rows end early
-        m.observe(L, T, (2e-5 * L + 9e-7 * T) * (1 + 0.03 * rng.standard_normal()))
-    ll, lt, tt = m.sums[:3]
-    assert 0 < (ll * tt - lt * lt) / (ll * tt) < 1e-3
-    assert m.predict(400, 400 * 128) == pytest.approx(2e-5 * 400 + 9e-7 * 400 * 128, rel=0.05)
 
 
 def _answered(lengths: list[int]) -> EvalResult:
@@ -112,3 +77,17 @@ def test_planning_with_measured_lengths_balances_the_steps_not_the_caps():
     model.observe(reqs, [_answered([400 if r.env == easy else 40]) for r in reqs])
     balanced = plan_chunks(reqs, 2, 4096, [model.cost(r) for r in reqs])
     assert [sum(model.cost(reqs[i]) for i in c) for c in balanced] == [880, 880]
+
+
+def test_deadline_is_the_work_at_the_measured_rate_of_its_kind_with_a_floor():
+    d = Deadlines(floor=30.0, factor=10.0, decay=0.5)
+    assert d.budget("chunk", 1000) == 30.0  # unmeasured, small: the floor
+    assert d.budget("chunk", 100_000) == pytest.approx(100_000 * Deadlines.PRIOR_STEP_SECONDS * 10)
+    d.observe("job", 4.0, 1000)
+    assert d.budget("job", 100_000) == pytest.approx(10 * 100_000 * 4e-3)
+    d.observe("job", 1.0, 1000)  # recent units weigh more: (0.5 x 4 + 1) / (0.5 x 1000 + 1000)
+    assert d.rate("job") == pytest.approx(3.0 / 1500)
+    assert d.rate("chunk") == Deadlines.PRIOR_STEP_SECONDS  # each kind has its own rate
+    d.observe("chunk", 0.0, 10)  # nothing to learn from
+    assert d.rate("chunk") == Deadlines.PRIOR_STEP_SECONDS
+    assert Deadlines(seconds=5.0).budget("chunk", 1e9) == 5.0  # fixed by config

@@ -24,8 +24,8 @@ from poet import checkpoint
 from poet.analysis import load_run
 from poet.errors import EvaluationFailed, WaveInterrupted
 from poet.evaluation import EvalRequest, InProcessEvaluator, NoiseTable, Perturbation
-from poet.evaluation.planning import StepCostModel
-from poet.evaluation.ray_pool import Deadlines, RayEvaluator, RayLink
+from poet.evaluation.planning import Deadlines
+from poet.evaluation.ray_pool import RayEvaluator, RayLink
 from poet.policies import init_flat, spec_for_spaces
 from poet.seeding import Seeds
 from tests.conftest import ROOT
@@ -69,13 +69,8 @@ def _same(a, b) -> None:
         np.testing.assert_array_equal(x.lengths, y.lengths)
 
 
-@pytest.mark.parametrize(
-    "family_name,weights",
-    [("terrain", "inline"), ("cartpole", "inline"), ("terrain", "in parts"), ("terrain", "in the object store")],
-)
+@pytest.mark.parametrize("family_name,weights", [("terrain", "whole"), ("cartpole", "whole"), ("terrain", "in parts")])
 def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_name, weights, monkeypatch):
-    if weights == "in the object store":  # what chunks of many or big policies do
-        monkeypatch.setattr("poet.evaluation.ray_pool.INLINE_CHUNK_BYTES", 0)
     if weights == "in parts":  # what chunks of many small policies do: two rows per part here
         monkeypatch.setattr("poet.evaluation.ray_pool.INLINE_PART_BYTES", 2 * _setup(TERRAIN)[0].num_params * 4)
     family = TERRAIN if family_name == "terrain" else envs.make_family("cartpole")
@@ -417,21 +412,6 @@ def test_deadline_kills_a_chunk_that_never_returns_and_only_its_request_fails(ra
     # a pair chunk timed out, then the request alone twice: three deadlines of 2 s and the restarts
     assert seconds < 3 * 2.0 + 20, seconds
     _same([results[i] for i in (0, 2, 3)], alone)
-
-
-def test_default_deadline_follows_the_measured_step_cost_with_a_floor():
-    d = Deadlines(floor=30.0, factor=10.0)
-    assert d.budget(None, 1000) == 30.0  # unmeasured, small: the floor
-    assert d.budget(None, 100_000) == pytest.approx(100_000 * Deadlines.PRIOR_STEP_SECONDS * 10)
-    assert d.budget(12.0, 1) == 120.0  # measured: factor x prediction
-    assert Deadlines(seconds=5.0).budget(1e6, 1e9) == 5.0  # fixed by config
-    d.observe_job(4.0, 1000)
-    d.observe_job(1.0, 1000)  # the slowest rate seen stays
-    assert d.job_budget(5000) == pytest.approx(10 * 5000 * 4.0 / 1000)
-    model = StepCostModel()
-    for lengths, rows in ((100, 10), (200, 40), (50, 80), (400, 5)):
-        model.observe(lengths, lengths * rows, 1e-3 * lengths + 1e-5 * lengths * rows)
-    assert model.predict(300, 300 * 20) == pytest.approx(1e-3 * 300 + 1e-5 * 300 * 20)
 
 
 def test_run_with_an_env_that_never_returns_stops_or_goes_on_as_on_error_says(ray_local, tiny, tmp_path, monkeypatch):

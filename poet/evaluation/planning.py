@@ -1,7 +1,11 @@
-"""How the pool cuts a wave into chunks: which requests go together, and how many chunks.
+"""How the pool cuts a wave into chunks, and how long each chunk or job may run.
 
-Results never depend on any of this (a result is a function of its request only); only
-how busy the workers stay does.
+The rule: a family with a batched path gets one chunk per worker (`ray.chunks_per_worker`
+sets another number), gymnasium envs stepped a few at a time get chunks that shrink as the
+wave goes; either way requests are dealt costliest first, a request costing its rows times
+the mean episode length seen on its env (its step cap until one is seen). Results never
+depend on any of this (a result is a function of its request only); only how busy the
+workers stay does.
 """
 
 from __future__ import annotations
@@ -67,78 +71,41 @@ def _costs(requests: Sequence[EvalRequest], cost: Sequence[float] | None) -> Seq
     return [r.rows * r.max_steps for r in requests] if cost is None else cost
 
 
-# how much costlier than request by request a plan that keeps each policy's requests
-# together may make the costliest chunk, and still be preferred
-POLICY_GROUPING_TOLERANCE = 0.01
-
-
-def _lpt(
-    units: list[list[int]], unit_cost: list[float], unit_rows: list[int], n_chunks: int, max_rows: int
-) -> tuple[list[list[int]], float]:
-    """Units (lists of request indices) packed by longest processing time first; returns the
-    chunks, costliest first, and the cost of the costliest."""
-    order = sorted(range(len(units)), key=lambda u: -unit_cost[u])  # stable: ties keep submission order
-    chunks: list[list[int]] = []
-    loads: list[tuple[float, int]] = []  # (cost, rows) per chunk
-    heap: list[tuple[float, int]] = []  # (cost, chunk index): the cheapest chunk on top
-    for u in order:
-        rows = unit_rows[u]
-        if len(chunks) < n_chunks:  # the costliest units seed the chunks
-            target = None
-        else:
-            full = []
-            while heap and loads[heap[0][1]][1] + rows > max_rows:
-                full.append(heapq.heappop(heap))  # no room for this unit: look further
-            target = heapq.heappop(heap)[1] if heap else None
-            for item in full:
-                heapq.heappush(heap, item)
-        if target is None:
-            chunks.append(list(units[u]))
-            loads.append((unit_cost[u], rows))
-            heapq.heappush(heap, (unit_cost[u], len(chunks) - 1))
-        else:
-            chunks[target].extend(units[u])
-            loads[target] = (loads[target][0] + unit_cost[u], loads[target][1] + rows)
-            heapq.heappush(heap, (loads[target][0], target))
-    by_cost = sorted(range(len(chunks)), key=lambda c: -loads[c][0])
-    return [chunks[c] for c in by_cost], (loads[by_cost[0]][0] if chunks else 0.0)
-
-
 def plan_chunks(
     requests: Sequence[EvalRequest], n_chunks: int, max_rows: int, cost: Sequence[float] | None = None
 ) -> list[list[int]]:
     """Request indices packed into at most `n_chunks` chunks of balanced cost, costliest chunk first.
 
-    Longest processing time first: requests by cost (`cost`, by default rows x step cap), each into the chunk
-    with the least cost so far that has room for its rows (`max_rows`; a request is never
-    split, and one bigger than `max_rows` gets a chunk of its own). Within a chunk the
-    requests keep that order.
-
-    The requests of one policy are first packed as one unit, and that plan is taken when
-    its costliest chunk is within POLICY_GROUPING_TOLERANCE of the request-by-request
-    plan's: each chunk then carries fewer policies' weights (a wave of P policies on E envs
-    sends each worker P / W weight sets instead of all P).
+    Longest processing time first: requests by cost (`cost`, by default rows x step cap; ties
+    in submission order), each into the chunk with the least cost so far that has room for
+    its rows (`max_rows`; a request is never split, and one bigger than `max_rows` gets a
+    chunk of its own). Within a chunk the requests keep that order.
     """
-    if not requests:
-        return []
     cost = _costs(requests, cost)
-    rows = [r.rows for r in requests]
-    grouped = None
-    groups: dict[object, list[int]] = {}
-    for i, r in enumerate(requests):
-        groups.setdefault(r.policy.key if r.policy is not None else ("request", i), []).append(i)
-    units = list(groups.values())
-    unit_rows = [sum(rows[i] for i in u) for u in units]
-    if len(units) < len(requests) and max(unit_rows) <= max_rows:
-        grouped, grouped_worst = _lpt(units, [sum(cost[i] for i in u) for u in units], unit_rows, n_chunks, max_rows)
-        # no plan's costliest chunk is below this: as good as request by request, without running it
-        floor = max(sum(cost) / n_chunks, max(cost))
-        if grouped_worst <= floor * (1 + POLICY_GROUPING_TOLERANCE):
-            return grouped
-    singles, worst = _lpt([[i] for i in range(len(requests))], list(cost), rows, n_chunks, max_rows)
-    if grouped is not None and grouped_worst <= worst * (1 + POLICY_GROUPING_TOLERANCE):
-        return grouped
-    return singles
+    order = sorted(range(len(requests)), key=lambda i: -cost[i])
+    chunks: list[list[int]] = []
+    loads: list[tuple[float, int]] = []  # (cost, rows) per chunk
+    heap: list[tuple[float, int]] = []  # (cost, chunk index): the cheapest chunk on top
+    for i in order:
+        rows = requests[i].rows
+        target = None
+        if len(chunks) >= n_chunks:  # the costliest requests seed the chunks
+            full = []
+            while heap and loads[heap[0][1]][1] + rows > max_rows:
+                full.append(heapq.heappop(heap))  # no room for this request: look further
+            target = heapq.heappop(heap)[1] if heap else None
+            for item in full:
+                heapq.heappush(heap, item)
+        if target is None:
+            chunks.append([i])
+            loads.append((cost[i], rows))
+            heapq.heappush(heap, (cost[i], len(chunks) - 1))
+        else:
+            chunks[target].append(i)
+            loads[target] = (loads[target][0] + cost[i], loads[target][1] + rows)
+            heapq.heappush(heap, (loads[target][0], target))
+    by_cost = sorted(range(len(chunks)), key=lambda c: -loads[c][0])
+    return [chunks[c] for c in by_cost]
 
 
 def plan_guided(
@@ -176,51 +143,37 @@ def plan_guided(
 
 
 @dataclass
-class StepCostModel:
-    """Seconds a chunk takes: a per lock-step iteration (policy forward, bookkeeping) plus
-    b per row-step (each episode's env step), fitted by least squares over finished chunks
-    (recent ones weigh more). The pool's deadlines start from its predictions.
+class Deadlines:
+    """How long a chunk or job may run once its worker starts it.
+
+    `seconds` fixes one deadline for everything. Unset, a unit gets `factor` times its work
+    at the rate measured for its kind ("chunk" or "job": seconds per unit of work over the
+    units of that kind finished so far, recent ones weighing more), never less than `floor`.
+    A chunk's work is its env steps at its step caps (an upper bound: most episodes end
+    sooner) plus its lock-step iterations; a job's, its cost in env steps. Before a unit
+    of its kind is timed, PRIOR_STEP_SECONDS per unit of work stands in.
     """
 
-    decay: float = 0.9
-    sums: list[float] = None  # type: ignore[assignment]  # [LL, LT, TT, Ls, Ts]
+    seconds: float | None = None
+    floor: float = 60.0
+    factor: float = 10.0
+    decay: float = 0.9  # of the older units' weight, at each new one
+    PRIOR_STEP_SECONDS = 2e-3  # slower than any family here; only until the first unit is timed
+    _sums: dict[str, list[float]] = field(default_factory=dict, init=False)  # kind -> [seconds, work]
 
-    def __post_init__(self) -> None:
-        if self.sums is None:
-            self.sums = [0.0] * 5
+    def observe(self, kind: str, seconds: float, work: float) -> None:
+        """A unit of `kind` did `work` in `seconds`."""
+        if seconds > 0 and work > 0:
+            old = self._sums.get(kind, [0.0, 0.0])
+            self._sums[kind] = [self.decay * old[0] + seconds, self.decay * old[1] + work]
 
-    def observe(self, iterations: float, row_steps: float, seconds: float) -> None:
-        """One finished chunk: its lock-step iterations, env steps and seconds."""
-        if iterations <= 0 or seconds <= 0:
-            return
-        new = [
-            iterations * iterations,
-            iterations * row_steps,
-            row_steps * row_steps,
-            iterations * seconds,
-            row_steps * seconds,
-        ]
-        self.sums = [self.decay * old + x for old, x in zip(self.sums, new)]
+    def rate(self, kind: str) -> float:
+        """Seconds per unit of work measured for `kind` (the prior until one is timed)."""
+        sums = self._sums.get(kind)
+        return sums[0] / sums[1] if sums else self.PRIOR_STEP_SECONDS
 
-    def spread(self) -> float:
-        """1 - r^2 of the chunks' (iterations, env steps) seen, recent ones weighing more: 0 when
-        all chunks had one shape (env steps per iteration), which leaves a and b apart unknown."""
-        ll, lt, tt = self.sums[:3]
-        return (ll * tt - lt * lt) / max(ll * tt, 1e-300)
-
-    def coefficients(self) -> tuple[float, float] | None:
-        """(a, b), or None until the chunks seen pin both down."""
-        ll, lt, tt, ls, ts = self.sums
-        det = ll * tt - lt * lt
-        if self.spread() <= 1e-9:
-            return None
-        a = (ls * tt - ts * lt) / det
-        b = (ts * ll - ls * lt) / det
-        if a <= 0 or b <= 0:
-            return None  # the chunks seen so far do not tell the two costs apart
-        return a, b
-
-    def predict(self, iterations: float, row_steps: float) -> float | None:
-        """Seconds a chunk of that many lock-step iterations and env steps should take (None until measured)."""
-        ab = self.coefficients()
-        return None if ab is None else ab[0] * iterations + ab[1] * row_steps
+    def budget(self, kind: str, work: float) -> float:
+        """The deadline of a unit of `kind` with `work` to do."""
+        if self.seconds is not None:
+            return float(self.seconds)
+        return max(self.floor, self.factor * self.rate(kind) * work)

@@ -3,22 +3,20 @@
 - Workers are created once and live for the whole run. Chunks and jobs reach them as Ray
   actor tasks; the pool opens no connection of its own.
 - A chunk travels as a few byte strings: its requests and keys pickled into one, its policy
-  weights as raw float32 bytes, inside the call in parts under Ray's inline size, up to
-  INLINE_CHUNK_BYTES; more or bigger ones go into the object store once per version
-  (numpy, zero-copy on a node) and chunks carry references. A worker builds its batched
-  policy from the arrays of the chunk at hand and drops it afterwards, so its memory does
-  not grow with the number of policies seen.
+  weights as raw float32 bytes in parts under Ray's inline size (Ray moves what exceeds its
+  per-call inline budget to its object store itself). A worker builds its batched policy
+  from the arrays of the chunk at hand and drops it afterwards, so its memory does not
+  grow with the number of policies seen.
 - The ES noise table is put once; each node maps it once and workers slice it.
 - Jobs (whole training loops, `poet.evaluation.jobs`) go over the same workers, one per
   dispatch, the costliest first, with the same fault handling.
-- Requests are packed into chunks, costliest work first, dispatched to the least busy
-  worker with a bounded number in flight per worker. A family with a batched path gets
-  one chunk of balanced cost per worker; gymnasium envs, stepped ENV_SLOTS at a time, get
-  chunks that shrink as the wave goes (`plan_guided`).
+- Requests are packed into chunks by the rule in `poet.evaluation.planning` (one chunk per
+  worker for a batched family, shrinking chunks for gymnasium envs), dispatched to the least
+  busy worker with a bounded number in flight per worker.
   A worker that dies has its chunks re-run on a replacement. Results are keyed by
   request position, so nothing is lost or counted twice, and no chunking changes a number.
 - Every chunk and job has a deadline once it starts running (`Deadlines`: by default a
-  generous multiple of its predicted time, never under a floor); one that runs past it
+  generous multiple of its work at the measured rate, never under a floor); one that runs past it
   has its worker killed and replaced and is retried like one whose worker died, so an
   env step that never returns cannot hang a run. A stop request (`should_stop`) is
   looked at several times a second and abandons the wave (`WaveInterrupted`).
@@ -43,7 +41,7 @@ from poet.errors import WaveInterrupted
 from poet.evaluation.cluster import TOKEN_HELP, ClusterError, check_cluster
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
-from poet.evaluation.planning import EpisodeLengths, StepCostModel, plan_chunks, plan_guided
+from poet.evaluation.planning import Deadlines, EpisodeLengths, plan_chunks, plan_guided
 from poet.evaluation.policy_store import PolicyStore, frozen_copy
 from poet.evaluation.protocol import EvalRequest, EvalResult, Perturbation, PolicyRef
 from poet.evaluation.rollout import ENV_SLOTS, RolloutTally, error_result, run_requests, steps_in_slots
@@ -116,16 +114,14 @@ class RolloutWorker:
         self.batch_rows = batch_rows
         self.env_cache = EnvCache(family)  # used gymnasium envs, for the next chunks
 
-    def run(self, head: bytes, inline: bool, *weights: bytes | np.ndarray) -> bytes:
-        """Evaluate a chunk: `head` is the pickled (`pack_requests(...)`, policy keys). The weights
-        of the keys, in order, are the float32 rows of the `weights` byte strings sent with the
-        call (`inline`), or one array per key resolved from the object store. Returns, pickled,
-        the packed results and, for the pool's cost model and step count, (seconds, env steps
-        simulated, lock-step iterations: the longest episode)."""
+    def run(self, head: bytes, *weights: bytes) -> bytes:
+        """Evaluate a chunk: `head` is the pickled (`pack_requests(...)`, policy keys); the weights
+        of the keys, in order, are the float32 rows of the `weights` byte strings. Returns,
+        pickled, the packed results and, for the pool's deadlines and step count, (seconds,
+        env steps simulated, lock-step iterations: the longest episode)."""
         packed, keys = pickle.loads(head)
-        if inline:
-            weights = np.frombuffer(b"".join(weights), dtype=np.float32).reshape(len(keys), -1)
-        table = dict(zip(keys, weights))
+        rows = np.frombuffer(b"".join(weights), dtype=np.float32).reshape(len(keys), -1)
+        table = dict(zip(keys, rows))
 
         def lookup(ref: PolicyRef) -> np.ndarray:
             return table[ref.key]
@@ -269,42 +265,6 @@ def ensure_ray(
 
 
 @dataclass
-class Deadlines:
-    """How long a chunk or job may run once its worker starts it.
-
-    `seconds` fixes one deadline for everything. Unset, a unit gets `factor` times its
-    predicted time, never less than `floor`: a chunk's prediction is the step-cost model's
-    for its rows at their step caps (an upper bound: most episodes end sooner), a job's is
-    its cost (env steps) times the slowest seconds per step seen so far. Before anything
-    is measured, PRIOR_STEP_SECONDS per env step stands in.
-    """
-
-    seconds: float | None = None
-    floor: float = 60.0
-    factor: float = 10.0
-    job_step_seconds: float | None = field(default=None, init=False)  # the slowest seen
-    PRIOR_STEP_SECONDS = 2e-3  # slower than any family here; only until the first unit is timed
-
-    def budget(self, predicted: float | None, work: float) -> float:
-        """The deadline of a unit predicted to take `predicted` seconds (None: unknown) for `work` env steps."""
-        if self.seconds is not None:
-            return float(self.seconds)
-        if predicted is None:
-            predicted = work * self.PRIOR_STEP_SECONDS
-        return max(self.floor, self.factor * predicted)
-
-    def observe_job(self, seconds: float, cost: float) -> None:
-        """A job of `cost` env steps finished in `seconds`."""
-        if cost > 0 and seconds > 0:
-            self.job_step_seconds = max(self.job_step_seconds or 0.0, seconds / cost)
-
-    def job_budget(self, cost: float) -> float:
-        """The deadline of a job of `cost` env steps."""
-        rate = self.job_step_seconds
-        return self.budget(None if rate is None else rate * cost, cost)
-
-
-@dataclass
 class _Unit:
     items: list[int]
     attempt: int
@@ -323,13 +283,10 @@ class _Worker:
         return len(self.queue)
 
 
-# Over Ray, a chunk's weights go with the call, as byte strings of rows each under Ray's 100 KB limit for
-# sending an argument inline, up to INLINE_CHUNK_BYTES in all: cheaper than resolving one
-# object store reference per policy, both to start the chunk and to release it at the end
-# (measured up to 128 policies of 10 KB). Bigger chunks, and policies bigger than a part, go
-# through the object store, put once per policy.
+# A chunk's weights go with the call as byte strings each under Ray's 100 KB limit for
+# sending an argument inline: no object store reference to resolve or release for the usual
+# chunk; past Ray's inline budget for one call, Ray puts the rest in its object store.
 INLINE_PART_BYTES = 96 * 1024
-INLINE_CHUNK_BYTES = 2 * 1024 * 1024
 # the fewest episodes in a chunk of gymnasium envs (stepped ENV_SLOTS at a time): smaller last
 # chunks balance a wave's end better but each costs a round trip (on BipedalWalker-v3 waves of 64
 # episodes, 8 beat both smaller and larger minimums)
@@ -364,10 +321,7 @@ class RayEvaluator:
         self._owns_ray = ensure_ray(address, workers, log_to_driver, runtime_env)
         self.workers: list[_Worker] = []
         self._noise_ref = None
-        # Weights are kept here and go into the object store only when a chunk needs them:
-        # weights whose requests are all answered without a wave (cached scores) never cost a put.
-        self.policies = PolicyStore(spec, frozen_copy)
-        self._objects: dict[str, Any] = {}  # weights key -> object store reference
+        self.policies = PolicyStore(spec, frozen_copy)  # sent with each chunk that uses them
         self.should_stop: Callable[[], bool] | None = None  # polled while a wave waits (stop requests)
         try:  # a failure from here on closes the workers started so far and a Ray this pool started
             cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -377,7 +331,6 @@ class RayEvaluator:
             self.family, self.spec, self.batch_rows = family, spec, int(batch_rows)
             # None: the pool's own rule (`_plan`)
             self.chunks_per_worker = None if chunks_per_worker is None else int(chunks_per_worker)
-            self.cost_model = StepCostModel()
             self.episode_lengths = EpisodeLengths()
             self.deadlines = deadlines if deadlines is not None else Deadlines()
             self.inflight_per_worker = int(inflight_per_worker)
@@ -429,8 +382,6 @@ class RayEvaluator:
 
     def release(self, refs: Sequence[PolicyRef]) -> None:
         self.policies.release(refs)
-        for ref in refs:
-            self._objects.pop(ref.key, None)
 
     # ---------------------------------------------------------------- waves
 
@@ -439,19 +390,9 @@ class RayEvaluator:
         keys = sorted({r.policy.key for r in reqs})
         link = self.workers[wi].link
         head = pickle.dumps((pack_requests(reqs), keys), protocol=pickle.HIGHEST_PROTOCOL)
-        row_bytes = self.spec.num_params * 4  # float32
-        if row_bytes > INLINE_PART_BYTES or len(keys) * row_bytes > INLINE_CHUNK_BYTES:
-            link.send("run", (head, False, *[self._object(k) for k in keys]))
-            return
         data = np.stack([self.policies.get(k) for k in keys]).tobytes()
         parts = [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
-        link.send("run", (head, True, *parts))
-
-    def _object(self, key: str) -> Any:
-        ref = self._objects.get(key)
-        if ref is None:
-            ref = self._objects[key] = self._ray.put(self.policies.get(key))
-        return ref
+        link.send("run", (head, *parts))
 
     def _replace(self, wi: int) -> None:
         worker = self.workers[wi]
@@ -582,7 +523,7 @@ class RayEvaluator:
                 results[i] = r
             self.episode_lengths.observe(chunk_requests, chunk_results)
             steps += chunk_steps
-            self.cost_model.observe(longest, chunk_steps, seconds)
+            self.deadlines.observe("chunk", seconds, longest + chunk_steps)
 
         def give_up(chunk: list[int], message: str) -> None:
             for i in chunk:
@@ -592,8 +533,9 @@ class RayEvaluator:
 
         def budget(chunk: list[int]) -> float:
             longest = max(requests[i].max_steps for i in chunk)
-            row_steps = longest * sum(requests[i].rows for i in chunk)
-            return self.deadlines.budget(self.cost_model.predict(longest, row_steps), longest + row_steps)
+            return self.deadlines.budget(
+                "chunk", longest + sum(requests[i].rows * requests[i].max_steps for i in chunk)
+            )
 
         self._wave(chunks, lambda wi, chunk: self._submit(wi, requests, chunk), deliver, give_up, budget)
         self.env_steps += steps
@@ -610,7 +552,7 @@ class RayEvaluator:
         def deliver(unit: list[int], out: list[JobResult], seconds: float) -> None:
             for i, r in zip(unit, out):
                 results[i] = r
-            self.deadlines.observe_job(seconds, sum(jobs[i].cost for i in unit))
+            self.deadlines.observe("job", seconds, sum(jobs[i].cost for i in unit))
 
         def give_up(unit: list[int], message: str) -> None:
             for i in unit:
@@ -621,7 +563,7 @@ class RayEvaluator:
             submit,
             deliver,
             give_up,
-            lambda unit: self.deadlines.job_budget(sum(jobs[i].cost for i in unit)),
+            lambda unit: self.deadlines.budget("job", sum(jobs[i].cost for i in unit)),
         )
         self.env_steps += job_steps(results)  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
@@ -642,7 +584,6 @@ class RayEvaluator:
             self._kill(w.actor)
         self.workers = []
         self.policies.clear()
-        self._objects.clear()
         self._noise_ref = None
         if self._owns_ray and self._ray.is_initialized():
             self._ray.shutdown()
