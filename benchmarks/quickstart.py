@@ -207,7 +207,7 @@ def main() -> None:
     stats = measure(args.config, args.seed, args.sets, recorder)
     if recorder is not None:
         from poet.config import load_config
-        from poet.runner import check_parts
+        from poet.parts import check_parts
 
         cfg = load_config(args.config, overrides=([f"seed={args.seed}"] if args.seed is not None else []) + args.sets)
         parts = check_parts(cfg)

@@ -12,7 +12,7 @@ Groups and the files they write:
   seeded mutations from Enhanced POET's random start), drawn as `poet profile` draws a course;
 * frames: docs/bipedal_frame.png, docs/bipedal_cppn_frame.png: the walker on those two
   courses as gymnasium renders it (the frames of `poet render`'s GIFs);
-* tree: docs/quickstart_env_tree.png: `poet.report.env_tree_figure` (the report's own
+* tree: docs/quickstart_env_tree.png: `poet.analysis.report.env_tree_figure` (the report's own
   figure) of a run of experiments/quickstart.yaml, the run `make run` makes; `--run DIR`
   draws an existing one, otherwise the quickstart runs first (into a temporary folder);
 * reproduce: experiments/results/reproduce_poet/scores.png, climb.png and annecs.png, redrawn
@@ -80,7 +80,7 @@ def courses() -> dict[str, tuple[envs.EnvFamily, EnvParams]]:
 
 def draw_profiles(args: argparse.Namespace) -> list[Path]:
     """docs/<family>_mutated.png: each course as `poet profile` draws it (seed 0)."""
-    from poet.images import course_figure, write_figure
+    from poet.analysis.images import course_figure, write_figure
 
     out = []
     for name, (family, params) in courses().items():
@@ -96,7 +96,7 @@ def draw_profiles(args: argparse.Namespace) -> list[Path]:
 
 def draw_frames(args: argparse.Namespace) -> list[Path]:
     """docs/bipedal_frame.png, docs/bipedal_cppn_frame.png: the walker on its course."""
-    from poet.images import write_png
+    from poet.analysis.images import write_png
 
     found = courses()
     return [write_png(walker_frame(*found[name]), DOCS / f"{name}_frame.png") for name in ("bipedal", "bipedal_cppn")]
@@ -106,7 +106,7 @@ def draw_tree(args: argparse.Namespace) -> list[Path]:
     """docs/quickstart_env_tree.png: the report's env tree of a quickstart run (`--run`, or a new one)."""
     import poet
     from poet.analysis import load_run
-    from poet.report import env_tree_figure, figure_png
+    from poet.analysis.report import env_tree_figure, figure_png
 
     if args.run is not None:
         return [_write_tree(load_run(args.run), env_tree_figure, figure_png)]

@@ -257,7 +257,7 @@ def _make(spec: GymSpec, values: Mapping[str, Any], render_mode: str | None) -> 
     Without gymnasium's passive env checker: rollouts build new envs where an env cannot be
     reused (`renew_gym_env`), and the checker would redo its checks on each (a third of
     BipedalWalker-v3's construction time). A run checks the family's env once, in full,
-    before any work (`poet.runner`).
+    before any work (`poet.runtime.runner`).
     """
     limit = {} if spec.max_episode_steps is None else {"max_episode_steps": spec.max_episode_steps}
     return gym.make(

@@ -31,7 +31,7 @@ import yaml
 
 import poet
 from poet.analysis import load_run
-from poet.compare import write_comparison
+from poet.analysis.compare import write_comparison
 
 ROOT = Path(__file__).resolve().parents[1]
 CURRICULA = ("poet", "accel", "robust_plr", "dr")
@@ -75,7 +75,7 @@ def overrides(curriculum: str, config: Path, seed: int, args: argparse.Namespace
 
 def check(plan: list[tuple[str, Path, list[str]]]) -> None:
     """Every run's config, resolved and checked before the first run starts (one line and exit 2 if bad)."""
-    from poet.runner import check_parts
+    from poet.parts import check_parts
 
     for curriculum, config, sets in plan:
         try:

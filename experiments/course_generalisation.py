@@ -21,8 +21,8 @@ import numpy as np
 
 from envs import EnvParams
 from poet.analysis import load_run
+from poet.analysis.render import load_agents
 from poet.evaluation import EvalRequest, InProcessEvaluator
-from poet.render import load_agents
 
 ROUGHNESS = (4.5, 5.1)  # the paper's criterion, and one mutation step's most beyond it
 

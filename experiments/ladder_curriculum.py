@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
-from poet.curricula.common import start_pair, train_pairs
-from poet.reproduction import course_seed_for, record_level
+from poet.curricula.common import course_seed_for, record_level, start_pair, train_pairs
 
 
 class LadderCurriculum:

@@ -160,8 +160,8 @@ def best_recorded(run: Run, env_id: str) -> float | None:
 
 def final_score(run_dir: Path, target: EnvParams) -> float:
     """The best final agent of a run, scored on the target's own course (the run's evaluation settings)."""
+    from poet.analysis.render import load_agents
     from poet.evaluation import EvalRequest, InProcessEvaluator
-    from poet.render import load_agents
 
     parts, snapshot = load_agents(run_dir)
     evaluator = InProcessEvaluator(parts.family, parts.spec)

@@ -19,7 +19,7 @@ _RUNNER = ("RunResult", "resume", "run")
 def __getattr__(name: str) -> Any:
     # The runner pulls in torch and the evaluators; `poet report` and analysis never need them.
     if name in _RUNNER:
-        from poet import runner
+        from poet.runtime import runner
 
         return getattr(runner, name)
     raise AttributeError(f"module 'poet' has no attribute {name!r}")

@@ -89,14 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from poet.report import write_report
+    from poet.analysis.report import write_report
 
     print(write_report(args.run_dir, args.out))
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from poet.compare import write_comparison
+    from poet.analysis.compare import write_comparison
 
     out = write_comparison(args.run_dirs, args.out, say=lambda note: print(f"poet: note: {note}", file=sys.stderr))
     print(out)
@@ -104,7 +104,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from poet.render import Episode, check_gif_out, render_gif
+    from poet.analysis.render import Episode, check_gif_out, render_gif
 
     check_gif_out(args.out)  # before the run is read: a wrong extension costs nothing
 
@@ -121,7 +121,7 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from poet.render import render_profile_png
+    from poet.analysis.render import render_profile_png
 
     print(render_profile_png(args.run_dir, args.env_id, args.out, seed=args.seed))
     return 0
@@ -174,7 +174,7 @@ def _position(argv: list[str], flag: str, value: str) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from poet.runner import resume
+    from poet.runtime.runner import resume
 
     if args.iterations is not None and args.iterations < 0:
         raise ConfigError(f"--iterations: must be >= 0, got {args.iterations}")
@@ -184,7 +184,7 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from poet.runner import run
+    from poet.runtime.runner import run
 
     overrides = _check_sets(args, (("iterations", "iterations"), ("seed", "seed"), *POOL_FLAGS))
     config = args.config

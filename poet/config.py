@@ -150,7 +150,7 @@ class CheckpointConfig:
 
 @dataclass
 class LoggingConfig:
-    """Live curves in TensorBoard and MLflow (poet.sinks; `pip install -e .[logging]`)."""
+    """Live curves in TensorBoard and MLflow (poet.runtime.sinks; `pip install -e .[logging]`)."""
 
     tensorboard: bool = False  # event files under RUN_DIR/tensorboard
     mlflow: bool = False  # a local file store under RUN_DIR/mlruns, unless mlflow_uri

@@ -1,6 +1,6 @@
 """RunState: everything a run changes as it goes, apart from the services that act on it.
 
-Checkpoints save and load a RunState whole (`poet.checkpoint`), so every curriculum gets
+Checkpoints save and load a RunState whole (`poet.runtime.checkpoint`), so every curriculum gets
 exact resume for the state it keeps here. Services (evaluator, trainer, records, seeds)
 live in `RunContext` and are rebuilt on resume; randomness needs no saving, since every
 draw comes from the root seed and the (phase, iteration, pair) it is for.

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 import poet
-from poet import checkpoint
 from poet.analysis import load_run
+from poet.runtime import checkpoint
 from tests.conftest import ROOT
 
 TABLES = ("iterations", "envs", "transfers", "events")

@@ -280,7 +280,7 @@ def test_out_under_a_regular_file_is_one_error_line(jobs):
 
 def test_prepare_out_dir_refuses_a_non_empty_directory_and_leaves_it_alone(tmp_path):
     from poet.config import ConfigError
-    from poet.runner import prepare_out_dir
+    from poet.runtime.runner import prepare_out_dir
 
     (tmp_path / "keep.txt").write_text("precious\n")
     with pytest.raises(ConfigError, match="already holds files"):
@@ -291,7 +291,7 @@ def test_prepare_out_dir_refuses_a_non_empty_directory_and_leaves_it_alone(tmp_p
 
 def test_prepare_out_dir_refuses_a_file(tmp_path):
     from poet.config import ConfigError
-    from poet.runner import prepare_out_dir
+    from poet.runtime.runner import prepare_out_dir
 
     (tmp_path / "taken.txt").write_text("x\n")
     with pytest.raises(ConfigError, match="is a file"):
@@ -300,7 +300,7 @@ def test_prepare_out_dir_refuses_a_file(tmp_path):
 
 
 def test_prepare_out_dir_accepts_an_empty_directory_and_creates_parents(tmp_path):
-    from poet.runner import prepare_out_dir
+    from poet.runtime.runner import prepare_out_dir
 
     assert prepare_out_dir(tmp_path) == tmp_path
     made = prepare_out_dir(tmp_path / "a" / "b" / "run")
@@ -309,7 +309,7 @@ def test_prepare_out_dir_accepts_an_empty_directory_and_creates_parents(tmp_path
 
 def test_prepare_out_dir_under_a_regular_file_is_a_config_error(tmp_path):
     from poet.config import ConfigError
-    from poet.runner import prepare_out_dir
+    from poet.runtime.runner import prepare_out_dir
 
     (tmp_path / "plain.txt").write_text("x\n")
     with pytest.raises(ConfigError, match="plain.txt"):

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 import poet
 from poet.analysis import load_run
-from poet.compare import FIGURES, best_heldout, notes, run_labels, summary, training_steps
+from poet.analysis.compare import FIGURES, best_heldout, notes, run_labels, summary, training_steps
 from tests.conftest import ROOT, tiny_config
 from tests.test_cli import assert_one_error_line
 from tests.test_cli import poet as poet_cli

@@ -1,6 +1,6 @@
 """RunConfig: defaults, YAML loading, `--set` overrides, save/reload, and every config error.
 
-Also `poet.runner.check_parts`, which resolves family, policy and trainer before any work.
+Also `poet.parts.check_parts`, which resolves family, policy and trainer before any work.
 All in-process and fast: nothing here trains or rolls out an episode.
 """
 
@@ -196,7 +196,7 @@ def test_override_into_trainer_section_merges_with_yaml():
 
 
 def test_a_built_in_trainers_options_come_from_its_own_section():
-    from poet.runner import check_parts
+    from poet.parts import check_parts
 
     parts = check_parts(load_config(QUICKSTART, overrides=["trainer.es.population=8"]))
     assert (parts.trainer_options.population, parts.trainer_options.noise_table_size) == (8, 4_000_000)
@@ -218,7 +218,7 @@ def test_trainer_options_beside_a_built_in_trainer_is_an_error_naming_its_sectio
 
 
 def test_a_user_trainer_takes_trainer_options_and_ignores_the_built_in_sections():
-    from poet.runner import check_parts
+    from poet.parts import check_parts
 
     name = "experiments.random_search:RandomSearchTrainer"
     parts = check_parts(load_config(QUICKSTART, overrides=[f"trainer.name={name}", "trainer.options.candidates=3"]))
@@ -241,7 +241,7 @@ def test_override_into_env_options_creates_the_section():
 
 
 def test_dict_section_overrides_reach_the_parts():
-    from poet.runner import check_parts
+    from poet.parts import check_parts
 
     cfg = load_config(QUICKSTART, overrides=["trainer.es.population=8", "env.options.course_length=30"])
     parts = check_parts(cfg)
@@ -454,7 +454,7 @@ def test_binary_file_is_rejected(tmp_path):
 
 
 def _parts(*overrides: str, data=None):
-    from poet.runner import check_parts
+    from poet.parts import check_parts
 
     return check_parts(load_config(QUICKSTART, overrides=list(overrides), data=data))
 
@@ -557,7 +557,7 @@ def test_sizes_beyond_sane_bounds_are_refused_before_any_work(override, field):
 
 
 def test_a_bad_spec_yaml_is_one_clear_error(tmp_path):
-    from poet.runner import check_parts
+    from poet.parts import check_parts
 
     spec = tmp_path / "bad.yaml"
     spec.write_text("name: x\nparams: [unclosed\n")
@@ -567,7 +567,7 @@ def test_a_bad_spec_yaml_is_one_clear_error(tmp_path):
 
 
 def test_unknown_curriculum_and_bad_options_are_one_line_errors():
-    from poet.runner import check_parts
+    from poet.parts import check_parts
 
     with pytest.raises(
         ConfigError,
@@ -616,7 +616,7 @@ def test_unknown_curriculum_and_bad_options_are_one_line_errors():
     ],
 )
 def test_an_unknown_option_is_named_with_the_known_ones_and_their_defaults(data, message, monkeypatch):
-    from poet.runner import check_parts
+    from poet.parts import check_parts
 
     monkeypatch.chdir(REPO_ROOT)
     monkeypatch.syspath_prepend(str(REPO_ROOT / "tests" / "userpkg"))
@@ -626,7 +626,7 @@ def test_an_unknown_option_is_named_with_the_known_ones_and_their_defaults(data,
 
 
 def test_a_curriculums_own_value_check_is_named_with_the_curriculum():
-    from poet.runner import check_parts
+    from poet.parts import check_parts
 
     with pytest.raises(
         ConfigError,

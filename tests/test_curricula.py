@@ -9,9 +9,9 @@ import pytest
 
 import poet
 from envs import EnvParams
-from poet import checkpoint
 from poet.analysis import load_run
 from poet.curricula import CURRICULA
+from poet.runtime import checkpoint
 from tests.conftest import ROOT
 from tests.test_checkpoint import _assert_same_run, _kill_after_checkpoint, _write_config
 
@@ -176,7 +176,7 @@ def test_cli_run_with_ppo_writes_the_tables_and_report(name, tmp_path):
     if name in OPTIONS:  # levels scored by the PPO value net's positive value loss
         assert "positive_value_loss" in records.iterations.columns
         assert records.events["detail"][records.events["kind"] == "explored"].str.startswith("regret").all()
-    from poet.report import FIGURES
+    from poet.analysis.report import FIGURES
 
     for figure in FIGURES:
         assert (out / "report" / f"{figure}.png").read_bytes()[:4] == b"\x89PNG"
@@ -219,7 +219,7 @@ def test_accel_edits_the_level_it_replayed(tiny, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(CURRICULA))
 def test_held_out_levels_are_scored_for_every_curriculum(name, tiny, tmp_path):
-    from poet.report import heldout_figure
+    from poet.analysis.report import heldout_figure
 
     cfg = _cfg(tiny, name, evaluation={**tiny()["evaluation"], "test_every": 4})
     poet.run(cfg, out=tmp_path / "r", progress=False)
@@ -515,7 +515,7 @@ def test_level_buffer_progress_fields_say_what_the_iteration_did(tmp_path):
 def test_progress_bar_of_a_level_buffer_run_says_it_is_filling_never_nan(tmp_path, capsys):
     from types import SimpleNamespace
 
-    from poet.runner import Progress
+    from poet.runtime.runner import Progress
 
     ctx, cur, _ = _plr_ctx(tmp_path, "accel")  # dcd's defaults: 1000 levels, min fill 0.5, 16 per cycle
     bar = Progress(30, 0, True)
@@ -606,7 +606,7 @@ def test_ued_terrain_config_is_the_quickstart_with_a_buffer_scaled_to_the_run():
     the first tenth of the run, where dcd's 1000 levels would take a third of it."""
     from poet.config import load_config
     from poet.curricula.level_buffer import LevelBuffer
-    from poet.runner import check_parts
+    from poet.parts import check_parts
 
     ued, quick = load_config(UED), load_config(ROOT / "experiments" / "quickstart.yaml")
     assert ued.curriculum == "accel" and ued.env == quick.env and ued.policy == quick.policy

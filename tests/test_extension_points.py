@@ -8,7 +8,7 @@ import re
 import pytest
 
 import poet
-import poet.runner
+import poet.runtime.runner
 from poet.analysis import load_run
 from tests.conftest import ROOT
 
@@ -93,13 +93,13 @@ class CountingEvaluator:
 
 def test_archived_agents_are_never_rescored(tiny, tmp_path, monkeypatch):
     made = []
-    original = poet.runner.make_evaluator
+    original = poet.runtime.runner.make_evaluator
 
     def counting(parts, noise):
         made.append(CountingEvaluator(original(parts, noise)))
         return made[0]
 
-    monkeypatch.setattr(poet.runner, "make_evaluator", counting)
+    monkeypatch.setattr(poet.runtime.runner, "make_evaluator", counting)
     cfg = tiny(curriculum="enhanced_poet", iterations=17, reproduction={"capacity": 2, "every": 4})
     poet.run(cfg, out=tmp_path / "r", progress=False)
     run = load_run(tmp_path / "r")

@@ -22,19 +22,19 @@ from envs import EnvParams
 from poet.config import load_config
 from poet.context import RunContext
 from poet.curricula.common import train_pairs
+from poet.curricula.poet.novelty import pata_ec
+from poet.curricula.poet.reproduction import Child, consider, reproduce
+from poet.curricula.poet.transfer import transfer
 from poet.evaluation import EvalResult, PolicyRef
-from poet.novelty import pata_ec
 from poet.pair import Pair
 from poet.policies import PolicySpec, init_flat
 from poet.population import Population
 from poet.records import RecordWriter
-from poet.reproduction import Child, consider, reproduce
 from poet.seeding import Seeds
 from poet.state import RunState
 from poet.trainers import TrainerContext, TrainStep
 from poet.trainers.adam import adam_propose, adam_step
 from poet.trainers.es import ESOptions, ESTrainer, es_gradient
-from poet.transfer import transfer
 
 
 # ======================================================================= ES

@@ -22,10 +22,10 @@ import poet
 from envs import EnvParams
 from envs.profile import CourseProfile
 from poet.analysis import load_run
+from poet.analysis.images import course_figure, profile_figure
+from poet.analysis.render import find_env, find_pair, load_agents
 from poet.evaluation.inprocess import InProcessEvaluator
 from poet.evaluation.protocol import EvalRequest
-from poet.images import course_figure, profile_figure
-from poet.render import find_env, find_pair, load_agents
 from tests.conftest import ROOT, tiny_config
 
 POET_COURSE = {"roughness": 2.4, "pit_gap": [0.8, 2.4], "stump_height": [0.4, 1.2]}

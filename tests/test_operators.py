@@ -13,9 +13,9 @@ import pytest
 
 import envs
 from envs.registry import EXAMPLE_OPTIONS, FAMILIES, make_family
-from poet.novelty import knn_novelty, pata_ec
+from poet.curricula.poet.novelty import knn_novelty, pata_ec
+from poet.curricula.poet.reproduction import eligible_parents, passes_mc
 from poet.ranking import average_ranks, centered_ranks, rank_normalise
-from poet.reproduction import eligible_parents, passes_mc
 from poet.seeding import Seeds, episode_seeds
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -65,9 +65,9 @@ def test_enhanced_paper_config_rebuilds_every_env_from_its_record(tmp_path):
     import torch
 
     from envs import EnvParams
-    from poet import checkpoint
+    from poet.analysis.render import load_agents
     from poet.policies import MLPPolicy, to_actions
-    from poet.render import load_agents
+    from poet.runtime import checkpoint
 
     loose = [
         "reproduction.every=1",
@@ -107,7 +107,7 @@ def test_enhanced_paper_config_rebuilds_every_env_from_its_record(tmp_path):
 
 def test_the_paper_config_takes_es_options_from_its_section():
     # with the options under trainer.options (which won over trainer.es), this ran with 512
-    from poet.runner import check_parts
+    from poet.parts import check_parts
 
     parts = check_parts(load_config(ROOT / "experiments" / "poet_bipedal.yaml", overrides=["trainer.es.population=16"]))
     assert (parts.trainer_options.population, parts.trainer_options.sigma) == (16, 0.1)

@@ -20,13 +20,13 @@ import ray.cloudpickle
 import envs
 import poet
 from envs import EnvParams
-from poet import checkpoint
 from poet.analysis import load_run
 from poet.errors import EvaluationFailed, WaveInterrupted
 from poet.evaluation import EvalRequest, InProcessEvaluator, NoiseTable, Perturbation
 from poet.evaluation.planning import Deadlines
 from poet.evaluation.ray_pool import RayEvaluator, RayLink
 from poet.policies import init_flat, spec_for_spaces
+from poet.runtime import checkpoint
 from poet.seeding import Seeds
 from tests.conftest import ROOT
 

@@ -6,8 +6,8 @@ import yaml
 
 import poet
 from poet.analysis import load_run
-from poet.render import render_gif, render_profile_png
-from poet.report import write_report
+from poet.analysis.render import render_gif, render_profile_png
+from poet.analysis.report import write_report
 
 EVIL = "import pathlib\npathlib.Path(__file__).with_name('MARKER').write_text('ran')\nclass Trainer:\n    pass\n"
 

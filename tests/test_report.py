@@ -22,11 +22,11 @@ from PIL import Image
 
 import poet
 from envs import EnvParams
-from poet import checkpoint
 from poet.analysis import load_run
-from poet.images import course_figure, figure_rgb
-from poet.render import episode_frames, find_env, load_agents, render_gif, subsample
-from poet.report import FIGURES, write_report
+from poet.analysis.images import course_figure, figure_rgb
+from poet.analysis.render import episode_frames, find_env, load_agents, render_gif, subsample
+from poet.analysis.report import FIGURES, write_report
+from poet.runtime import checkpoint
 from tests.conftest import ROOT, tiny_config
 
 NOTEBOOK = ROOT / "notebooks" / "analyze_run.ipynb"
@@ -144,7 +144,7 @@ def test_report_draws_every_envs_course_from_the_records(cli, cli_out, run_dir):
 
 
 def test_course_images_limit_and_families_without_profiles(run_dir, tmp_path, monkeypatch):
-    from poet import report
+    from poet.analysis import report
 
     run = load_run(run_dir)
     newest = run.envs.sort_values("created_iteration", kind="stable")["env_id"].tolist()[-2:]
@@ -175,7 +175,7 @@ def test_every_figure_function_returns_a_figure(run_dir):
 
 
 def test_difficulty_figure_counts_envs_created_and_solved_per_class(run_dir, tmp_path):
-    from poet.report import difficulty_figure
+    from poet.analysis.report import difficulty_figure
 
     run = load_run(run_dir)
     labels = [t.get_text() for t in difficulty_figure(run).axes[0].get_legend().get_texts()]
@@ -257,7 +257,7 @@ class _NoFrames:
 
 
 def test_family_without_rgb_frames_is_a_config_error(run_dir):
-    from poet.render import load_agents
+    from poet.analysis.render import load_agents
 
     parts, snapshot = load_agents(run_dir)
     pair = snapshot.state.population.active[0]
@@ -346,7 +346,7 @@ def test_notebook_runs_against_an_accel_run(tmp_path, monkeypatch):
 
 
 def test_scores_figure_is_a_heat_map_of_pairs_by_iterations_with_at_most_20_labels(run_dir):
-    from poet.report import scores_figure
+    from poet.analysis.report import scores_figure
 
     run = load_run(run_dir)
     fig = scores_figure(run)
@@ -381,7 +381,7 @@ def _texts(fig: Figure) -> str:
 
 
 def test_report_of_a_run_that_only_explored_says_no_training_yet(accel_runs):
-    from poet.report import env_tree_figure, scores_figure, summary
+    from poet.analysis.report import env_tree_figure, scores_figure, summary
 
     index = _ok(_cli(["report", accel_runs["explore"]]))
     _check_pngs(index.parent)
@@ -401,7 +401,7 @@ def test_report_of_a_run_that_only_explored_says_no_training_yet(accel_runs):
 
 
 def test_report_of_a_replaying_accel_run_draws_its_scores_and_a_bounded_tree(accel_runs, monkeypatch):
-    import poet.report as report
+    import poet.analysis.report as report
 
     index = _ok(_cli(["report", accel_runs["replay"]]))
     run = load_run(accel_runs["replay"])
@@ -433,7 +433,7 @@ def test_report_of_a_replaying_accel_run_draws_its_scores_and_a_bounded_tree(acc
 
 
 def test_summary_numbers_are_named_by_what_they_count(run_dir, tmp_path):
-    from poet.report import summary
+    from poet.analysis.report import summary
 
     enhanced = summary(load_run(run_dir))
     key = "final ANNECS as the reference code counts it (admitted envs the best archived agent passed the MC on)"
@@ -451,7 +451,7 @@ def test_summary_numbers_are_named_by_what_they_count(run_dir, tmp_path):
 
 
 def test_poet_env_tree_labels_each_env_by_its_parameters_and_pair(run_dir, monkeypatch):
-    import poet.report as report
+    import poet.analysis.report as report
 
     run = load_run(run_dir)
     ax = report.env_tree_figure(run).axes[0]
@@ -466,7 +466,7 @@ def test_poet_env_tree_labels_each_env_by_its_parameters_and_pair(run_dir, monke
 
 def test_a_long_tree_label_breaks_into_two_lines_at_a_comma():
     # labels of envs one reproduction apart ran into each other on one line
-    from poet.report import _two_lines
+    from poet.analysis.report import _two_lines
 
     assert _two_lines("rough 0, pits 0.4-1.6, stumps 0.2-0.8 (p5)") == "rough 0, pits 0.4-1.6\nstumps 0.2-0.8 (p5)"
     assert _two_lines("rough 0 (p0)") == "rough 0 (p0)"

@@ -136,7 +136,7 @@ def test_quickstart_shows_poet_working(ray_local, tmp_path):
     solved_scores = run.iterations[run.iterations["env_id"].isin(harder_solved)]["score"]
     assert solved_scores.max() >= 230
     # `poet report` on the quickstart run writes every figure and the page.
-    from poet.report import FIGURES, write_report
+    from poet.analysis.report import FIGURES, write_report
 
     index = write_report(result.run_dir)
     for name in FIGURES:
@@ -159,7 +159,7 @@ def test_run_records_its_throughput_per_phase(tiny, tmp_path):
     tp = run.throughput()
     assert tp.loc["all", "env_steps"] == ph["env_steps"].sum()
     assert tp.loc["train", "steps_per_second"] == pytest.approx(train["env_steps"].sum() / train["seconds"].sum())
-    from poet.report import summary
+    from poet.analysis.report import summary
 
     assert "train: wall time, env steps, steps/s" in summary(run)
 
@@ -207,10 +207,10 @@ def test_ray_is_released_when_the_trainer_constructor_fails(tiny, tmp_path):
 
 
 def test_default_run_directories_of_the_same_second_get_their_own_names(tmp_path, monkeypatch):
-    from poet.runner import default_out_dir
+    from poet.runtime.runner import default_out_dir
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("poet.runner.time.strftime", lambda fmt: "20260101-000000")
+    monkeypatch.setattr("poet.runtime.runner.time.strftime", lambda fmt: "20260101-000000")
     first = default_out_dir("experiments/quickstart.yaml")
     assert first == Path("runs/quickstart-20260101-000000")
     first.mkdir(parents=True)

@@ -13,12 +13,12 @@ import pytest
 
 import poet
 from poet.analysis import load_run
-from poet.rundir_lock import RunDirInUse, RunDirLock
+from poet.runtime.rundir_lock import RunDirInUse, RunDirLock
 from tests.conftest import ROOT
 
 TABLES = ("iterations", "envs", "transfers", "events", "phases")
 HOLD = (
-    "import sys, time; from poet.rundir_lock import RunDirLock; RunDirLock(sys.argv[1]).acquire(); "
+    "import sys, time; from poet.runtime.rundir_lock import RunDirLock; RunDirLock(sys.argv[1]).acquire(); "
     "print('locked', flush=True); time.sleep(120)"
 )
 

@@ -11,7 +11,7 @@ import pytest
 
 import poet
 from poet.analysis import load_run
-from poet.sinks import read_mlflow, read_tensorboard
+from poet.runtime.sinks import read_mlflow, read_tensorboard
 from tests.conftest import ROOT
 from tests.test_checkpoint import _kill_after_checkpoint, _write_config
 

@@ -19,7 +19,7 @@ import pytest
 
 import poet
 from poet.analysis import load_run
-from poet.report import FIGURES
+from poet.analysis.report import FIGURES
 from tests.conftest import ROOT, tiny_config
 from tests.test_report import NOTEBOOK, _this_python_kernel
 

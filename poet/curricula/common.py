@@ -11,7 +11,6 @@ from envs import EnvFamily, EnvParams
 from poet.context import RunContext
 from poet.pair import Pair
 from poet.policies import init_flat
-from poet.reproduction import course_seed_for, record_env
 from poet.trainers import TrainStep, TrainTask
 
 
@@ -105,3 +104,30 @@ def train_pairs(ctx: RunContext, iteration: int) -> list[TrainStep]:
         pair.theta, pair.state = step.theta, step.state
         ctx.mark_solved(pair.pair_id, pair.env.id, score, iteration, "training")
     return steps
+
+
+def course_seed_for(ctx: RunContext, rng: np.random.Generator) -> int | None:
+    """A new env's course seed (`evaluation.course: fixed`), or None (a new course every episode)."""
+    return int(rng.integers(0, 2**31 - 1)) if ctx.cfg.evaluation.course == "fixed" else None
+
+
+def record_env(ctx: RunContext, pair: Pair) -> None:
+    """The envs-table row of a pair's env."""
+    record_level(ctx, pair.env, pair.pair_id, pair.parent_env_id, pair.created_iteration)
+
+
+def record_level(ctx: RunContext, env: EnvParams, pair_id: str, parent_env_id: str | None, iteration: int) -> None:
+    """One row of the envs table: an env (level), who trains on it, where it came from, when."""
+    row = {
+        "env_id": env.id,
+        "family": env.family,
+        "pair_id": pair_id,
+        "parent_env_id": parent_env_id,
+        "created_iteration": iteration,
+        "course_seed": env.course_seed,
+    }
+    row.update(ctx.family.flat(env))
+    if hasattr(ctx.family, "difficulty"):  # the POET paper's class, where the family defines one
+        row["difficulty"] = int(ctx.family.difficulty(env))
+    row["params_json"] = env.to_json()
+    ctx.records.write("envs", row)

@@ -17,8 +17,7 @@ from typing import Any
 from envs import EnvFamily, EnvParams
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
-from poet.curricula.common import initial_params, start_pair, start_params, train_pairs
-from poet.reproduction import course_seed_for, record_level
+from poet.curricula.common import course_seed_for, initial_params, record_level, start_pair, start_params, train_pairs
 
 
 class DirectPath:

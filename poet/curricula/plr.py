@@ -32,10 +32,9 @@ from envs import EnvFamily, EnvParams
 from poet.config import ConfigError
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
-from poet.curricula.common import initial_params, start_pair, start_params, train_pairs
+from poet.curricula.common import course_seed_for, initial_params, record_level, start_pair, start_params, train_pairs
 from poet.curricula.dr import needs_random_levels
 from poet.curricula.level_buffer import LevelBuffer
-from poet.reproduction import course_seed_for, record_level
 from poet.trainers import TrainTask
 
 KEY = "level_buffer"

@@ -26,7 +26,8 @@ import numpy as np
 
 from envs import EnvParams
 from poet.context import RunContext
-from poet.novelty import knn_novelty, pata_ec
+from poet.curricula.common import course_seed_for, record_env
+from poet.curricula.poet.novelty import knn_novelty, pata_ec
 from poet.pair import Pair
 from poet.trainers import TrainTask, propose
 
@@ -68,11 +69,6 @@ class ReproduceSummary:
 def eligible_parents(pairs: list[Pair], scores: np.ndarray, threshold: float) -> list[Pair]:
     """Pairs whose agent scores at least the reproduction threshold on their own env."""
     return [p for p, s in zip(pairs, scores) if s >= threshold]
-
-
-def course_seed_for(ctx: RunContext, rng: np.random.Generator) -> int | None:
-    """A new env's course seed (`evaluation.course: fixed`), or None (a new course every episode)."""
-    return int(rng.integers(0, 2**31 - 1)) if ctx.cfg.evaluation.course == "fixed" else None
 
 
 def propose_children(ctx: RunContext, parents: list[Pair], iteration: int, enhanced: bool = False) -> list[Child]:
@@ -226,28 +222,6 @@ def admit(
         },
     )
     return pair
-
-
-def record_env(ctx: RunContext, pair: Pair) -> None:
-    """The envs-table row of a pair's env."""
-    record_level(ctx, pair.env, pair.pair_id, pair.parent_env_id, pair.created_iteration)
-
-
-def record_level(ctx: RunContext, env: EnvParams, pair_id: str, parent_env_id: str | None, iteration: int) -> None:
-    """One row of the envs table: an env (level), who trains on it, where it came from, when."""
-    row = {
-        "env_id": env.id,
-        "family": env.family,
-        "pair_id": pair_id,
-        "parent_env_id": parent_env_id,
-        "created_iteration": iteration,
-        "course_seed": env.course_seed,
-    }
-    row.update(ctx.family.flat(env))
-    if hasattr(ctx.family, "difficulty"):  # the POET paper's class, where the family defines one
-        row["difficulty"] = int(ctx.family.difficulty(env))
-    row["params_json"] = env.to_json()
-    ctx.records.write("envs", row)
 
 
 def consider(ctx: RunContext, child: Child, iteration: int, enhanced: bool = False) -> Pair | None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
 from poet.curricula.common import start_pair, train_pairs
-from poet.reproduction import reproduce
-from poet.transfer import transfer
+from poet.curricula.poet.reproduction import reproduce
+from poet.curricula.poet.transfer import transfer
 
 
 class PoetCurriculum:

@@ -29,8 +29,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from poet.analysis import Run, load_run
+from poet.analysis.report import _note, _threshold, curriculum_of, figure_png, html_head
 from poet.config import ConfigError
-from poet.report import _note, _threshold, curriculum_of, figure_png, html_head
 
 MIN_RUNS = 2  # one run is what `poet report` is for
 HELDOUT_PHASE = "heldout"  # measurement, not training: left out of a run's env-step budget

@@ -26,9 +26,9 @@ import envs
 from envs import EnvParams
 from envs.terrain import DIFFICULTY_CLASSES
 from poet.analysis import Run, load_run
+from poet.analysis.images import course_figure, figure_rgb, write_png
 from poet.config import ConfigError, RunConfig
 from poet.curricula.level_buffer import LevelBuffer
-from poet.images import course_figure, figure_rgb, write_png
 
 # Columns of `run.envs` that are not env parameters.
 NON_PARAM_COLUMNS = {
@@ -691,7 +691,7 @@ def figure_png(fig: Figure, dpi: int = 100) -> bytes:
 
 
 def course_images(run: Run, limit: int = MAX_COURSES) -> dict[str, np.ndarray]:
-    """Course profile (RGB array of `poet.images.course_figure`: env id and parameters in the
+    """Course profile (RGB array of `poet.analysis.images.course_figure`: env id and parameters in the
     title, axes in metres, a legend) of each env of the run, the newest `limit`, rebuilt from
     the records; empty when the run's family gives no profile or is not registered here."""
     env_cfg = run.config.get("env") or {}

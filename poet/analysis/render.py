@@ -18,13 +18,13 @@ import numpy as np
 import torch
 
 from envs import EnvFamily, EnvParams
-from poet import checkpoint
 from poet.analysis import load_run
+from poet.analysis.images import check_figure_out, course_figure, write_figure, write_gif
 from poet.config import ConfigError, load_config
-from poet.images import check_figure_out, course_figure, write_figure, write_gif
 from poet.pair import Pair
+from poet.parts import RunParts, read_parts
 from poet.policies import MLPPolicy, PolicySpec, to_actions
-from poet.runner import RunParts, read_parts
+from poet.runtime import checkpoint
 
 MAX_FRAMES = 300  # longer episodes are subsampled so GIFs stay small
 LISTED = 20  # ids named in an error message

@@ -1,0 +1,224 @@
+"""The parts of a run, built from its config and checked before any work: the env family,
+the policy spec, the trainer and its options, the curriculum. Errors are ConfigErrors
+naming the field. Reading a run (`read_parts`) imports none of its author's code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import envs
+from envs import EnvFamily
+from poet import heldout
+from poet.config import ConfigError, RunConfig, build_dataclass
+from poet.curricula import resolve_curriculum
+from poet.curricula.common import start_params
+from poet.plugins import import_named
+from poet.policies import PolicySpec, spec_for_spaces
+from poet.trainers import TRAINERS, resolve_trainer
+
+
+@dataclass
+class RunParts:
+    """The validated parts of a run, before any work."""
+
+    cfg: RunConfig
+    family: EnvFamily
+    spec: PolicySpec
+    trainer_cls: type | None  # None when only reading a run (`read_parts`)
+    trainer_options: Any
+    curriculum: Any = None  # the built curriculum; None when only reading a run
+
+
+FAMILY_METHODS = ("initial", "mutate", "make_env", "features", "validate", "flat")
+TRUST_CODE_VAR = "POET_TRUST_CODE"  # set to 1 to let reading a run import its `env.family: module:Factory`
+
+
+def build_family(cfg: RunConfig, import_code: bool = True) -> EnvFamily:
+    """The configured env family, with errors naming env.family / env.options.
+
+    `env.family` is a registered name or `package.module:Factory` (a callable taking the
+    `env.options` as keyword arguments and returning an EnvFamily). Reading someone's run
+    (`import_code=False`) never imports the module it names, unless POET_TRUST_CODE=1.
+    """
+    name = cfg.env.family
+    if ":" in name:
+        if not import_code and os.environ.get(TRUST_CODE_VAR) != "1":
+            raise ConfigError(
+                f"env.family: {name!r} is code named by the run's config; reading a run imports only "
+                f"registered families (set {TRUST_CODE_VAR}=1 if you trust this run's author)"
+            )
+        try:
+            factory = import_named(name, "env family factory")
+        except ValueError as exc:
+            raise ConfigError(f"env.family: {exc}") from None
+    elif name not in envs.FAMILIES:
+        raise ConfigError(
+            f"env.family: unknown family {name!r}; registered: {', '.join(sorted(envs.FAMILIES))}, "
+            "or name your own as 'package.module:Factory'"
+        )
+    else:
+        factory = envs.FAMILIES[name]
+    try:
+        family = factory(**dict(cfg.env.options))
+    except TypeError as exc:
+        raise option_error(
+            "env.options", f"family {name!r}", cfg.env.options, _family_signature(factory), exc
+        ) from None
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        raise ConfigError(f"env.options: {exc}") from None
+    missing = [m for m in FAMILY_METHODS if not callable(getattr(family, m, None))]
+    if missing or not isinstance(getattr(family, "name", None), str):
+        raise ConfigError(
+            f"env.family: {name!r} did not give an env family (missing "
+            f"{', '.join(missing) or 'a name'}; see envs.base.EnvFamily)"
+        )
+    return family
+
+
+def read_parts(cfg: RunConfig) -> RunParts:
+    """Family and policy spec only, for reading a run (report, render, profile): the trainer,
+    which may name a module of the run's author (`module:Class`), is never imported."""
+    family, spec = _family_and_spec(cfg, import_code=False)
+    return RunParts(cfg, family, spec, None, None)
+
+
+def _family_and_spec(cfg: RunConfig, import_code: bool = True) -> tuple[EnvFamily, PolicySpec]:
+    family = build_family(cfg, import_code)
+    try:
+        probe = family.make_env(family.initial())
+        spec = spec_for_spaces(
+            probe.observation_space, probe.action_space, tuple(cfg.policy.hidden), cfg.policy.activation
+        )
+        _check_env(probe)
+        probe.close()
+    except (ValueError, AssertionError) as exc:
+        raise ConfigError(f"env.family {cfg.env.family!r}: {exc}") from None
+    return family, spec
+
+
+def _check_env(env: Any) -> None:
+    """gymnasium's check_env, once per run: rollouts build their envs without the passive
+    checker (an env per episode would pay for it every time). Its soft notes stay quiet;
+    a broken env raises."""
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(getattr(env, "unwrapped", env), skip_render_check=True)
+
+
+def check_parts(cfg: RunConfig) -> RunParts:
+    """Resolve family, policy spec and trainer; every problem is a ConfigError naming its field."""
+    family, spec = _family_and_spec(cfg)
+    try:
+        trainer_cls = resolve_trainer(cfg.trainer.name)
+    except ValueError as exc:
+        raise ConfigError(f"trainer.name: {exc}") from None
+    # Every built-in trainer's section is checked, used or not: a typo fails before any work.
+    for name, cls in TRAINERS.items():
+        section = getattr(cfg.trainer, name)
+        if section:
+            build_options(cls, section, f"trainer.{name}", spec)
+    # A built-in trainer's options are its section's; a user's trainer's, trainer.options
+    # (load_config refuses trainer.options beside a built-in trainer).
+    where = f"trainer.{cfg.trainer.name}" if cfg.trainer.name in TRAINERS else "trainer.options"
+    options = build_options(
+        trainer_cls,
+        getattr(cfg.trainer, cfg.trainer.name) if cfg.trainer.name in TRAINERS else cfg.trainer.options,
+        where,
+        spec,
+    )
+    if cfg.env.start is not None:
+        try:
+            family.validate(start_params(family, cfg.env.start))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ConfigError(f"env.start: {exc}") from None
+    if cfg.evaluation.test_every > 0 and (problem := heldout.check(family)):
+        raise ConfigError(f"evaluation.test_every: {problem}")
+    curriculum = build_curriculum(cfg)
+    check = getattr(curriculum, "check", None)
+    problem = check(family) if callable(check) else None
+    if problem:
+        raise ConfigError(f"curriculum: {problem}")
+    return RunParts(cfg, family, spec, trainer_cls, options, curriculum)
+
+
+def build_curriculum(cfg: RunConfig) -> Any:
+    """The configured curriculum, built with `curriculum_options`; errors name the field."""
+    try:
+        cls = resolve_curriculum(cfg.curriculum)
+    except ValueError as exc:
+        raise ConfigError(f"curriculum: {exc}") from None
+    try:
+        return cls(**cfg.curriculum_options)
+    except TypeError as exc:
+        raise option_error("curriculum_options", cfg.curriculum, cfg.curriculum_options, _signature(cls), exc) from None
+    except ValueError as exc:  # the curriculum's own check of its options' values
+        raise ConfigError(f"curriculum_options: {cfg.curriculum}: {exc}") from None
+
+
+def _signature(target: Any) -> inspect.Signature | None:
+    """The keyword options `target` takes; None when it cannot tell (**kwargs, no signature)."""
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return sig
+
+
+def _family_signature(factory: Callable[..., Any]) -> inspect.Signature | None:
+    """The options a family factory takes. A factory that passes `**options` on (the registry's)
+    says nothing itself: the family it builds with no options does, if it can be built so."""
+    sig = _signature(factory)
+    if sig is not None:
+        return sig
+    try:
+        return _signature(type(factory()))
+    except Exception:  # noqa: BLE001 - a family that needs options: nothing more to say
+        return None
+
+
+def option_error(
+    field: str, what: str, given: Mapping[str, Any], sig: inspect.Signature | None, exc: TypeError
+) -> ConfigError:
+    """A ConfigError for options `what` (a family, a curriculum) refused with a TypeError: it names
+    the unknown or missing option and lists the known ones with their defaults, from `sig`."""
+    if sig is None:
+        return ConfigError(f"{field}: {what}: {exc}")
+    params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    known = ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}" for p in params)
+    listing = f"its options: {known}" if params else "it takes no options"
+    unknown = [k for k in given if k not in {p.name for p in params}]
+    if unknown:
+        return ConfigError(f"{field}.{unknown[0]}: {what} has no option {unknown[0]!r}; {listing}")
+    missing = [p.name for p in params if p.default is p.empty and p.name not in given]
+    if missing:
+        return ConfigError(f"{field}: {what} needs option {missing[0]!r}; {listing}")
+    return ConfigError(f"{field}: {what}: {exc}")
+
+
+def build_options(trainer_cls: type, data: dict[str, Any], where: str, spec: PolicySpec) -> Any:
+    """The trainer's Options dataclass from `data` (a plain dict if it has none); errors name
+    the field as `where.key` (where: the config section, e.g. trainer.es)."""
+    options_cls = getattr(trainer_cls, "Options", None)
+    if options_cls is None or not dataclasses.is_dataclass(options_cls):
+        return dict(data)
+    options = build_dataclass(options_cls, data, where)
+    problems = options.check() if hasattr(options, "check") else []
+    if problems:
+        name, msg = problems[0]
+        raise ConfigError(f"{where}.{name}: {msg}")
+    size = getattr(options, "noise_table_size", None)
+    if size is not None and size < spec.num_params:
+        raise ConfigError(f"{where}.noise_table_size: {size} is smaller than the policy ({spec.num_params} parameters)")
+    return options
