@@ -212,7 +212,7 @@ def main() -> None:
         args.iterations, args.seeds, args.control_seeds, args.targets = 12, 1, 1, 1
     t0 = time.perf_counter()
     if not args.quick:  # one Ray instance for every run of the study
-        from poet.evaluation.ray_pool import ensure_ray
+        from poet.runtime.ray_session import ensure_ray
 
         ensure_ray(None)
     command = "python experiments/reproduce_poet.py" + (

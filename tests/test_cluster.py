@@ -23,7 +23,7 @@ import yaml
 
 import poet
 from poet.analysis import load_run
-from poet.evaluation.cluster import ClusterError, check_cluster
+from poet.runtime.ray_session import ClusterError, check_cluster
 from tests.conftest import ROOT, tiny_config
 
 RAY = str(Path(sys.executable).with_name("ray"))

@@ -507,7 +507,7 @@ def test_a_local_pool_refuses_processes_without_its_token(tmp_path):
     script = tmp_path / "probe.py"
     script.write_text(
         "import os, subprocess, sys\n"
-        "from poet.evaluation.ray_pool import ensure_ray\n"
+        "from poet.runtime.ray_session import ensure_ray\n"
         "import ray\n"
         "assert ensure_ray(None, 1)\n"
         "assert os.environ.get('RAY_AUTH_MODE') == 'token'\n"

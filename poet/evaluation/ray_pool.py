@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import pickle
 import resource
@@ -38,7 +37,6 @@ import numpy as np
 
 from envs import EnvCache, EnvFamily, EnvParams
 from poet.errors import WaveInterrupted
-from poet.evaluation.cluster import TOKEN_HELP, ClusterError, check_cluster
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.planning import Deadlines, EpisodeLengths, plan_chunks, plan_guided
@@ -221,49 +219,6 @@ def _times(n: int) -> str:
     return "once" if n == 1 else f"{n} times"
 
 
-def ensure_ray(
-    address: str | None, num_cpus: int | None = None, log_to_driver: bool = False, runtime_env: dict | None = None
-) -> bool:
-    """Start or join Ray quietly; returns True if this call started it.
-
-    No address: a new local instance on 127.0.0.1, whatever RAY_ADDRESS or a running
-    `ray start` say (joining someone's cluster must be asked for: `--address auto` or an
-    address). Ray's servers listen on every interface and Ray has no switch to keep them on
-    loopback; Ray (>= 2.52, the oldest this project accepts) starts a new local instance
-    with token authentication unless RAY_AUTH_MODE says otherwise, so nothing without the
-    token (~/.ray/auth_token) joins or submits work.
-
-    An address is checked first (`check_cluster`): one that does not answer, or a cluster
-    that refuses this driver's authentication, is a `ClusterError` within seconds instead
-    of minutes of Ray's retries.
-    """
-    import ray
-    from ray.exceptions import AuthenticationError
-
-    if ray.is_initialized():
-        return False
-    if address is not None:
-        check_cluster(address)
-    local = {"address": "local", "num_cpus": num_cpus, "_node_ip_address": "127.0.0.1"}
-    try:
-        ray.init(
-            **(local if address is None else {"address": address}),
-            include_dashboard=False,
-            logging_level=logging.ERROR,
-            log_to_driver=log_to_driver,
-            configure_logging=True,
-            **({"runtime_env": runtime_env} if runtime_env else {}),
-        )
-    except AuthenticationError as exc:  # e.g. RAY_AUTH_MODE=token and no token anywhere
-        if address is None:
-            raise
-        raise ClusterError(
-            f"ray.address: cannot authenticate to the Ray cluster at {address}: "
-            f"{exc.message.rstrip('.')}; give {TOKEN_HELP}"
-        ) from None
-    return True
-
-
 @dataclass
 class _Unit:
     items: list[int]
@@ -306,19 +261,19 @@ class RayEvaluator:
         noise: NoiseTable | None = None,
         *,
         workers: int | None = None,
-        address: str | None = None,
         batch_rows: int = 4096,
         chunks_per_worker: int | None = None,
         inflight_per_worker: int = 2,
         max_chunk_retries: int = 3,
-        log_to_driver: bool = False,
         deadlines: Deadlines | None = None,
-        runtime_env: dict | None = None,
+        owns_ray: bool = False,
     ):
         import ray
 
+        if not ray.is_initialized():
+            raise RuntimeError("the Ray pool needs a running Ray: start or join one first (ray.init)")
         self._ray = ray
-        self._owns_ray = ensure_ray(address, workers, log_to_driver, runtime_env)
+        self._owns_ray = owns_ray  # shut Ray down on close: the caller started it for this pool
         self.workers: list[_Worker] = []
         self._noise_ref = None
         self.policies = PolicyStore(spec, frozen_copy)  # sent with each chunk that uses them

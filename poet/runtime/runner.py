@@ -69,7 +69,7 @@ def check_cluster_address(cfg: RunConfig) -> None:
         return
     import ray
 
-    from poet.evaluation.cluster import ClusterError, check_cluster
+    from poet.runtime.ray_session import ClusterError, check_cluster
 
     if ray.is_initialized():  # this process already joined (the Python API, tests)
         return
@@ -84,29 +84,36 @@ def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
     cfg = parts.cfg
     if cfg.evaluation.backend == "inprocess":
         return InProcessEvaluator(parts.family, parts.spec, noise, batch_rows=cfg.evaluation.batch_rows)
-    from poet.evaluation.cluster import ClusterError
-    from poet.evaluation.ray_pool import Deadlines, RayEvaluator
+    import ray
+
+    from poet.evaluation.planning import Deadlines
+    from poet.evaluation.ray_pool import RayEvaluator
+    from poet.runtime.ray_session import ClusterError, ensure_ray
 
     rc = cfg.ray
+    try:
+        started = ensure_ray(rc.address, rc.workers, rc.log_to_driver, rc.runtime_env)
+    except ClusterError as exc:  # checked before joining: one line naming ray.address already
+        raise ConfigError(str(exc)) from None
+    except ConnectionError as exc:
+        raise ConfigError(f"ray.address: cannot connect to Ray at {rc.address!r} ({exc})") from None
     try:
         return RayEvaluator(
             parts.family,
             parts.spec,
             noise,
             workers=rc.workers,
-            address=rc.address,
             batch_rows=cfg.evaluation.batch_rows,
             chunks_per_worker=rc.chunks_per_worker,
             inflight_per_worker=rc.inflight_per_worker,
             max_chunk_retries=rc.max_chunk_retries,
-            log_to_driver=rc.log_to_driver,
-            runtime_env=rc.runtime_env,
             deadlines=Deadlines(rc.deadline_s, rc.deadline_floor_s, rc.deadline_factor),
+            owns_ray=started,
         )
-    except ClusterError as exc:  # checked before joining: one line naming ray.address already
-        raise ConfigError(str(exc)) from None
-    except ConnectionError as exc:
-        raise ConfigError(f"ray.address: cannot connect to Ray at {rc.address!r} ({exc})") from None
+    except BaseException:
+        if started:
+            ray.shutdown()
+        raise
 
 
 def build_context(parts: RunParts, run_dir: Path, log: Callable[[str], None]) -> RunContext:

@@ -1,4 +1,5 @@
-"""Checks a Ray cluster's address before joining it, so a wrong one fails in seconds.
+"""Starting or joining the Ray a run's pool works on (`ensure_ray`), and checking a cluster's
+address before joining it, so a wrong one fails in seconds.
 
 `ray.init(address=...)` on an address where nothing listens, or on a cluster that wants
 an authentication token this driver lacks, retries for minutes and fills the terminal with
@@ -11,6 +12,7 @@ of a Ray Client server. Each way it can fail is one `ClusterError` line naming `
 
 from __future__ import annotations
 
+import logging
 import os
 
 CONNECT_TIMEOUT_S = 5.0  # the deadline of the one call; a head that is up answers in milliseconds
@@ -186,3 +188,46 @@ def _ping_client_server(target: str, host: str, shown: str, start: str) -> None:
             raise unreachable from None
     finally:
         channel.close()
+
+
+def ensure_ray(
+    address: str | None, num_cpus: int | None = None, log_to_driver: bool = False, runtime_env: dict | None = None
+) -> bool:
+    """Start or join Ray quietly; returns True if this call started it.
+
+    No address: a new local instance on 127.0.0.1, whatever RAY_ADDRESS or a running
+    `ray start` say (joining someone's cluster must be asked for: `--address auto` or an
+    address). Ray's servers listen on every interface and Ray has no switch to keep them on
+    loopback; Ray (>= 2.52, the oldest this project accepts) starts a new local instance
+    with token authentication unless RAY_AUTH_MODE says otherwise, so nothing without the
+    token (~/.ray/auth_token) joins or submits work.
+
+    An address is checked first (`check_cluster`): one that does not answer, or a cluster
+    that refuses this driver's authentication, is a `ClusterError` within seconds instead
+    of minutes of Ray's retries.
+    """
+    import ray
+    from ray.exceptions import AuthenticationError
+
+    if ray.is_initialized():
+        return False
+    if address is not None:
+        check_cluster(address)
+    local = {"address": "local", "num_cpus": num_cpus, "_node_ip_address": "127.0.0.1"}
+    try:
+        ray.init(
+            **(local if address is None else {"address": address}),
+            include_dashboard=False,
+            logging_level=logging.ERROR,
+            log_to_driver=log_to_driver,
+            configure_logging=True,
+            **({"runtime_env": runtime_env} if runtime_env else {}),
+        )
+    except AuthenticationError as exc:  # e.g. RAY_AUTH_MODE=token and no token anywhere
+        if address is None:
+            raise
+        raise ClusterError(
+            f"ray.address: cannot authenticate to the Ray cluster at {address}: "
+            f"{exc.message.rstrip('.')}; give {TOKEN_HELP}"
+        ) from None
+    return True
