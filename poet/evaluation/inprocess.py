@@ -10,7 +10,7 @@ from envs import EnvCache, EnvFamily
 from poet.errors import WaveInterrupted
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
-from poet.evaluation.policy_store import PolicyStore, frozen_copy
+from poet.evaluation.policy_store import PolicyStore
 from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
 from poet.evaluation.rollout import RolloutTally, run_requests
 from poet.policies import PolicySpec
@@ -21,7 +21,7 @@ class InProcessEvaluator:
 
     def __init__(self, family: EnvFamily, spec: PolicySpec, noise: NoiseTable | None = None, batch_rows: int = 4096):
         self.family, self.spec, self.noise, self.batch_rows = family, spec, noise, int(batch_rows)
-        self.policies = PolicyStore(spec, frozen_copy)
+        self.policies = PolicyStore(spec)
         self.env_cache = EnvCache(family)  # used gymnasium envs, for the next batches
         self.env_steps = 0
         self.should_stop: Callable[[], bool] | None = None  # polled while rollouts step (stop requests)

@@ -40,7 +40,7 @@ from poet.errors import WaveInterrupted
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.planning import Deadlines, EpisodeLengths, plan_chunks, plan_guided
-from poet.evaluation.policy_store import PolicyStore, frozen_copy
+from poet.evaluation.policy_store import PolicyStore
 from poet.evaluation.protocol import EvalRequest, EvalResult, Perturbation, PolicyRef
 from poet.evaluation.rollout import ENV_SLOTS, RolloutTally, error_result, run_requests, steps_in_slots
 from poet.policies import PolicySpec
@@ -167,10 +167,6 @@ class RolloutWorker:
         return {"rss_mb": now_kb / 1024, "peak_rss_mb": peak_kb / 1024}
 
 
-class WorkerLost(Exception):
-    """The worker's process is gone; the message says how."""
-
-
 def ray_failure(exc: BaseException) -> str:
     """The exception's type and the first line of what Ray says about it (e.g. the exit code)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
@@ -178,41 +174,6 @@ def ray_failure(exc: BaseException) -> str:
         (line for line in lines if "exit" in line.lower() or "killed" in line.lower()), lines[0] if lines else ""
     )
     return f"{type(exc).__name__}: {detail[:300]}" if detail else type(exc).__name__
-
-
-class RayLink:
-    """Calls as Ray actor tasks."""
-
-    def __init__(self, actor: Any):
-        self.actor = actor
-        self.refs: deque = deque()  # of the calls not yet received, oldest first
-
-    def send(self, method: str, args: tuple) -> None:
-        self.refs.append(getattr(self.actor, method).remote(*args))
-
-    def receive(self) -> Any:
-        import ray
-
-        ref = self.refs.popleft()
-        try:
-            return ray.get(ref)
-        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
-            raise WorkerLost(ray_failure(exc)) from None
-
-    def abandon(self) -> None:
-        """Forget the calls not yet received (a wave given up)."""
-        self.refs.clear()
-
-    def close(self) -> None:
-        self.refs.clear()
-
-    @staticmethod
-    def ready(links: Sequence[RayLink], timeout: float) -> list[int]:
-        import ray
-
-        position = {link.refs[0]: i for i, link in enumerate(links)}
-        done, _ = ray.wait(list(position), num_returns=1, timeout=timeout)
-        return [position[ref] for ref in done]
 
 
 def _times(n: int) -> str:
@@ -224,12 +185,12 @@ class _Unit:
     items: list[int]
     attempt: int
     budget: float  # seconds it may run once started
+    answer: Any  # the Ray object ref of the call that runs it
 
 
 @dataclass
 class _Worker:
     actor: Any
-    link: RayLink
     queue: deque[_Unit] = field(default_factory=deque)  # its submitted, unanswered units, in order
     started: float = 0.0  # when the unit at the head of `queue` began running
 
@@ -276,7 +237,7 @@ class RayEvaluator:
         self._owns_ray = owns_ray  # shut Ray down on close: the caller started it for this pool
         self.workers: list[_Worker] = []
         self._noise_ref = None
-        self.policies = PolicyStore(spec, frozen_copy)  # sent with each chunk that uses them
+        self.policies = PolicyStore(spec)  # sent with each chunk that uses them
         self.should_stop: Callable[[], bool] | None = None  # polled while a wave waits (stop requests)
         try:  # a failure from here on closes the workers started so far and a Ray this pool started
             cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -302,13 +263,13 @@ class RayEvaluator:
             raise
 
     def _spawn(self, n: int) -> list[_Worker]:
-        """`n` new workers, started and linked (fails early if they do not start)."""
+        """`n` new workers, started (fails early if they do not start)."""
         actors = [
             self._actor_cls.remote(self.family, self.spec.to_dict(), self._noise_ref, self.batch_rows) for _ in range(n)
         ]
         try:
             self._get([a.pid.remote() for a in actors], STARTUP_SECONDS, "start")
-            return [_Worker(a, RayLink(a)) for a in actors]
+            return [_Worker(a) for a in actors]
         except BaseException:
             for actor in actors:
                 self._kill(actor)
@@ -340,26 +301,23 @@ class RayEvaluator:
 
     # ---------------------------------------------------------------- waves
 
-    def _submit(self, wi: int, requests: Sequence[EvalRequest], chunk: list[int]) -> None:
+    def _submit(self, wi: int, requests: Sequence[EvalRequest], chunk: list[int]) -> Any:
         reqs = [requests[i] for i in chunk]
         keys = sorted({r.policy.key for r in reqs})
-        link = self.workers[wi].link
         head = pickle.dumps((pack_requests(reqs), keys), protocol=pickle.HIGHEST_PROTOCOL)
         data = np.stack([self.policies.get(k) for k in keys]).tobytes()
         parts = [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
-        link.send("run", (head, *parts))
+        return self.workers[wi].actor.run.remote(head, *parts)
 
     def _replace(self, wi: int) -> None:
-        worker = self.workers[wi]
-        worker.link.close()
-        self._kill(worker.actor)
+        self._kill(self.workers[wi].actor)
         self.workers[wi] = self._spawn(1)[0]
         self.restarts += 1
 
     def _wave(
         self,
         units: list[list[int]],
-        submit: Callable[[int, list[int]], None],
+        submit: Callable[[int, list[int]], Any],
         deliver: Callable[[list[int], Any, float], None],
         give_up: Callable[[list[int], str], None],
         budget: Callable[[list[int]], float],
@@ -370,21 +328,20 @@ class RayEvaluator:
             self._dispatch(units, submit, deliver, give_up, budget)
         except BaseException:
             for worker in self.workers:
-                worker.link.abandon()
                 worker.queue.clear()
             raise
 
     def _dispatch(
         self,
         units: list[list[int]],
-        submit: Callable[[int, list[int]], None],
+        submit: Callable[[int, list[int]], Any],
         deliver: Callable[[list[int], Any, float], None],
         give_up: Callable[[list[int], str], None],
         budget: Callable[[list[int]], float],
     ) -> None:
         """Dispatch units of work (lists of item indices) over the workers until all are done.
 
-        `submit(worker_index, unit)` sends the unit to that worker's link, `deliver(unit,
+        `submit(worker_index, unit)` calls that worker with the unit (returns the call's ref), `deliver(unit,
         output, seconds)` takes its answer, `budget(unit)` is its deadline in seconds, and
         `give_up(unit, message)` is called for a unit whose worker died or that ran past
         its deadline more than `max_chunk_retries` times. Such a worker is killed and
@@ -426,18 +383,24 @@ class RayEvaluator:
                 unit, attempt = queue.popleft()
                 if not worker.queue:
                     worker.started = time.monotonic()
-                submit(wi, unit)
-                worker.queue.append(_Unit(unit, attempt, budget(unit)))
+                worker.queue.append(_Unit(unit, attempt, budget(unit), submit(wi, unit)))
             now = time.monotonic()
             due = min((w.started + w.queue[0].budget for w in self.workers if w.queue), default=now)
             busy = [wi for wi, w in enumerate(self.workers) if w.queue]
-            for k in RayLink.ready([self.workers[wi].link for wi in busy], min(POLL_SECONDS, max(0.0, due - now))):
-                wi = busy[k]
+            heads = {self.workers[wi].queue[0].answer: wi for wi in busy}
+            ready, _ = self._ray.wait(list(heads), num_returns=1, timeout=min(POLL_SECONDS, max(0.0, due - now)))
+            for ref in ready:
+                wi = heads[ref]
                 worker = self.workers[wi]
                 try:
-                    out = worker.link.receive()
-                except WorkerLost as exc:
-                    fail(wi, lambda n, r=str(exc): f"the worker died {_times(n)} running it ({r})")
+                    out = self._ray.get(ref)
+                except (
+                    self._ray.exceptions.RayActorError,
+                    self._ray.exceptions.WorkerCrashedError,
+                    self._ray.exceptions.ObjectLostError,
+                ) as exc:
+                    reason = ray_failure(exc)
+                    fail(wi, lambda n, r=reason: f"the worker died {_times(n)} running it ({r})")
                     continue
                 entry = worker.queue.popleft()
                 now = time.monotonic()
@@ -501,8 +464,8 @@ class RayEvaluator:
         results: list[JobResult | None] = [None] * len(jobs)
         order = sorted(range(len(jobs)), key=lambda i: -jobs[i].cost)
 
-        def submit(wi: int, unit: list[int]) -> None:
-            self.workers[wi].link.send("run_jobs", ([jobs[i] for i in unit],))
+        def submit(wi: int, unit: list[int]) -> Any:
+            return self.workers[wi].actor.run_jobs.remote([jobs[i] for i in unit])
 
         def deliver(unit: list[int], out: list[JobResult], seconds: float) -> None:
             for i, r in zip(unit, out):
@@ -535,7 +498,6 @@ class RayEvaluator:
 
     def close(self) -> None:
         for w in self.workers:
-            w.link.close()
             self._kill(w.actor)
         self.workers = []
         self.policies.clear()
