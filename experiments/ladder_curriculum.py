@@ -12,20 +12,35 @@ run resumes exactly. See poet/curricula/base.py for the protocol.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from poet.config import out_of_range
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
 from poet.curricula.common import course_seed_for, record_level, start_pair, train_pairs
+
+
+@dataclass
+class LadderOptions:
+    """The options `curriculum_options` sets, checked before any work."""
+
+    rungs: int = 4  # rungs above the start
+    threshold: float = 200.0  # the score that climbs a rung
+    edits: int = 2  # family mutations from one rung to the next
+
+    def check(self) -> list[tuple[str, str]]:
+        """(field, problem) for every impossible value."""
+        return out_of_range(self, ("rungs", "edits"), lambda v: v >= 1, ">= 1")
 
 
 class LadderCurriculum:
     """Train one agent rung by rung up a fixed chain of mutated envs."""
 
     name = "ladder"
+    Options = LadderOptions
 
-    def __init__(self, rungs: int = 4, threshold: float = 200.0, edits: int = 2):
-        if rungs < 1 or edits < 1:
-            raise TypeError(f"rungs and edits must be >= 1, got rungs={rungs}, edits={edits}")
-        self.rungs, self.threshold, self.edits = int(rungs), float(threshold), int(edits)
+    def __init__(self, options: LadderOptions):
+        self.rungs, self.threshold, self.edits = options.rungs, options.threshold, options.edits
 
     def start(self, ctx: RunContext) -> None:
         start_pair(ctx)

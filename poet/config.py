@@ -10,7 +10,7 @@ import dataclasses
 import types
 import typing
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -292,6 +292,11 @@ def build_dataclass(cls: type, data: Any, path: str = "") -> Any:
             sub = f"{path}.{name}" if path else name
             kwargs[name] = convert(hints[name], data[name], sub)
     return cls(**kwargs)
+
+
+def out_of_range(options: Any, names: Sequence[str], ok: Callable[[Any], bool], rule: str) -> list[tuple[str, str]]:
+    """(field, problem) for each of `names` whose value on `options` fails `ok` ('must be <rule>')."""
+    return [(n, f"must be {rule}, got {getattr(options, n)}") for n in names if not ok(getattr(options, n))]
 
 
 # ---------------------------------------------------------------- semantic checks

@@ -123,19 +123,21 @@ def check_parts(cfg: RunConfig) -> RunParts:
     except ValueError as exc:
         raise ConfigError(f"trainer.name: {exc}") from None
     # Every built-in trainer's section is checked, used or not: a typo fails before any work.
-    for name, cls in TRAINERS.items():
-        section = getattr(cfg.trainer, name)
-        if section:
-            build_options(cls, section, f"trainer.{name}", spec)
+    sections = {name: (cls, getattr(cfg.trainer, name), f"trainer.{name}") for name, cls in TRAINERS.items()}
     # A built-in trainer's options are its section's; a user's trainer's, trainer.options
     # (load_config refuses trainer.options beside a built-in trainer).
-    where = f"trainer.{cfg.trainer.name}" if cfg.trainer.name in TRAINERS else "trainer.options"
-    options = build_options(
-        trainer_cls,
-        getattr(cfg.trainer, cfg.trainer.name) if cfg.trainer.name in TRAINERS else cfg.trainer.options,
-        where,
-        spec,
-    )
+    if cfg.trainer.name not in TRAINERS:
+        sections[cfg.trainer.name] = (trainer_cls, cfg.trainer.options, "trainer.options")
+    built = {}
+    for name, (cls, section, where) in sections.items():
+        if section or name == cfg.trainer.name:
+            built[name] = build_options(cls, section, where, name)
+            size = getattr(built[name], "noise_table_size", None)
+            if size is not None and size < spec.num_params:
+                raise ConfigError(
+                    f"{where}.noise_table_size: {size} is smaller than the policy ({spec.num_params} parameters)"
+                )
+    options = built[cfg.trainer.name]
     if cfg.env.start is not None:
         try:
             family.validate(start_params(family, cfg.env.start))
@@ -152,17 +154,17 @@ def check_parts(cfg: RunConfig) -> RunParts:
 
 
 def build_curriculum(cfg: RunConfig) -> Any:
-    """The configured curriculum, built with `curriculum_options`; errors name the field."""
+    """The configured curriculum, built with its checked `curriculum_options`."""
     try:
         cls = resolve_curriculum(cfg.curriculum)
     except ValueError as exc:
         raise ConfigError(f"curriculum: {exc}") from None
-    try:
-        return cls(**cfg.curriculum_options)
-    except TypeError as exc:
-        raise option_error("curriculum_options", cfg.curriculum, cfg.curriculum_options, _signature(cls), exc) from None
-    except ValueError as exc:  # the curriculum's own check of its options' values
-        raise ConfigError(f"curriculum_options: {cfg.curriculum}: {exc}") from None
+    if not _options_class(cls):
+        if cfg.curriculum_options:
+            key = next(iter(cfg.curriculum_options))
+            raise ConfigError(f"curriculum_options.{key}: {cfg.curriculum} has no option {key!r}; it takes no options")
+        return cls()
+    return cls(build_options(cls, cfg.curriculum_options, "curriculum_options", cfg.curriculum))
 
 
 def _signature(target: Any) -> inspect.Signature | None:
@@ -207,18 +209,26 @@ def option_error(
     return ConfigError(f"{field}: {what}: {exc}")
 
 
-def build_options(trainer_cls: type, data: dict[str, Any], where: str, spec: PolicySpec) -> Any:
-    """The trainer's Options dataclass from `data` (a plain dict if it has none); errors name
-    the field as `where.key` (where: the config section, e.g. trainer.es)."""
-    options_cls = getattr(trainer_cls, "Options", None)
-    if options_cls is None or not dataclasses.is_dataclass(options_cls):
+def _options_class(plugin: type) -> type | None:
+    options_cls = getattr(plugin, "Options", None)
+    return options_cls if options_cls is not None and dataclasses.is_dataclass(options_cls) else None
+
+
+def build_options(plugin: type, data: Mapping[str, Any], where: str, what: str) -> Any:
+    """A plug-in's (trainer's, curriculum's) `Options` dataclass built from `data` and checked
+    (a plain dict for a plug-in that declares none). Errors name the field as `where.key`
+    (where: the config section, e.g. trainer.es) and say the bound broken."""
+    options_cls = _options_class(plugin)
+    if options_cls is None:
         return dict(data)
+    fields = [f for f in dataclasses.fields(options_cls) if f.init]
+    unknown = [k for k in data if k not in {f.name for f in fields}]
+    if unknown:
+        known = ", ".join(f"{f.name}={f.default!r}" if f.default is not dataclasses.MISSING else f.name for f in fields)
+        raise ConfigError(f"{where}.{unknown[0]}: {what} has no option {unknown[0]!r}; its options: {known}")
     options = build_dataclass(options_cls, data, where)
     problems = options.check() if hasattr(options, "check") else []
     if problems:
         name, msg = problems[0]
         raise ConfigError(f"{where}.{name}: {msg}")
-    size = getattr(options, "noise_table_size", None)
-    if size is not None and size < spec.num_params:
-        raise ConfigError(f"{where}.noise_table_size: {size} is smaller than the policy ({spec.num_params} parameters)")
     return options

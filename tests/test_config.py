@@ -522,11 +522,11 @@ def test_check_parts_bad_trainer_name(name, word):
         ("trainer.es.population=7", "trainer.es.population", "even"),
         ("trainer.es.population=0", "trainer.es.population", "even"),
         ("trainer.es.sigma=0", "trainer.es.sigma", "> 0"),
-        ("trainer.es.popsize=8", "trainer.es.popsize", "unknown key"),
+        ("trainer.es.popsize=8", "trainer.es.popsize", "es has no option"),
         ("trainer.es.noise_table_size=100", "trainer.es.noise_table_size", "smaller than the policy"),
         ("trainer.ppo.epochs=many", "trainer.ppo.epochs", "integer"),  # a type error names its section too
         # the unselected trainer's section is checked too
-        ("trainer.ppo.n_stesp=8", "trainer.ppo.n_stesp", "unknown key"),
+        ("trainer.ppo.n_stesp=8", "trainer.ppo.n_stesp", "ppo has no option"),
         ("trainer.ppo.clip=0", "trainer.ppo.clip", "> 0"),
         ("trainer.ppo.gamma=1.5", "trainer.ppo.gamma", "[0, 1]"),
         ("trainer.ppo.value_hidden=[]", "trainer.ppo.value_hidden", "at least one layer"),
@@ -625,24 +625,38 @@ def test_an_unknown_option_is_named_with_the_known_ones_and_their_defaults(data,
     assert str(info.value).startswith(message)
 
 
-def test_a_curriculums_own_value_check_is_named_with_the_curriculum():
+@pytest.mark.parametrize(
+    "curriculum, options, message",
+    [
+        (
+            "experiments.ladder_curriculum:LadderCurriculum",
+            {"rungs": 0},
+            "curriculum_options.rungs: must be >= 1, got 0",
+        ),
+        ("accel", {"replay_prob": 2.0}, "curriculum_options.replay_prob: must be in [0, 1], got 2.0"),
+        ("accel", {"edits": 0}, "curriculum_options.edits: must be >= 1, got 0"),
+        ("robust_plr", {"temperature": 0}, "curriculum_options.temperature: must be > 0, got 0.0"),
+        ("robust_plr", {"buffer_size": "big"}, "curriculum_options.buffer_size: expected an integer"),
+        ("robust_plr", {"score": "regret"}, "curriculum_options.score: expected one of 'auto'"),
+        ("path", {"stages": 1, "target": {"roughness": 2.0}}, "curriculum_options.stages: must be >= 2, got 1"),
+        ("path", {}, "curriculum_options.target: give the target env's values"),
+    ],
+)
+def test_curriculum_options_are_typed_and_checked_like_the_config(curriculum, options, message):
+    """Each curriculum's options are a dataclass: a wrong type or a broken bound names the field."""
     from poet.parts import check_parts
 
-    with pytest.raises(
-        ConfigError,
-        match=r"^curriculum_options: experiments\.ladder_curriculum:LadderCurriculum: "
-        r".*rungs and edits must be >= 1",
-    ):
-        check_parts(
-            load_config(
-                data={
-                    "curriculum": "experiments.ladder_curriculum:LadderCurriculum",
-                    "curriculum_options": {"rungs": 0},
-                }
-            )
-        )
-    with pytest.raises(ConfigError, match=r"^curriculum_options: accel: .*replay_prob"):
-        check_parts(load_config(data={"curriculum": "accel", "curriculum_options": {"replay_prob": 2.0}}))
+    with pytest.raises(ConfigError) as info:
+        check_parts(load_config(data={"curriculum": curriculum, "curriculum_options": options}))
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_a_curriculum_gets_its_options_as_its_dataclass():
+    from poet.curricula.plr import ACCELOptions
+    from poet.parts import check_parts
+
+    parts = check_parts(load_config(data={"curriculum": "accel", "curriculum_options": {"buffer_size": 8}}))
+    assert parts.curriculum.options == ACCELOptions(buffer_size=8) and parts.curriculum.edits == 3
 
 
 def test_where_only_settings_are_the_ones_a_resume_may_change_and_the_readme_names():

@@ -104,7 +104,7 @@ def test_user_curriculum_from_one_file_runs_and_resumes(tiny, tmp_path, monkeypa
     assert checkpoint.latest(tmp_path / "resumed").state.curriculum_data["rung"] >= 0
     poet.resume(tmp_path / "resumed", iterations=10, progress=False)
     _assert_same_run(tmp_path / "straight", tmp_path / "resumed")
-    with pytest.raises(poet.ConfigError, match="curriculum_options: .*rungs and edits must be >= 1"):
+    with pytest.raises(poet.ConfigError, match=r"curriculum_options\.rungs: must be >= 1, got 0"):
         poet.run({**cfg, "curriculum_options": {"rungs": 0}}, out=tmp_path / "bad")
 
 
@@ -360,7 +360,8 @@ def _plr_ctx(tmp_path, curriculum, levels=(), **options):
     from poet.state import RunState
 
     family = envs.make_family("terrain", {})
-    cur = CURRICULA[curriculum](**options)
+    cls = CURRICULA[curriculum]
+    cur = cls(cls.Options(**options))
     agent = Pair(
         pair_id="p0",
         index=0,
@@ -370,7 +371,7 @@ def _plr_ctx(tmp_path, curriculum, levels=(), **options):
         parent_env_id=None,
         created_iteration=0,
     )
-    buffer = LevelBuffer(cur.buffer_size, cur.temperature, cur.staleness_coef)
+    buffer = LevelBuffer(cur.options.buffer_size, cur.options.temperature, cur.options.staleness_coef)
     for i, level in enumerate(levels):
         buffer.insert({"env": level.to_json(), "max_return": 20.0 + i}, 1.0 + i, buffer.propose())
     state = RunState(
@@ -550,23 +551,26 @@ def test_cli_progress_bar_of_a_short_accel_run(tiny, tmp_path):
 @pytest.mark.parametrize(
     "curriculum, option, value, message",
     [
-        ("robust_plr", "min_fill", 2, "min_fill: must be in [0, 1], got 2"),
+        ("robust_plr", "min_fill", 2, "min_fill: must be in [0, 1], got 2.0"),
         ("robust_plr", "replay_prob", -0.5, "replay_prob: must be in [0, 1], got -0.5"),
         ("accel", "staleness_coef", 1.5, "staleness_coef: must be in [0, 1], got 1.5"),
         ("accel", "buffer_size", 0, "buffer_size: must be >= 1, got 0"),
-        ("accel", "new_levels", 2.5, "new_levels: must be a whole number >= 1, got 2.5"),
-        ("accel", "buffer_size", "big", "buffer_size: must be a whole number >= 1, got 'big'"),
-        ("robust_plr", "temperature", 0, "temperature: must be > 0, got 0"),
-        ("robust_plr", "temperature", "hot", "temperature: must be a number, got 'hot'"),
-        ("accel", "score", "regret", "score: must be one of auto, positive_value_loss, maxmc, got 'regret'"),
-        ("accel", "buffer_priority", "age", "buffer_priority: must be one of replay_support, score, got 'age'"),
+        ("accel", "new_levels", 2.5, "new_levels: expected an integer, got 2.5"),
+        ("accel", "buffer_size", "big", "buffer_size: expected an integer, got 'big'"),
+        ("robust_plr", "temperature", 0, "temperature: must be > 0, got 0.0"),
+        ("robust_plr", "temperature", "hot", "temperature: expected a number, got 'hot'"),
+        ("accel", "score", "regret", "score: expected one of 'auto', 'positive_value_loss', 'maxmc', got 'regret'"),
+        ("accel", "buffer_priority", "age", "buffer_priority: expected one of 'replay_support', 'score', got 'age'"),
         ("accel", "edits", 0, "edits: must be >= 1, got 0"),
+        ("accel", "edits", True, "edits: expected an integer, got True"),
     ],
 )
 def test_level_buffer_option_errors_name_the_option_and_the_bound(curriculum, option, value, message):
-    with pytest.raises(ValueError) as info:
-        CURRICULA[curriculum](**{option: value})
-    assert str(info.value) == message
+    from poet.parts import build_options
+
+    with pytest.raises(poet.ConfigError) as info:
+        build_options(CURRICULA[curriculum], {option: value}, "curriculum_options", curriculum)
+    assert str(info.value) == f"curriculum_options.{message}"
 
 
 def test_cli_bad_level_buffer_option_is_one_error_line(tmp_path):
@@ -594,7 +598,7 @@ def test_cli_bad_level_buffer_option_is_one_error_line(tmp_path):
     assert run.returncode == 2, run.stderr
     lines = run.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("poet: error: ") and "curriculum_options" in lines[0], run.stderr
-    assert "min_fill: must be in [0, 1], got 2" in lines[0]
+    assert "curriculum_options.min_fill: must be in [0, 1], got 2.0" in lines[0]
     assert not (tmp_path / "r").exists()
 
 
@@ -612,10 +616,10 @@ def test_ued_terrain_config_is_the_quickstart_with_a_buffer_scaled_to_the_run():
     assert ued.curriculum == "accel" and ued.env == quick.env and ued.policy == quick.policy
     assert (ued.evaluation.max_steps, ued.evaluation.eval_episodes, ued.evaluation.test_every) == (400, 3, 20)
     assert ued.trainer.name == "es" and ued.trainer.es == quick.trainer.es
-    accel = check_parts(ued).curriculum
+    accel = check_parts(ued).curriculum.options
     cycles = -(-LevelBuffer.levels_to_replay(accel.buffer_size, accel.min_fill) // accel.new_levels)
     assert cycles <= ued.iterations // 10
-    defaults = CURRICULA["accel"]()
+    defaults = CURRICULA["accel"]().options
     assert -(-LevelBuffer.levels_to_replay(defaults.buffer_size, defaults.min_fill) // defaults.new_levels) > 30
     # robust PLR runs from it as it is; DR takes no options, and says so rather than ignoring them
     assert check_parts(load_config(UED, overrides=["curriculum=robust_plr"])).curriculum.name == "robust_plr"

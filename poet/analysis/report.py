@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import inspect
 import io
 import re
 from collections.abc import Callable
@@ -112,16 +111,15 @@ def _buffer_settings(run: Run) -> tuple[int, float]:
     a run never imports code it names)."""
     from poet.curricula import CURRICULA
 
-    cls = CURRICULA.get(curriculum_of(run.config), CURRICULA["robust_plr"])
-    defaults = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()}
+    cls = CURRICULA.get(curriculum_of(run.config))
+    defaults = (cls if hasattr(cls, "Options") else CURRICULA["robust_plr"]).Options()
     options = run.config.get("curriculum_options") or {}
     values = []
     for key, kind in (("buffer_size", int), ("min_fill", float)):
-        value = options.get(key, defaults.get(key))
         try:
-            values.append(kind(value))
+            values.append(kind(options.get(key, getattr(defaults, key))))
         except (TypeError, ValueError):
-            values.append(kind(defaults[key]))
+            values.append(getattr(defaults, key))
     capacity, min_fill = values
     return max(1, capacity), min(1.0, max(0.0, min_fill))
 

@@ -7,8 +7,11 @@ the services of `ctx` (trainer, evaluator, scorer, records, seeds). `phase(name)
 context manager that times a phase and counts its env steps into the run's `phases`
 table; every evaluation a phase makes should go to the evaluator in as few waves as it can.
 
-A user's curriculum is named in config as `curriculum: package.module:Class`; the class
-is built with the keyword arguments of `curriculum_options`.
+A user's curriculum is named in config as `curriculum: package.module:Class`. A curriculum
+with options declares them as a dataclass `Options` (with an optional `check()` returning
+(field, problem) pairs, like a trainer's): `curriculum_options` is built into it, checked
+like the rest of the config (errors name `curriculum_options.<field>` and the bound), and
+the class is built as `Class(options)`. A curriculum without `Options` takes none: `Class()`.
 """
 
 from __future__ import annotations

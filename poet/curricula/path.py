@@ -12,27 +12,41 @@ the stage before.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from envs import EnvFamily, EnvParams
+from poet.config import out_of_range
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
 from poet.curricula.common import course_seed_for, initial_params, record_level, start_pair, start_params, train_pairs
+
+
+@dataclass
+class PathOptions:
+    """The target env's values (or a whole EnvParams dict) and the number of stages."""
+
+    target: dict[str, Any] | None = None
+    stages: int = 10
+
+    def check(self) -> list[tuple[str, str]]:
+        """(field, problem) for every impossible value."""
+        problems = out_of_range(self, ["stages"], lambda v: v >= 2, ">= 2")
+        if not self.target:
+            problems.insert(
+                0, ("target", "give the target env's values, e.g. {roughness: 4.0, pit_gap: [], stump_height: []}")
+            )
+        return problems
 
 
 class DirectPath:
     """Train one agent along equal stages from the start env to a target env."""
 
     name = "path"
+    Options = PathOptions
 
-    def __init__(self, target: dict[str, Any] | None = None, stages: int = 10):
-        if not isinstance(target, dict) or not target:
-            raise TypeError(
-                "path: give the target env's values, e.g. target: {roughness: 4.0, pit_gap: [], stump_height: []}"
-            )
-        if int(stages) < 2:
-            raise TypeError(f"path: stages must be >= 2, got {stages}")
-        self.target, self.stages = dict(target), int(stages)
+    def __init__(self, options: PathOptions):
+        self.target, self.stages = dict(options.target or {}), options.stages
 
     def check(self, family: EnvFamily) -> str | None:
         """Why this curriculum cannot run on `family` (None: it can)."""

@@ -26,10 +26,13 @@ ES its perturbations') minus the agent's current return; a level seen once score
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import numpy as np
 
 from envs import EnvFamily, EnvParams
-from poet.config import ConfigError
+from poet.config import ConfigError, out_of_range
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
 from poet.curricula.common import course_seed_for, initial_params, record_level, start_pair, start_params, train_pairs
@@ -38,8 +41,6 @@ from poet.curricula.level_buffer import LevelBuffer
 from poet.trainers import TrainTask
 
 KEY = "level_buffer"
-SCORES = ("auto", "positive_value_loss", "maxmc")
-PRIORITIES = ("replay_support", "score")  # dcd's level_replay_seed_buffer_priority
 
 
 def maxmc(max_return: float, current_return: float) -> float:
@@ -47,63 +48,52 @@ def maxmc(max_return: float, current_return: float) -> float:
     return float(max_return) - float(current_return)
 
 
-def _check_number(option: str, value: object) -> float:
-    """`value` as a float; a ValueError naming the option when it is not a number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{option}: must be a number, got {value!r}")
-    return float(value)
+@dataclass
+class PLROptions:
+    """Robust PLR's options (defaults: dcd's `bipedal_robust_plr.json`)."""
+
+    buffer_size: int = 1000
+    replay_prob: float = 0.5
+    min_fill: float = 0.5  # of the buffer, filled before the first replay
+    temperature: float = 0.1
+    staleness_coef: float = 0.5
+    new_levels: int = 16  # evaluated on an explore cycle
+    score: Literal["auto", "positive_value_loss", "maxmc"] = "auto"
+    buffer_priority: Literal["replay_support", "score"] = "replay_support"  # dcd's level_replay_seed_buffer_priority
+
+    def check(self) -> list[tuple[str, str]]:
+        """(field, problem) for every impossible value."""
+        return [
+            *out_of_range(self, ("buffer_size", "new_levels"), lambda v: v >= 1, ">= 1"),
+            *out_of_range(self, ("replay_prob", "min_fill", "staleness_coef"), lambda v: 0 <= v <= 1, "in [0, 1]"),
+            *out_of_range(self, ["temperature"], lambda v: v > 0, "> 0"),
+        ]
 
 
-def _check_fraction(option: str, value: object) -> float:
-    """A number in [0, 1]."""
-    number = _check_number(option, value)
-    if not 0 <= number <= 1:
-        raise ValueError(f"{option}: must be in [0, 1], got {value!r}")
-    return number
+@dataclass
+class ACCELOptions(PLROptions):
+    """ACCEL's options (defaults: dcd's `bipedal_accel.json`)."""
 
+    replay_prob: float = 0.9
+    edits: int = 3  # family mutations per child of a replayed level
 
-def _check_int(option: str, value: object, low: int) -> int:
-    """A whole number >= low."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
-        raise ValueError(f"{option}: must be a whole number >= {low}, got {value!r}")
-    if value < low:
-        raise ValueError(f"{option}: must be >= {low}, got {value!r}")
-    return int(value)
-
-
-def _check_choice(option: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{option}: must be one of {', '.join(choices)}, got {value!r}")
+    def check(self) -> list[tuple[str, str]]:
+        return [*super().check(), *out_of_range(self, ["edits"], lambda v: v >= 1, ">= 1")]
 
 
 class RobustPLR:
     """Robust prioritized level replay: train only on replayed levels."""
 
     name = "robust_plr"
-    edits = 0  # robust PLR never edits
+    Options = PLROptions
 
-    def __init__(
-        self,
-        buffer_size: int = 1000,
-        replay_prob: float = 0.5,
-        min_fill: float = 0.5,
-        temperature: float = 0.1,
-        staleness_coef: float = 0.5,
-        new_levels: int = 16,
-        score: str = "auto",
-        buffer_priority: str = "replay_support",
-    ):
-        _check_choice("score", score, SCORES)
-        _check_choice("buffer_priority", buffer_priority, PRIORITIES)
-        self.buffer_size = _check_int("buffer_size", buffer_size, 1)
-        self.new_levels = _check_int("new_levels", new_levels, 1)
-        self.replay_prob = _check_fraction("replay_prob", replay_prob)
-        self.min_fill = _check_fraction("min_fill", min_fill)
-        self.staleness_coef = _check_fraction("staleness_coef", staleness_coef)
-        self.temperature = _check_number("temperature", temperature)
-        if not self.temperature > 0:
-            raise ValueError(f"temperature: must be > 0, got {temperature!r}")
-        self.score, self.buffer_priority = score, buffer_priority
+    def __init__(self, options: PLROptions | None = None):
+        self.options = options if options is not None else self.Options()
+
+    @property
+    def edits(self) -> int:
+        """Family mutations per child of a replayed level (robust PLR never edits)."""
+        return getattr(self.options, "edits", 0)
 
     def progress_fields(self, ctx: RunContext) -> dict[str, object] | None:
         """What the progress bar shows after an iteration: while the buffer fills, how many
@@ -113,7 +103,7 @@ class RobustPLR:
         if data is None or not ctx.state.population.active:
             return None
         held, capacity = len(data["levels"]), int(data["capacity"])
-        needed = LevelBuffer.levels_to_replay(capacity, self.min_fill)
+        needed = LevelBuffer.levels_to_replay(capacity, self.options.min_fill)
         scores = ctx.state.population.active[0].scores  # one per trainer step: every step is a replay
         if held < needed and not scores:
             return {"levels": f"{held}/{needed} before first replay"}
@@ -126,12 +116,12 @@ class RobustPLR:
     def uses_value_loss(self, ctx: RunContext) -> bool:
         """Whether levels are scored by positive value loss (else MaxMC)."""
         has = callable(getattr(ctx.trainer, "regret", None))
-        if self.score == "positive_value_loss" and not has:
+        if self.options.score == "positive_value_loss" and not has:
             raise ConfigError(
                 f"curriculum_options.score: positive_value_loss needs a trainer with a value function "
                 f"(regret(tasks, evaluator)); trainer {ctx.trainer.name!r} has none"
             )
-        return self.score == "positive_value_loss" or (self.score == "auto" and has)
+        return self.options.score == "positive_value_loss" or (self.options.score == "auto" and has)
 
     def check(self, family: EnvFamily) -> str | None:
         """Why this curriculum cannot run on `family` (None: it can)."""
@@ -146,13 +136,18 @@ class RobustPLR:
         self.uses_value_loss(ctx)  # a score the trainer cannot give fails before any rollout
         rng = ctx.seeds.rng("plr.start")
         start_pair(ctx, self.new_level(ctx, rng).with_course_seed(course_seed_for(ctx, rng)))
-        buffer = LevelBuffer(self.buffer_size, self.temperature, self.staleness_coef, self.buffer_priority)
+        buffer = LevelBuffer(
+            self.options.buffer_size,
+            self.options.temperature,
+            self.options.staleness_coef,
+            self.options.buffer_priority,
+        )
         ctx.state.curriculum_data[KEY] = buffer.to_data()
 
     def run_iteration(self, ctx: RunContext, iteration: int, phase: PhaseTimer) -> None:
         buffer = LevelBuffer.from_data(ctx.state.curriculum_data[KEY])
         rng = ctx.seeds.rng("plr.cycle", iteration)
-        if buffer.replay_decision(rng, self.replay_prob, self.min_fill):
+        if buffer.replay_decision(rng, self.options.replay_prob, self.options.min_fill):
             index = buffer.sample_replay(rng)
             with phase("train"):
                 self._replay(ctx, buffer, index, iteration)
@@ -162,7 +157,7 @@ class RobustPLR:
         else:
             with phase("explore"):
                 levels = []
-                for _ in range(self.new_levels):
+                for _ in range(self.options.new_levels):
                     level = self.new_level(ctx, rng)
                     levels.append(level.with_course_seed(course_seed_for(ctx, rng)))
                 self._offer(ctx, buffer, levels, [None] * len(levels), iteration, "explored")
@@ -236,23 +231,7 @@ class ACCEL(RobustPLR):
     """ACCEL: robust PLR whose replayed levels are edited into new ones."""
 
     name = "accel"
-
-    def __init__(
-        self,
-        buffer_size: int = 1000,
-        replay_prob: float = 0.9,
-        min_fill: float = 0.5,
-        temperature: float = 0.1,
-        staleness_coef: float = 0.5,
-        new_levels: int = 16,
-        edits: int = 3,
-        score: str = "auto",
-        buffer_priority: str = "replay_support",
-    ):
-        super().__init__(
-            buffer_size, replay_prob, min_fill, temperature, staleness_coef, new_levels, score, buffer_priority
-        )
-        self.edits = _check_int("edits", edits, 1)
+    Options = ACCELOptions
 
     def check(self, family: EnvFamily) -> str | None:
         """ACCEL's new levels are easy random ones or the family's start: any family will do."""

@@ -8,7 +8,7 @@ numbers and numpy arrays so checkpoints can hold it without pickling.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -18,11 +18,6 @@ from envs import EnvParams
 from poet.errors import EvaluationFailed
 from poet.evaluation import EvalResult, Evaluator, NoiseTable
 from poet.policies import PolicySpec
-
-
-def out_of_range(options: Any, names: Sequence[str], ok: Callable[[Any], bool], rule: str) -> list[tuple[str, str]]:
-    """(field, problem) for each of `names` whose value on `options` fails `ok` ('must be <rule>')."""
-    return [(n, f"must be {rule}, got {getattr(options, n)}") for n in names if not ok(getattr(options, n))]
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from poet.config import out_of_range
 from poet.evaluation import EvalRequest, Evaluator, NoiseTable, Perturbation
 from poet.ranking import centered_ranks
 from poet.trainers.adam import adam_propose, adam_state, adam_step
-from poet.trainers.base import TrainerContext, TrainStep, TrainTask, out_of_range
+from poet.trainers.base import TrainerContext, TrainStep, TrainTask
 
 
 @dataclass

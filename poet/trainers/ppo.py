@@ -38,11 +38,12 @@ import numpy as np
 import torch
 
 from envs import EnvParams
+from poet.config import out_of_range
 from poet.evaluation import EvalRequest, Evaluator
 from poet.evaluation.jobs import Job, WorkerView
 from poet.policies import MLPPolicy, PolicySpec, init_flat, to_actions
 from poet.trainers.adam import adam_step
-from poet.trainers.base import EvaluationFailed, TrainerContext, TrainStep, TrainTask, out_of_range
+from poet.trainers.base import EvaluationFailed, TrainerContext, TrainStep, TrainTask
 
 JOB_FN = "poet.trainers.ppo:ppo_job"
 REGRET_FN = "poet.trainers.ppo:ppo_regret_job"
