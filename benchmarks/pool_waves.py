@@ -101,27 +101,29 @@ def main() -> None:
     args = parser.parse_args()
     t0 = time.perf_counter()
     setup = ep.make_setup("terrain", ep.Sizes())
-    pool = ep.open_pool(setup, args.workers)
-    try:
-        refs = [pool.put(w) for w in setup.policies]
-        pool.evaluate(ep.matrix_requests(setup, refs, 1))  # warm-up, not counted
-        speeds = chunk_speeds(pool, setup, refs, args.waves)
-        print(
-            f"chunk speeds over {args.waves} waves: wave {speeds['wave_ms_median']} ms, of which the slower chunk "
-            f"{speeds['slower_chunk_ms_median']} ms and the rest {speeds['rest_of_wave_ms_median']} ms (medians); "
-            f"slower / faster chunk per env step: median {speeds['slower_over_faster_per_step_median']}, "
-            f"90th percentile {speeds['slower_over_faster_per_step_p90']}; lag-1 correlation of its log "
-            f"{speeds['log_ratio_lag1_correlation']}"
-        )
-        chunking = chunks_per_worker(pool, setup, refs, args.waves)
-        print(
-            "chunks per worker, interleaved: "
-            + ", ".join(
-                f"{k} {v:,} steps/s ({chunking['over_default'][k]:.3f}x)" for k, v in chunking["steps_per_s"].items()
+    with ep.ray_session(args.workers):
+        pool = ep.open_pool(setup, args.workers)
+        try:
+            refs = [pool.put(w) for w in setup.policies]
+            pool.evaluate(ep.matrix_requests(setup, refs, 1))  # warm-up, not counted
+            speeds = chunk_speeds(pool, setup, refs, args.waves)
+            print(
+                f"chunk speeds over {args.waves} waves: wave {speeds['wave_ms_median']} ms, of which the slower chunk "
+                f"{speeds['slower_chunk_ms_median']} ms and the rest {speeds['rest_of_wave_ms_median']} ms (medians); "
+                f"slower / faster chunk per env step: median {speeds['slower_over_faster_per_step_median']}, "
+                f"90th percentile {speeds['slower_over_faster_per_step_p90']}; lag-1 correlation of its log "
+                f"{speeds['log_ratio_lag1_correlation']}"
             )
-        )
-    finally:
-        pool.close()
+            chunking = chunks_per_worker(pool, setup, refs, args.waves)
+            print(
+                "chunks per worker, interleaved: "
+                + ", ".join(
+                    f"{k} {v:,} steps/s ({chunking['over_default'][k]:.3f}x)"
+                    for k, v in chunking["steps_per_s"].items()
+                )
+            )
+        finally:
+            pool.close()
     out = {
         "command": f"python benchmarks/pool_waves.py --workers {args.workers} --waves {args.waves}",
         "machine": {"platform": platform.platform(), "python": platform.python_version()},

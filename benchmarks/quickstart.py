@@ -165,7 +165,10 @@ def measure(config: Path, seed: int | None, sets: list[str] = (), recorder: Wave
     solved_at = first[first["score"] >= 230]["iteration"]
     children = run.envs[run.envs["parent_env_id"].notna()]
     return {
-        "config": str(config),
+        # relative to the checkout where it lies inside it: the JSON names no machine's paths
+        "config": str(Path(config).resolve().relative_to(ROOT))
+        if Path(config).resolve().is_relative_to(ROOT)
+        else str(config),
         "overrides": list(sets),
         "iterations": int(run.iterations["iteration"].max()) + 1,
         "wall_seconds": round(seconds, 1),

@@ -100,3 +100,27 @@ def test_benchmark_script_runs_end_to_end(tmp_path):
     assert runs["raw"][0]["steps"] == runs["pool"][0]["steps"] > 0  # the same episodes
     assert terrain["efficiency"] > 0 and terrain["worker_rss_mb_1000"] > 0
     assert 0 < terrain["raw_synced_steps_per_s"] <= 1.05 * terrain["raw_steps_per_s"]  # waiting costs, never pays
+
+
+@pytest.mark.parametrize(
+    "script, args", [("compiled_graph.py", ["--waves", "2", "--repeats", "1"]), ("pool_waves.py", ["--waves", "2"])]
+)
+def test_pool_call_path_scripts_run_end_to_end(tmp_path, script, args):
+    """The scripts behind the README's per-wave figures run (2 waves) and write their JSON."""
+    import json
+    import subprocess
+
+    out = tmp_path / "out.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args, "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    if script == "compiled_graph.py":
+        assert result["waves"] == 2 and all(v > 0 for v in result["wave_ms_median"].values())
+    else:
+        assert result["chunk_speeds"]["waves"] == 2 and result["chunk_speeds"]["wave_ms_median"] > 0
