@@ -1,5 +1,6 @@
-"""The PLR level buffer, pinned by hand to dcd's LevelSampler formulas (rank transform,
-staleness mixing, proportionate replay schedule, replacement of the least-supported level)."""
+"""The PLR level buffer against dcd's LevelSampler: its formulas by hand (rank transform,
+staleness mixing, proportionate replay schedule, replacement of the least-supported level)
+and replay weights computed by dcd's own code (the golden numbers at the end)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,12 @@ def test_replay_distribution_mixes_rank_and_staleness() -> None:
     np.testing.assert_allclose(no_staleness.weights(), [36 / 49, 4 / 49, 9 / 49])
 
 
-def test_ties_rank_by_position_and_zero_staleness_is_uniform() -> None:
+def test_ties_rank_in_reversed_argsort_order_and_zero_staleness_is_one_over_capacity() -> None:
     b = LevelBuffer(capacity=3, temperature=1.0, staleness_coef=0.5)
     b.levels, b.scores, b.staleness = ["a", "b", "c"], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0]
-    # ranks 1, 2, 3 -> 1, 1/2, 1/3 over 11/6; staleness all 0 -> uniform 1/3
-    np.testing.assert_allclose(b.weights(), [0.5 * 6 / 11 + 1 / 6, 0.5 * 3 / 11 + 1 / 6, 0.5 * 2 / 11 + 1 / 6])
+    # numpy's argsort of three ties is 0, 1, 2; reversed, the last slot ranks first:
+    # ranks 3, 2, 1 -> 1/3, 1/2, 1 over 11/6; staleness all 0 -> 1/3 each (capacity 3)
+    np.testing.assert_allclose(b.weights(), [0.5 * 2 / 11 + 1 / 6, 0.5 * 3 / 11 + 1 / 6, 0.5 * 6 / 11 + 1 / 6])
 
 
 class _Uniform:
@@ -100,3 +102,61 @@ def test_levels_to_replay_is_the_fewest_levels_the_replay_decision_accepts(capac
     assert b.replay_decision(_Uniform(0.0), replay_prob=1.0, min_fill=min_fill) is True
     del b.levels[-1]
     assert b.replay_decision(_Uniform(0.0), replay_prob=1.0, min_fill=min_fill) is False
+
+
+# Golden numbers: dcd's `LevelSampler.sample_weights` (facebookresearch/dcd, level_replay/
+# level_sampler.py at 72991be) run on the same buffers, with its BipedalWalker settings:
+# rank transform at temperature 0.1, staleness coefficient 0.5 (power transform, temperature
+# 1), `sample_full_distribution` with a seed buffer of `capacity` slots, the levels held in
+# its first slots (unseen_seed_weights 0 there). Buffers of at most 16 slots: numpy sorts
+# those by insertion, so the order of tied scores does not depend on the machine's SIMD sort.
+DCD_WEIGHTS = {
+    "part-filled, staleness all 0: 1/capacity each": (
+        8,
+        [0.3, 0.1, 0.2],
+        [0, 0, 0],
+        [0.5620037442350012, 0.06250845913976925, 0.06298779662522949],
+    ),
+    "part-filled, stale": (
+        8,
+        [0.3, 0.1, 0.2],
+        [2, 0, 1],
+        [0.8328370775683345, 8.459139769259448e-06, 0.16715446329189615],
+    ),
+    "tied scores in argsort order, reversed": (
+        6,
+        [0.5, 0.2, 0.5, 0.2, 0.5],
+        [1, 2, 0, 3, 4],
+        [0.05000845913084466, 0.10000005114912945, 0.0004877961105918407, 0.15000047636338926, 0.6995032172460449],
+    ),
+    "a level scoring 0 ranks among the empty slots": (
+        6,
+        [0.4, 0.0, 0.7],
+        [1, 0, 2],
+        [0.1671544715366559, 8.261018306647875e-09, 0.8328455202023257],
+    ),
+    "full, ties and zeros, staleness all 0": (
+        5,
+        [0.0, 0.3, 0.0, 0.3, 0.1],
+        [0, 0, 0, 0, 0],
+        [0.10000005114912945, 0.10048779611059185, 0.10000047636338925, 0.5995032172460447, 0.10000845913084466],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DCD_WEIGHTS))
+def test_replay_weights_are_dcds_on_full_and_part_filled_buffers_with_ties_and_zeros(case) -> None:
+    capacity, scores, staleness, expected = DCD_WEIGHTS[case]
+    b = LevelBuffer(capacity=capacity, temperature=0.1, staleness_coef=0.5)
+    b.levels = [f"level{i}" for i in range(len(scores))]
+    b.scores, b.staleness = [float(s) for s in scores], [float(s) for s in staleness]
+    np.testing.assert_allclose(b.weights(), expected, rtol=1e-12, atol=1e-15)
+
+
+def test_sampling_normalises_weights_that_sum_to_less_than_one() -> None:
+    capacity, scores, staleness, expected = DCD_WEIGHTS["part-filled, staleness all 0: 1/capacity each"]
+    b = LevelBuffer(capacity=capacity, temperature=0.1, staleness_coef=0.5)
+    b.levels, b.scores, b.staleness = ["a", "b", "c"], list(scores), [0.0, 0.0, 0.0]
+    assert b.weights().sum() == pytest.approx(0.5 + 0.5 * 3 / 8)
+    draws = [LevelBuffer.from_data(b.to_data()).sample_replay(np.random.default_rng(s)) for s in range(4000)]
+    np.testing.assert_allclose(np.bincount(draws, minlength=3) / 4000, np.array(expected) / sum(expected), atol=0.03)

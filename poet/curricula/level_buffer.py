@@ -4,7 +4,12 @@ for an unbounded level space (`sample_full_distribution`), in plain data.
 - Replay distribution: P = (1 - rho) P_S + rho P_C over the levels in the buffer, with
   P_S from the scores by rank (the highest score has rank 1; weight 1 / rank^(1/T)) and
   P_C from staleness (weight = staleness, the `power` transform at temperature 1), each
-  normalised (uniform over the buffer when all its weights are 0).
+  normalised over the levels held. As in dcd, ranks are taken over all `capacity` slots,
+  an empty slot scoring 0 (a level scoring 0 ranks among the empty slots), in the order
+  of numpy's default `argsort`, reversed (tied scores rank in that order, which for a
+  handful of levels puts the last slot first); and when every level's staleness is 0,
+  P_C is 1/capacity per level, so a part-filled buffer's P sums to less than 1 and
+  sampling normalises it.
 - Staleness: every replay adds 1 to each level's staleness and sets the replayed one's to 0.
 - Replay decision ("proportionate" schedule, dcd's default): with f the buffer's fill
   fraction, replay when f >= min_fill and u < min(f, replay_prob).
@@ -14,8 +19,6 @@ for an unbounded level space (`sample_full_distribution`), in plain data.
   staleness starts at the number of samples drawn since it was proposed.
 - Scores update with alpha = 1 (the new score replaces the old).
 
-Ties in the rank transform are broken by buffer position (a stable sort): dcd's
-`argsort` leaves their order to numpy's quicksort; a fixed order keeps runs reproducible.
 All randomness comes from the Generator passed in.
 """
 
@@ -58,18 +61,22 @@ class LevelBuffer:
         return n
 
     def weights(self) -> np.ndarray:
-        """The replay distribution over the buffer's levels."""
+        """The replay weights of the buffer's levels, as dcd's `sample_weights` gives them (they
+        sum to less than 1 in a part-filled buffer whose staleness is all 0)."""
         n = len(self.levels)
         if n == 0:
             return np.zeros(0)
-        scores = np.asarray(self.scores, dtype=np.float64)
-        order = np.argsort(-scores, kind="stable")  # highest first; ties by position
-        ranks = np.empty(n)
-        ranks[order] = np.arange(1, n + 1)
-        p_score = _normalised(1.0 / ranks ** (1.0 / self.temperature))
+        scores = np.zeros(max(self.capacity, n))
+        scores[:n] = self.scores
+        order = np.flip(scores.argsort())  # numpy's default kind, as dcd: ties fall in its order
+        ranks = np.empty(scores.size)
+        ranks[order] = np.arange(1, scores.size + 1)
+        p_score = _normalised(1.0 / ranks[:n] ** (1.0 / self.temperature))
         if self.staleness_coef <= 0:
             return p_score
-        p_stale = _normalised(np.asarray(self.staleness, dtype=np.float64).clip(0))
+        stale = np.asarray(self.staleness, dtype=np.float64).clip(0)
+        total = stale.sum()
+        p_stale = stale / total if total > 0 else np.full(n, 1.0 / self.capacity)
         return (1 - self.staleness_coef) * p_score + self.staleness_coef * p_stale
 
     def replay_decision(self, rng: np.random.Generator, replay_prob: float, min_fill: float) -> bool:
@@ -80,7 +87,8 @@ class LevelBuffer:
     def sample_replay(self, rng: np.random.Generator) -> int:
         """The index of a level drawn from `weights()`; updates staleness and the sample count."""
         self.samples += 1
-        index = int(rng.choice(len(self.levels), p=self.weights()))
+        weights = self.weights()
+        index = int(rng.choice(len(self.levels), p=weights / weights.sum()))
         if self.staleness_coef > 0:
             self.staleness = [s + 1.0 for s in self.staleness]
             self.staleness[index] = 0.0
