@@ -103,7 +103,12 @@ def test_benchmark_script_runs_end_to_end(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "script, args", [("compiled_graph.py", ["--waves", "2", "--repeats", "1"]), ("pool_waves.py", ["--waves", "2"])]
+    "script, args",
+    [
+        ("compiled_graph.py", ["--waves", "2", "--repeats", "1"]),
+        ("pool_waves.py", ["--waves", "2"]),
+        ("chunk_cost.py", ["--chunks", "2", "--repeats", "1"]),
+    ],
 )
 def test_pool_call_path_scripts_run_end_to_end(tmp_path, script, args):
     """The scripts behind the README's per-wave figures run (2 waves) and write their JSON."""
@@ -122,5 +127,7 @@ def test_pool_call_path_scripts_run_end_to_end(tmp_path, script, args):
     result = json.loads(out.read_text())
     if script == "compiled_graph.py":
         assert result["waves"] == 2 and all(v > 0 for v in result["wave_ms_median"].values())
+    elif script == "chunk_cost.py":
+        assert result["chunks"] == 2 and result["rows_per_chunk"] > 0 and result["framework_over_plain"] > 0
     else:
         assert result["chunk_speeds"]["waves"] == 2 and result["chunk_speeds"]["wave_ms_median"] > 0

@@ -1,0 +1,107 @@
+"""What the framework's rollout code costs on one pool chunk, against plain code, in one process.
+
+    python benchmarks/chunk_cost.py [--chunks 40] [--repeats 5] [--json PATH]
+
+A pool worker runs a chunk with `poet.evaluation.rollout.run_requests` (requests expanded
+into rows, weights looked up, one batch through the family). This script takes the chunks
+the pool would send one worker for `eval_pool.py`'s terrain waves (the first of each wave's
+two) and runs them, in this one process with no Ray, two ways, interleaved:
+
+- framework: `run_requests` on the chunk's requests, as a worker runs them;
+- plain:     `eval_pool.raw_rows` on the same rows (the raw limit's code: one `make_batch`
+             batch, the same compiled kernels).
+
+It prints the median milliseconds per chunk of each and writes JSON. Nothing here is a
+pass/fail test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import eval_pool as ep  # noqa: E402  (the same setup and waves as the main benchmark)
+
+from poet.evaluation.inprocess import InProcessEvaluator  # noqa: E402
+from poet.evaluation.planning import plan_chunks  # noqa: E402
+from poet.evaluation.rollout import row_seeds, run_requests  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "chunk_cost.json")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    setup = ep.make_setup("terrain", ep.Sizes())
+    store = InProcessEvaluator(setup.family, setup.spec, None)
+    refs = [store.put(w) for w in setup.policies]
+
+    def lookup(ref):
+        return store.policies.get(ref.key)
+
+    chunks = []
+    for k in range(args.chunks):
+        wave = ep.matrix_requests(setup, refs, 1000 + k)
+        chunks.append([wave[i] for i in plan_chunks(wave, 2, 4096)[0]])
+    rows = []
+    for reqs in chunks:
+        params, seeds, caps, flats = [], [], [], []
+        for r in reqs:
+            for seed in row_seeds(r):
+                params.append(r.env)
+                seeds.append(seed)
+                caps.append(r.max_steps)
+                flats.append(lookup(r.policy))
+        rows.append((params, seeds, np.stack(flats), np.asarray(caps)))
+
+    def framework() -> None:
+        for reqs in chunks:
+            run_requests(setup.family, setup.spec, reqs, lookup, None)
+
+    def plain() -> None:
+        for params, seeds, flats, caps in rows:
+            ep.raw_rows(setup.family, setup.spec, params, seeds, flats, caps)
+
+    framework()  # warm-up: compiled kernels, courses
+    plain()
+    seconds: dict[str, list[float]] = {"framework": [], "plain": []}
+    for _ in range(args.repeats):
+        for name, way in (("framework", framework), ("plain", plain)):
+            start = time.perf_counter()
+            way()
+            seconds[name].append(time.perf_counter() - start)
+    chunk_ms = {k: round(1e3 * statistics.median(v) / args.chunks, 3) for k, v in seconds.items()}
+    ratio = round(chunk_ms["framework"] / chunk_ms["plain"], 3)
+    print(
+        f"median ms per chunk ({len(rows[0][0])} rows): framework {chunk_ms['framework']}, plain {chunk_ms['plain']}; "
+        f"framework / plain {ratio}"
+    )
+    out = {
+        "command": " ".join(["python", "benchmarks/chunk_cost.py", *sys.argv[1:]]),
+        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "chunks": args.chunks,
+        "repeats": args.repeats,
+        "rows_per_chunk": len(rows[0][0]),
+        "chunk_ms_median": chunk_ms,
+        "framework_over_plain": ratio,
+        "seconds": {k: [round(x, 4) for x in v] for k, v in seconds.items()},
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.json} ({out['wall_s']} s)")
+
+
+if __name__ == "__main__":
+    main()
