@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import pickle
 import platform
 import statistics
 import sys
@@ -30,14 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import eval_pool as ep  # noqa: E402  (the same setup and waves as the main benchmark)
 
 from poet.evaluation.planning import plan_chunks  # noqa: E402
-from poet.evaluation.ray_pool import INLINE_PART_BYTES, RayEvaluator, RolloutWorker, pack_requests  # noqa: E402
+from poet.evaluation.ray_pool import RayEvaluator, RolloutWorker, pack_chunk  # noqa: E402
 
 
 class ChunkWorker(RolloutWorker):
@@ -50,14 +47,10 @@ class ChunkWorker(RolloutWorker):
 
 def packed_chunks(pool: RayEvaluator, requests: list, workers: int) -> list[tuple[bytes, list[bytes]]]:
     """The wave's chunks as the pool plans and packs them, one per worker."""
-    out = []
-    for chunk in plan_chunks(requests, workers, pool.batch_rows):
-        reqs = [requests[i] for i in chunk]
-        keys = sorted({r.policy.key for r in reqs})
-        head = pickle.dumps((pack_requests(reqs), keys), protocol=pickle.HIGHEST_PROTOCOL)
-        data = np.stack([pool.policies.get(k) for k in keys]).tobytes()
-        out.append((head, [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]))
-    return out
+    return [
+        pack_chunk([requests[i] for i in chunk], pool.policies)
+        for chunk in plan_chunks(requests, workers, pool.batch_rows)
+    ]
 
 
 def main() -> None:

@@ -162,8 +162,8 @@ class LoggingConfig:
 class RunConfig:
     """A whole run."""
 
-    # poet | enhanced_poet | accel | robust_plr | dr | direct | path, or a curriculum of your own as package.module:Class (built with
-    # the keyword arguments in curriculum_options).
+    # poet | enhanced_poet | accel | robust_plr | dr | direct | path, or a curriculum of your own as
+    # package.module:Class; curriculum_options fill its `Options` dataclass (poet.curricula.base).
     curriculum: str = "poet"
     curriculum_options: dict[str, Any] = field(default_factory=dict)
     seed: int = 0

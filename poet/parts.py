@@ -190,6 +190,19 @@ def _family_signature(factory: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
+def _unknown_option(
+    field: str, what: str, given: Mapping[str, Any], sig: inspect.Signature
+) -> tuple[ConfigError | None, list[inspect.Parameter], str]:
+    """The error naming the first option of `given` that `sig` does not take (None: all known),
+    with the known options and their listing (name=default)."""
+    params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    known = ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}" for p in params)
+    listing = f"its options: {known}" if params else "it takes no options"
+    unknown = [k for k in given if k not in {p.name for p in params}]
+    error = ConfigError(f"{field}.{unknown[0]}: {what} has no option {unknown[0]!r}; {listing}") if unknown else None
+    return error, params, listing
+
+
 def option_error(
     field: str, what: str, given: Mapping[str, Any], sig: inspect.Signature | None, exc: TypeError
 ) -> ConfigError:
@@ -197,16 +210,27 @@ def option_error(
     the unknown or missing option and lists the known ones with their defaults, from `sig`."""
     if sig is None:
         return ConfigError(f"{field}: {what}: {exc}")
-    params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    known = ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}" for p in params)
-    listing = f"its options: {known}" if params else "it takes no options"
-    unknown = [k for k in given if k not in {p.name for p in params}]
-    if unknown:
-        return ConfigError(f"{field}.{unknown[0]}: {what} has no option {unknown[0]!r}; {listing}")
+    unknown, params, listing = _unknown_option(field, what, given, sig)
+    if unknown is not None:
+        return unknown
     missing = [p.name for p in params if p.default is p.empty and p.name not in given]
     if missing:
         return ConfigError(f"{field}: {what} needs option {missing[0]!r}; {listing}")
     return ConfigError(f"{field}: {what}: {exc}")
+
+
+def _fields_signature(options_cls: type) -> inspect.Signature:
+    """An Options dataclass's fields as keyword parameters, a default factory's value as the default."""
+
+    def default(f: dataclasses.Field) -> Any:
+        if f.default is not dataclasses.MISSING:
+            return f.default
+        return f.default_factory() if f.default_factory is not dataclasses.MISSING else inspect.Parameter.empty
+
+    kind = inspect.Parameter.KEYWORD_ONLY
+    return inspect.Signature(
+        [inspect.Parameter(f.name, kind, default=default(f)) for f in dataclasses.fields(options_cls) if f.init]
+    )
 
 
 def _options_class(plugin: type) -> type | None:
@@ -221,11 +245,9 @@ def build_options(plugin: type, data: Mapping[str, Any], where: str, what: str) 
     options_cls = _options_class(plugin)
     if options_cls is None:
         return dict(data)
-    fields = [f for f in dataclasses.fields(options_cls) if f.init]
-    unknown = [k for k in data if k not in {f.name for f in fields}]
-    if unknown:
-        known = ", ".join(f"{f.name}={f.default!r}" if f.default is not dataclasses.MISSING else f.name for f in fields)
-        raise ConfigError(f"{where}.{unknown[0]}: {what} has no option {unknown[0]!r}; its options: {known}")
+    unknown = _unknown_option(where, what, data, _fields_signature(options_cls))[0]
+    if unknown is not None:
+        raise unknown
     options = build_dataclass(options_cls, data, where)
     problems = options.check() if hasattr(options, "check") else []
     if problems:

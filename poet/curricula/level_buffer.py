@@ -66,7 +66,7 @@ class LevelBuffer:
         n = len(self.levels)
         if n == 0:
             return np.zeros(0)
-        scores = np.zeros(max(self.capacity, n))
+        scores = np.zeros(self.capacity)
         scores[:n] = self.scores
         order = np.flip(scores.argsort())  # numpy's default kind, as dcd: ties fall in its order
         ranks = np.empty(scores.size)

@@ -73,6 +73,15 @@ def pack_requests(requests: Sequence[EvalRequest]) -> tuple:
     return list(envs), rows
 
 
+def pack_chunk(requests: Sequence[EvalRequest], policies: PolicyStore) -> tuple[bytes, list[bytes]]:
+    """What `RolloutWorker.run` takes for a chunk: the pickled (`pack_requests`, policy keys)
+    and the keys' weights as float32 byte strings, each under Ray's inline size."""
+    keys = sorted({r.policy.key for r in requests})
+    head = pickle.dumps((pack_requests(requests), keys), protocol=pickle.HIGHEST_PROTOCOL)
+    data = np.stack([policies.get(k) for k in keys]).tobytes()
+    return head, [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
+
+
 def unpack_requests(packed: tuple) -> list[EvalRequest]:
     """Inverse of `pack_requests`."""
     envs, rows = packed
@@ -302,11 +311,7 @@ class RayEvaluator:
     # ---------------------------------------------------------------- waves
 
     def _submit(self, wi: int, requests: Sequence[EvalRequest], chunk: list[int]) -> Any:
-        reqs = [requests[i] for i in chunk]
-        keys = sorted({r.policy.key for r in reqs})
-        head = pickle.dumps((pack_requests(reqs), keys), protocol=pickle.HIGHEST_PROTOCOL)
-        data = np.stack([self.policies.get(k) for k in keys]).tobytes()
-        parts = [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
+        head, parts = pack_chunk([requests[i] for i in chunk], self.policies)
         return self.workers[wi].actor.run.remote(head, *parts)
 
     def _replace(self, wi: int) -> None:

@@ -202,17 +202,15 @@ def ensure_ray(
     with token authentication unless RAY_AUTH_MODE says otherwise, so nothing without the
     token (~/.ray/auth_token) joins or submits work.
 
-    An address is checked first (`check_cluster`): one that does not answer, or a cluster
-    that refuses this driver's authentication, is a `ClusterError` within seconds instead
-    of minutes of Ray's retries.
+    A cluster that refuses this driver's authentication is a `ClusterError`. Check an address
+    with `check_cluster` before calling this (the runner does, before it touches the run
+    directory): one that does not answer otherwise costs minutes of Ray's retries.
     """
     import ray
     from ray.exceptions import AuthenticationError
 
     if ray.is_initialized():
         return False
-    if address is not None:
-        check_cluster(address)
     local = {"address": "local", "num_cpus": num_cpus, "_node_ip_address": "127.0.0.1"}
     try:
         ray.init(
