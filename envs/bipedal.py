@@ -301,6 +301,10 @@ class BipedalFamily:
         child = _delegate("mutate", params, rng)
         return EnvParams.create(FAMILY, child.values)
 
+    def edit(self, params: EnvParams, rng: np.random.Generator, edits: int = 1) -> EnvParams:
+        """ACCEL's edit (terrain's `edit`, dcd's `mutate_level` in POET mode)."""
+        return EnvParams.create(FAMILY, _delegate("edit", params, rng, edits).values)
+
     def interpolate(self, start: EnvParams, target: EnvParams, t: float) -> EnvParams:
         """The course a fraction `t` of the way from `start` to `target` (terrain's `interpolate`)."""
         a, b = (EnvParams.create(_TERRAIN.name, p.values) for p in (start, target))

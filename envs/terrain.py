@@ -286,6 +286,44 @@ def _mutate_range(
     return options[int(rng.integers(len(options)))]
 
 
+# ========================================================================= ACCEL's edit
+# dcd's BipedalWalker edits (`PARAM_MUTATIONS`, POET mode: the first five of its level
+# vector): roughness moves by U(0, 0.6), a pit-gap end by 0.4, a stump-height end by 0.2.
+EDIT_STEPS = ((0.0, ROUGH_STEP), (PIT_STEP,), (PIT_STEP,), (STUMP_STEP,), (STUMP_STEP,))
+EDIT_MAX = (ROUGH_MAX, PIT_MAX, PIT_MAX, STUMP_MAX, STUMP_MAX)
+
+
+def edit_vector(vector: Sequence[float], rng: np.random.Generator, edits: int) -> np.ndarray:
+    """`edits` edits of a level vector [roughness, pit_lo, pit_hi, stump_lo, stump_hi], drawn
+    as dcd draws them: all entries to edit (uniform), then all directions (-1, 0 or +1), then
+    for each roughness edit its size; each edit moves one entry by its step (`EDIT_STEPS`)
+    times the direction and clips it to [0, max]. The ends of a group may cross; they are
+    sorted when the vector becomes params."""
+    out = np.array(vector, dtype=np.float64)
+    entries = rng.integers(1, len(EDIT_STEPS) + 1, size=edits)
+    directions = rng.integers(0, 3, size=edits) - 1
+    for entry, direction in zip(entries, directions):
+        step = EDIT_STEPS[entry - 1]
+        size = step[0] if len(step) == 1 else rng.uniform(*step)
+        out[entry - 1] = np.clip(out[entry - 1] + direction * size, 0.0, EDIT_MAX[entry - 1])
+    return out
+
+
+def from_edit_vector(vector: Sequence[float]) -> EnvParams:
+    """The params of an edited level vector: each group's ends sorted, a group whose upper
+    end is below its smallest enabled value (pits 0.8, stumps 0.4) off, as `sample` does.
+    (dcd keeps the ends of a group that is off in its level vector; here it restarts at 0.)"""
+    pit, stump = sorted(float(x) for x in vector[1:3]), sorted(float(x) for x in vector[3:5])
+    return EnvParams.create(
+        FAMILY,
+        {
+            "roughness": float(vector[0]),
+            "pit_gap": pit if pit[1] >= PIT_DEFAULT[1] else [],
+            "stump_height": stump if stump[1] >= STUMP_DEFAULT[1] else [],
+        },
+    )
+
+
 # ===================================================================== the core
 class TerrainBatch:
     """Many terrain episodes stepped together (implements envs.base.BatchEnv).
@@ -572,6 +610,12 @@ class TerrainFamily:
         pit_gap = _mutate_range(v["pit_gap"], rng, PIT_STEP, PIT_DEFAULT, PIT_MAX)
         stump_height = _mutate_range(v["stump_height"], rng, STUMP_STEP, STUMP_DEFAULT, STUMP_MAX)
         return EnvParams.create(FAMILY, {"roughness": roughness, "pit_gap": pit_gap, "stump_height": stump_height})
+
+    def edit(self, params: EnvParams, rng: np.random.Generator, edits: int = 1) -> EnvParams:
+        """ACCEL's edit (dcd's BipedalWalker `mutate_level` in its POET mode): `edit_vector`
+        on the course's [roughness, pit_lo, pit_hi, stump_lo, stump_hi]."""
+        self.validate(params)
+        return from_edit_vector(edit_vector(self.features(params), rng, edits))
 
     def sample(self, rng: np.random.Generator) -> EnvParams:
         """A random course, as dcd's BipedalWalker `reset_random` in its POET mode draws one:

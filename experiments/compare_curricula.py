@@ -9,7 +9,7 @@ Each curriculum runs its own config: the quickstart for `poet` and `enhanced_poe
 configs share the env, policy, evaluation and ES settings and score the held-out levels every
 20 iterations, so every run is measured on the same levels; each keeps its own number of
 iterations (`--iterations` sets one for all) and so its own budget, which the table shows in
-env steps. `--set` overrides apply to every run; `--buffer-size` and `--new-levels` to the
+env steps. `--set` overrides apply to every run; `--buffer-size` and `--num-levels` to the
 level-buffer curricula only.
 
 Prints a table of the final held-out scores (best agent per level; mean and spread over
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CURRICULA = ("poet", "accel", "robust_plr", "dr")
 POET_CONFIG = ROOT / "experiments" / "quickstart.yaml"
 UED_CONFIG = ROOT / "experiments" / "ued_terrain.yaml"
-LEVEL_BUFFER = ("accel", "robust_plr")  # the curricula that take buffer_size and new_levels
+LEVEL_BUFFER = ("accel", "robust_plr")  # the curricula that take buffer_size and num_levels
 
 
 def shown(path: str | Path) -> str:
@@ -67,7 +67,7 @@ def overrides(curriculum: str, config: Path, seed: int, args: argparse.Namespace
     if args.test_every is not None:
         sets.append(f"evaluation.test_every={args.test_every}")
     if curriculum in LEVEL_BUFFER:
-        for key, value in (("buffer_size", args.buffer_size), ("new_levels", args.new_levels)):
+        for key, value in (("buffer_size", args.buffer_size), ("num_levels", args.num_levels)):
             if value is not None:
                 sets.append(f"curriculum_options.{key}={value}")
     return [*sets, *args.set]
@@ -188,7 +188,7 @@ def main() -> None:
     )
     parser.add_argument("--buffer-size", type=int, default=None, help="level buffer of accel and robust_plr")
     parser.add_argument(
-        "--new-levels", type=int, default=None, help="new levels per explore cycle of accel and robust_plr"
+        "--num-levels", type=int, default=None, help="levels per cycle of accel and robust_plr"
     )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override")
     parser.add_argument("--out", type=Path, default=None, help="folder for the runs and the comparisons")
@@ -196,7 +196,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes, in-process")
     args = parser.parse_args()
     if args.quick:
-        args.iterations, args.seeds, args.test_every, args.buffer_size, args.new_levels = 6, 1, 3, 4, 2
+        args.iterations, args.seeds, args.test_every, args.buffer_size, args.num_levels = 6, 1, 3, 4, 2
         args.set = [
             "evaluation.backend=inprocess",
             "evaluation.max_steps=60",

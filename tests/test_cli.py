@@ -446,7 +446,7 @@ def test_a_level_buffer_runs_closing_line_counts_envs_solved_not_annecs(tiny, tm
     # line used to print it for every level it had solved
     import poet as package
 
-    options = {"buffer_size": 8, "min_fill": 0.25, "new_levels": 2}
+    options = {"buffer_size": 8, "min_fill": 0.25, "num_levels": 2}
     result = package.run(
         tiny(curriculum="accel", curriculum_options=options, iterations=6), out=tmp_path / "r", progress=False
     )

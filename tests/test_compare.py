@@ -28,7 +28,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     heldout = {"evaluation": {**tiny_config()["evaluation"], "test_every": 4}}
     configs = {
         "poet": tiny_config(**heldout),
-        "accel": tiny_config(curriculum="accel", curriculum_options={"buffer_size": 4, "new_levels": 2}, **heldout),
+        "accel": tiny_config(curriculum="accel", curriculum_options={"buffer_size": 4, "num_levels": 2}, **heldout),
         "dr": tiny_config(curriculum="dr", iterations=6),
     }
     for name, cfg in configs.items():
@@ -72,7 +72,7 @@ def test_held_out_evaluation_leaves_every_other_table_unchanged(tmp_path, curric
     """It draws on no random stream the run uses: the same tables with and without it, except `heldout` and timings."""
     options = {"curriculum": curriculum}
     if curriculum == "accel":
-        options["curriculum_options"] = {"buffer_size": 4, "new_levels": 2}
+        options["curriculum_options"] = {"buffer_size": 4, "num_levels": 2}
     with_ho = tiny_config(evaluation={**tiny_config()["evaluation"], "test_every": 2}, **options)
     poet.run(with_ho, out=tmp_path / "with", progress=False)
     poet.run(tiny_config(**options), out=tmp_path / "without", progress=False)

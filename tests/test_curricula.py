@@ -20,8 +20,8 @@ TABLES = ("iterations", "envs", "transfers", "events")
 
 # small level buffers, so that replay starts within a few iterations
 OPTIONS = {
-    "robust_plr": {"buffer_size": 6, "new_levels": 3},
-    "accel": {"buffer_size": 6, "new_levels": 3},
+    "robust_plr": {"buffer_size": 6, "num_levels": 3},
+    "accel": {"buffer_size": 6, "num_levels": 3},
     "path": {"target": {"roughness": 2.0, "pit_gap": [0.4, 1.2], "stump_height": [0.2, 0.8]}, "stages": 4},
 }
 
@@ -48,6 +48,43 @@ def test_every_curriculum_resumes_after_a_kill_with_identical_tables(name, tiny,
     _kill_after_checkpoint(base + ["run", str(config), "--out", str(killed), "--quiet"], killed, 3)
     poet.resume(killed, progress=False)
     _assert_same_run(straight, killed)
+
+
+@pytest.mark.parametrize("name", ["accel", "robust_plr"])
+def test_level_buffer_curricula_with_ppo_train_on_batches_of_16_and_resume_identically(name, tiny, tmp_path):
+    """dcd's cycle with PPO: 16 levels per cycle (one env each), scored by positive value loss;
+    a kill and resume in between gives the same tables."""
+    import sys
+
+    cfg = _cfg(
+        tiny,
+        name,
+        iterations=6,
+        curriculum_options={"buffer_size": 24, "num_levels": 16},
+        evaluation={"max_steps": 40},
+        trainer={"name": "ppo", "ppo": {"n_steps": 40, "minibatch_size": 320, "epochs": 1}},
+        checkpoint={"every": 2},
+    )
+    config = _write_config(tmp_path / "cfg.yaml", cfg)
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    poet.run(cfg, out=straight, progress=False)
+    run = load_run(straight)
+    assert len(run.iterations) >= 1 and (run.iterations["levels"] == 16).all()
+    kinds = run.events["kind"].value_counts()
+    assert kinds["replayed"] == 16 * len(run.iterations) and kinds["explored"] % 16 == 0
+    assert kinds.get("edited", 0) == (kinds["replayed"] if name == "accel" else 0)  # 4 bases x 4 children
+    base = [sys.executable, "-m", "poet.cli"]
+    _kill_after_checkpoint(base + ["run", str(config), "--out", str(killed), "--quiet"], killed, 2)
+    poet.resume(killed, progress=False)
+    _assert_same_run(straight, killed)
+
+
+def test_ppo_rollouts_shorter_than_an_episode_are_refused_for_level_scores(tiny, tmp_path):
+    cfg = _cfg(tiny, "robust_plr", trainer={"name": "ppo", "ppo": {"n_steps": 64}})  # episodes up to 150 steps
+    with pytest.raises(
+        poet.ConfigError, match=r"trainer\.ppo\.n_steps \(64\) must be >= evaluation\.max_steps \(150\)"
+    ):
+        poet.run(cfg, out=tmp_path / "r", progress=False)
 
 
 @pytest.mark.parametrize("name", sorted(CURRICULA))
@@ -113,13 +150,17 @@ def test_plr_curricula_replay_explore_and_keep_their_buffer_in_the_state(name, t
     poet.run(_cfg(tiny, name, iterations=12), out=tmp_path / "r", progress=False)
     run = load_run(tmp_path / "r")
     kinds = run.events["kind"].value_counts()
-    assert kinds.get("replayed", 0) == len(run.iterations) >= 1  # one trainer step per replay, no other training
-    assert kinds.get("explored", 0) >= 3
+    # one trainer step per replay cycle, on a batch of num_levels (3) levels; no other training
+    assert len(run.iterations) >= 1 and (run.iterations["levels"] == 3).all()
+    assert kinds.get("replayed", 0) == 3 * len(run.iterations)
+    assert (run.iterations["level_ids"].str.split().str.len() == 3).all()
+    assert kinds.get("explored", 0) >= 3 and kinds["explored"] % 3 == 0
+    # ACCEL: fewer than 4 levels in a batch, so dcd edits the highest-ranked one once per level
     assert kinds.get("edited", 0) == (kinds["replayed"] if name == "accel" else 0)
     edited = run.envs[run.envs["parent_env_id"].notna()]
     assert len(edited) == kinds.get("edited", 0)  # ACCEL's children name the replayed level they came from
     buffer = checkpoint.latest(tmp_path / "r").state.curriculum_data["level_buffer"]
-    assert len(buffer["levels"]) == 6 and buffer["samples"] >= 12
+    assert len(buffer["levels"]) == 6 and buffer["samples"] == kinds["explored"] + kinds.get("edited", 0)
 
 
 @pytest.mark.parametrize("name", ["accel", "robust_plr", "dr", "direct"])
@@ -132,7 +173,7 @@ def test_cli_run_with_ppo_writes_the_tables_and_report(name, tmp_path):
     small = [
         "iterations=6",
         "evaluation.backend=inprocess",
-        "evaluation.max_steps=100",
+        "evaluation.max_steps=64",  # no longer than a rollout: every level gets a finished episode to score
         "trainer.ppo.n_envs=2",
         "trainer.ppo.n_steps=64",
         "trainer.ppo.minibatch_size=64",
@@ -140,7 +181,7 @@ def test_cli_run_with_ppo_writes_the_tables_and_report(name, tmp_path):
         "env.options.course_length=20",
     ]
     if name in OPTIONS:
-        small.append("curriculum_options={buffer_size: 4, new_levels: 2}")
+        small.append("curriculum_options={buffer_size: 4, num_levels: 2}")
     sets = [x for s in [f"curriculum={name}", "trainer.name=ppo", *small] for x in ("--set", s)]
     env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
     run = subprocess.run(
@@ -175,7 +216,8 @@ def test_cli_run_with_ppo_writes_the_tables_and_report(name, tmp_path):
     assert len(records.iterations) >= 1 and "policy_loss" in records.iterations.columns
     if name in OPTIONS:  # levels scored by the PPO value net's positive value loss
         assert "positive_value_loss" in records.iterations.columns
-        assert records.events["detail"][records.events["kind"] == "explored"].str.startswith("regret").all()
+        assert records.events["detail"][records.events["kind"] == "explored"].str.startswith("score").all()
+        assert (records.iterations["levels"] == 2).all()  # a batch of num_levels levels per cycle
     from poet.analysis.report import FIGURES
 
     for figure in FIGURES:
@@ -206,9 +248,11 @@ def test_regret_scores_pinned_by_hand():
 def test_accel_edits_the_level_it_replayed(tiny, tmp_path):
     poet.run(_cfg(tiny, "accel", iterations=12), out=tmp_path / "r", progress=False)
     run = load_run(tmp_path / "r")
-    replayed = run.events[run.events["kind"] == "replayed"].set_index("iteration")["env_id"]
-    edited = run.envs[run.envs["parent_env_id"].notna()].set_index("created_iteration")["parent_env_id"]
-    assert len(edited) >= 1 and (edited == replayed.loc[edited.index]).all()
+    replayed = run.events[run.events["kind"] == "replayed"].groupby("iteration")["env_id"].apply(set)
+    edited = run.envs[run.envs["parent_env_id"].notna()]
+    assert len(edited) >= 1
+    for _, row in edited.iterrows():
+        assert row["parent_env_id"] in replayed[row["created_iteration"]]
     from envs import EnvParams
 
     family = __import__("envs").make_family("terrain", tiny()["env"]["options"])
@@ -345,7 +389,13 @@ class _StepTrainer:
     def step(self, tasks, evaluator):
         from poet.trainers import TrainStep
 
-        return [TrainStep(theta=t.theta + 1, state={}, score=None, metrics={"es_return_max": self.best}) for t in tasks]
+        self.tasks = list(tasks)
+        return [
+            TrainStep(
+                theta=t.theta + 1, state={}, score=None, metrics={}, levels=[{"return_max": self.best}] * len(t.levels)
+            )
+            for t in tasks
+        ]
 
 
 def _plr_ctx(tmp_path, curriculum, levels=(), **options):
@@ -401,7 +451,7 @@ def _phase(name):
 def test_robust_plr_explores_new_levels_without_training(tmp_path):
     from poet.curricula.level_buffer import LevelBuffer
 
-    ctx, cur, _ = _plr_ctx(tmp_path, "robust_plr", buffer_size=10, new_levels=3)
+    ctx, cur, _ = _plr_ctx(tmp_path, "robust_plr", buffer_size=10, num_levels=3)
     cur.run_iteration(ctx, 0, _phase)  # an empty buffer: explore
     buffer = LevelBuffer.from_data(ctx.state.curriculum_data["level_buffer"])
     assert len(buffer.levels) == 3 and buffer.scores == [0.0, 0.0, 0.0]  # MaxMC: a first visit scores 0
@@ -418,7 +468,7 @@ def test_replay_trains_on_the_drawn_level_and_scores_it_by_maxmc(tmp_path):
     family = envs.make_family("terrain", {})
     levels = [family.sample(np.random.default_rng(i)).with_course_seed(i) for i in range(2)]
     # a full buffer (fill 1) and replay probability 1: this iteration replays
-    ctx, cur, _ = _plr_ctx(tmp_path, "robust_plr", levels, buffer_size=2, replay_prob=1.0, min_fill=0.0)
+    ctx, cur, _ = _plr_ctx(tmp_path, "robust_plr", levels, buffer_size=2, replay_prob=1.0, min_fill=0.0, num_levels=1)
     cur.run_iteration(ctx, 5, _phase)
     buffer = LevelBuffer.from_data(ctx.state.curriculum_data["level_buffer"])
     agent = ctx.state.population.active[0]
@@ -437,7 +487,9 @@ def test_accel_edits_the_replayed_level_into_a_scored_child(tmp_path):
 
     family = envs.make_family("terrain", {})
     levels = [family.sample(np.random.default_rng(i)).with_course_seed(i) for i in range(2)]
-    ctx, cur, _ = _plr_ctx(tmp_path, "accel", levels, buffer_size=2, replay_prob=1.0, min_fill=0.0, edits=3)
+    ctx, cur, _ = _plr_ctx(
+        tmp_path, "accel", levels, buffer_size=2, replay_prob=1.0, min_fill=0.0, edits=3, num_levels=1
+    )
     cur.run_iteration(ctx, 5, _phase)
     replayed = ctx.state.population.active[0].env
     child = ctx.scorer.asked[-1]  # the scorer saw: the score after the step, then the child
@@ -502,7 +554,7 @@ def test_env_start_given_with_its_course_keeps_the_course(tiny, tmp_path):
 def test_level_buffer_progress_fields_say_what_the_iteration_did(tmp_path):
     import envs
 
-    ctx, cur, _ = _plr_ctx(tmp_path, "accel", buffer_size=10, new_levels=3)  # min fill 0.5: 5 levels
+    ctx, cur, _ = _plr_ctx(tmp_path, "accel", buffer_size=10, num_levels=3)  # min fill 0.5: 5 levels
     cur.run_iteration(ctx, 0, _phase)  # an empty buffer: explore 3
     assert cur.progress_fields(ctx) == {"levels": "3/5 before first replay"}
     family = envs.make_family("terrain", {})
@@ -555,7 +607,7 @@ def test_cli_progress_bar_of_a_short_accel_run(tiny, tmp_path):
         ("robust_plr", "replay_prob", -0.5, "replay_prob: must be in [0, 1], got -0.5"),
         ("accel", "staleness_coef", 1.5, "staleness_coef: must be in [0, 1], got 1.5"),
         ("accel", "buffer_size", 0, "buffer_size: must be >= 1, got 0"),
-        ("accel", "new_levels", 2.5, "new_levels: expected an integer, got 2.5"),
+        ("accel", "num_levels", 2.5, "num_levels: expected an integer, got 2.5"),
         ("accel", "buffer_size", "big", "buffer_size: expected an integer, got 'big'"),
         ("robust_plr", "temperature", 0, "temperature: must be > 0, got 0.0"),
         ("robust_plr", "temperature", "hot", "temperature: expected a number, got 'hot'"),
@@ -617,10 +669,10 @@ def test_ued_terrain_config_is_the_quickstart_with_a_buffer_scaled_to_the_run():
     assert (ued.evaluation.max_steps, ued.evaluation.eval_episodes, ued.evaluation.test_every) == (400, 3, 20)
     assert ued.trainer.name == "es" and ued.trainer.es == quick.trainer.es
     accel = check_parts(ued).curriculum.options
-    cycles = -(-LevelBuffer.levels_to_replay(accel.buffer_size, accel.min_fill) // accel.new_levels)
+    cycles = -(-LevelBuffer.levels_to_replay(accel.buffer_size, accel.min_fill) // accel.num_levels)
     assert cycles <= ued.iterations // 10
     defaults = CURRICULA["accel"]().options
-    assert -(-LevelBuffer.levels_to_replay(defaults.buffer_size, defaults.min_fill) // defaults.new_levels) > 30
+    assert -(-LevelBuffer.levels_to_replay(defaults.buffer_size, defaults.min_fill) // defaults.num_levels) > 30
     # robust PLR runs from it as it is; DR takes no options, and says so rather than ignoring them
     assert check_parts(load_config(UED, overrides=["curriculum=robust_plr"])).curriculum.name == "robust_plr"
     dr = load_config(UED, overrides=["curriculum=dr", "curriculum_options={}"])

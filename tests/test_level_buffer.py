@@ -52,10 +52,10 @@ def test_proportionate_replay_schedule() -> None:
     assert b.replay_decision(_Uniform(0.0), replay_prob=0.9, min_fill=0.8) is False  # below the minimum fill
 
 
-def test_replay_updates_staleness_and_the_sample_count() -> None:
+def test_replay_updates_staleness_not_the_sample_count() -> None:
     b = _buffer()
     index = b.sample_replay(np.random.default_rng(1))
-    assert b.samples == 1 and b.staleness[index] == 0.0
+    assert b.samples == 0 and b.staleness[index] == 0.0  # dcd: only new levels advance running_sample_count
     assert [s for i, s in enumerate(b.staleness) if i != index] == [
         s + 1 for i, s in enumerate([2.0, 0.0, 2.0]) if i != index
     ]
@@ -66,8 +66,9 @@ def test_replay_updates_staleness_and_the_sample_count() -> None:
 def test_new_levels_fill_then_replace_the_least_supported_when_they_score_at_least_as_much() -> None:
     b = _buffer()
     stamp = b.propose()
-    b.sample_replay(np.random.default_rng(0))  # one more sample before the new level is scored
-    assert b.insert("d", 0.0, stamp) == 3 and b.staleness[3] == 1.0  # free slot; samples since proposed
+    b.propose()  # one more new level before this one is scored
+    b.sample_replay(np.random.default_rng(0))  # replays do not count (dcd's running_sample_count)
+    assert b.insert("d", 0.0, stamp) == 3 and b.staleness[3] == 1.0  # free slot; new levels since proposed
     least = int(np.argmin(b.weights()))
     assert b.insert("e", b.scores[least] - 0.5, b.propose()) is None  # scores below the one it would replace
     assert b.insert("f", b.scores[least], b.propose()) == least and b.levels[least] == "f"
@@ -160,3 +161,58 @@ def test_sampling_normalises_weights_that_sum_to_less_than_one() -> None:
     assert b.weights().sum() == pytest.approx(0.5 + 0.5 * 3 / 8)
     draws = [LevelBuffer.from_data(b.to_data()).sample_replay(np.random.default_rng(s)) for s in range(4000)]
     np.testing.assert_allclose(np.bincount(draws, minlength=3) / 4000, np.array(expected) / sum(expected), atol=0.03)
+
+
+def _rollout(ends: list[list[int]], seed: int, steps: int = 12) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rewards, values and continues of a rollout whose envs' episodes end at `ends`."""
+    rng = np.random.default_rng(seed)
+    rewards = rng.normal(size=(steps, len(ends)))
+    values = rng.normal(size=(steps + 1, len(ends)))[:steps]  # the last row is dcd's bootstrap, never used
+    continues = np.ones((steps, len(ends)))
+    for i, at in enumerate(ends):
+        continues[at, i] = 0.0
+    return rewards, values, continues
+
+
+# dcd's LevelSampler.update_with_rollouts then after_update (facebookresearch/dcd @72991be), on
+# the GAE of its RolloutStorage (gamma 0.99, lambda 0.9, done forced at the last step, the
+# unfinished episodes "cliffhangers"), for the rollouts `_rollout` makes: its seed_scores,
+# seeds and seed_staleness afterwards (returns are float32 in dcd's storage).
+def test_replayed_levels_keep_the_score_of_their_last_finished_episode_as_dcd() -> None:
+    from poet.trainers.ppo import level_scores
+
+    b = LevelBuffer(4)
+    for name, score in (("a", 0.5), ("b", 0.25), ("c", 0.125)):
+        b.insert(name, score, b.propose())
+    # env 0 replays a (two episodes, then one unfinished), env 1 b (unfinished), env 2 a again
+    scores, _ = level_scores(*_rollout([[3, 8], [], [11]], 7), gamma=0.99, lam=0.9)
+    assert [len(s) for s in scores] == [2, 0, 1]
+    for index, episode_scores in zip([0, 1, 0], scores):
+        for score in episode_scores:
+            b.update(index, score)
+    np.testing.assert_allclose(b.scores, [0.09874042412523863, 0.25, 0.125], rtol=1e-6)
+
+
+def test_new_levels_enter_on_their_first_finished_episode_and_keep_the_last_as_dcd() -> None:
+    from poet.trainers.ppo import level_scores
+
+    b = LevelBuffer(4)
+    b.insert("old", 0.3, b.propose())
+    stamps = [b.propose() for _ in range(3)]  # three new levels, one per env
+    scores, _ = level_scores(*_rollout([[4, 9], [], [6]], 8), gamma=0.99, lam=0.9)
+    slots = [b.offer(name, s, stamp) for name, s, stamp in zip(["n1", "n2", "n3"], scores, stamps)]
+    assert slots == [1, None, 2]  # n2 finished no episode: dcd never scores it, so it never enters
+    assert b.levels == ["old", "n1", "n3"]
+    np.testing.assert_allclose(b.scores, [0.3, 0.20327943578367402, 1.536754998484734], rtol=1e-6)
+    assert b.staleness == [0.0, 2.0, 0.0]  # new levels proposed after each, as dcd's running_sample_count
+
+
+def test_accel_edits_the_four_lowest_by_return_minus_value_loss_as_dcd() -> None:
+    from poet.curricula.plr import edit_bases
+
+    # dcd's runner: np.argsort(mean_return - batched_value_loss)[:4], repeated num_processes // 4 times
+    # (no ties among the 16: numpy's order of ties there depends on the CPU, as it does for dcd)
+    ranking = [5.0, -1.0, 3.0, -2.0, 0.0, 7.0, 2.0, 0.25, 9.0, 1.0, -3.0, 4.0, 6.0, 8.0, 0.5, 2.5]
+    assert edit_bases(ranking) == [10, 3, 1, 4] * 4
+    assert edit_bases([5.0, -1.0, 3.0, -1.0, 0.0, 7.0]) == [1, 3, 4, 2]  # 6 // 4 = 1 round; tie in argsort order
+    assert edit_bases([1.0, 4.0, 2.0]) == [1, 1, 1]  # fewer than 4: the highest (dcd's argmax), once per level

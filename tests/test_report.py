@@ -323,7 +323,7 @@ def test_notebook_runs_against_an_accel_run(tmp_path, monkeypatch):
     poet.run(
         tiny_config(
             curriculum="accel",
-            curriculum_options={"buffer_size": 4, "new_levels": 2},
+            curriculum_options={"buffer_size": 4, "num_levels": 2},
             iterations=8,
             evaluation={**tiny_config()["evaluation"], "test_every": 4},
         ),
@@ -368,7 +368,7 @@ def accel_runs(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("accel")
     poet.run(tiny_config(curriculum="accel", iterations=3), out=base / "explore", progress=False)
     poet.run(
-        tiny_config(curriculum="accel", curriculum_options={"buffer_size": 12, "new_levels": 4}, iterations=30),
+        tiny_config(curriculum="accel", curriculum_options={"buffer_size": 12, "num_levels": 4}, iterations=30),
         out=base / "replay",
         progress=False,
     )

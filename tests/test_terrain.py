@@ -558,3 +558,60 @@ def test_a_scripted_runner_clears_each_papers_criterion_alone():
         params = EnvParams.create("terrain", scripted_runner.COURSES[name])
         cleared = [scripted_runner.run_episode(params, seed, 2.0)[0] for seed in range(10)]
         assert sum(cleared) >= 5, (name, cleared)
+
+
+class _LegacyDraws:
+    """numpy's legacy global generator behind the Generator methods `edit_vector` calls, so
+    that a seed gives the draws dcd's `mutate_level` makes after `np.random.seed(seed)`."""
+
+    def __init__(self, seed: int):
+        self.state = np.random.RandomState(seed)
+
+    def integers(self, low: int, high: int, size: int) -> np.ndarray:
+        return self.state.randint(low, high, size)
+
+    def uniform(self, low: float, high: float) -> float:
+        return self.state.uniform(low, high)
+
+
+# dcd's BipedalWalkerAdversarialEnv.mutate_level in POET mode (facebookresearch/dcd @72991be),
+# run on these level vectors after np.random.seed(seed): (vector, seed, edits, result).
+DCD_EDITS = [
+    ([0.3, 0.0, 0.8, 0.0, 0.4], 0, 3, [0.3, 0.0, 0.8, 0.2, 0.4]),
+    ([0.3, 0.0, 0.8, 0.0, 0.4], 1, 3, [0.24459684313872132, 0.0, 0.8, 0.0, 0.4]),
+    ([0.3, 0.0, 0.8, 0.0, 0.4], 2, 3, [0.0, 0.0, 0.8, 0.2, 0.4]),
+    ([0.3, 0.0, 0.8, 0.0, 0.4], 3, 3, [0.0, 0.0, 0.4, 0.0, 0.4]),
+    ([0.3, 0.0, 0.8, 0.0, 0.4], 4, 3, [0.3, 0.4, 0.4, 0.0, 0.4]),
+    ([0.3, 0.0, 0.8, 0.0, 0.4], 5, 3, [0.0, 0.4, 0.8, 0.0, 0.4]),
+    ([2.0, 1.2, 3.6, 0.4, 1.0], 6, 1, [2.0, 1.2, 3.6, 0.4, 1.0]),
+    ([2.0, 1.2, 3.6, 0.4, 1.0], 8, 1, [2.0, 1.2, 3.6, 0.2, 1.0]),
+    ([2.0, 1.2, 3.6, 0.4, 1.0], 9, 1, [2.0, 1.2, 3.6, 0.4, 1.2]),
+    ([2.0, 1.2, 3.6, 0.4, 1.0], 11, 1, [2.0, 0.7999999999999999, 3.6, 0.4, 1.0]),
+    ([0.0, 0.0, 0.0, 0.0, 0.0], 12, 5, [0.0, 0.4, 0.0, 0.0, 0.0]),
+]
+
+
+@pytest.mark.parametrize("vector, seed, edits, expected", DCD_EDITS)
+def test_accel_edit_moves_one_entry_a_step_as_dcd_does(vector, seed, edits, expected):
+    from envs.terrain import edit_vector
+
+    assert edit_vector(vector, _LegacyDraws(seed), edits).tolist() == expected
+
+
+def test_accel_edit_of_a_course_sorts_the_ends_and_turns_low_groups_off():
+    from envs.terrain import from_edit_vector
+
+    family = TerrainFamily()
+    easy = EnvParams.create("terrain", {"roughness": 0.3, "pit_gap": [0.0, 0.8], "stump_height": [0.0, 0.4]})
+    child = family.edit(easy, _LegacyDraws(3), 3)  # dcd: [0.0, 0.0, 0.4, 0.0, 0.4]
+    assert child.values == {"roughness": 0.0, "pit_gap": [], "stump_height": [0.0, 0.4]}
+    crossed = from_edit_vector([1.0, 3.0, 1.2, 0.6, 0.2])
+    assert crossed.values == {"roughness": 1.0, "pit_gap": [1.2, 3.0], "stump_height": [0.2, 0.6]}
+    family.validate(crossed)
+    # one edit changes at most one number of the vector
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        before = family.sample(rng)
+        after = family.edit(before, rng, 1)
+        family.validate(after)
+        assert (family.features(before) != family.features(after)).sum() <= 2  # an end, or a group turned off

@@ -106,6 +106,46 @@ def train_pairs(ctx: RunContext, iteration: int) -> list[TrainStep]:
     return steps
 
 
+def train_on_levels(ctx: RunContext, iteration: int, levels: list[EnvParams]) -> tuple[TrainStep, list[float]]:
+    """One trainer step of the one active pair on a batch of levels (robust PLR's and ACCEL's
+    cycle), and the agent's return on each level, taken as `train_pairs` takes a score (after
+    the step by default). The iterations row holds the mean over the levels, how many there
+    were and their ids; each level counts as solved on its own return."""
+    pair = ctx.state.population.active[0]
+    pair.env = levels[0]
+    after = ctx.cfg.evaluation.self_score == "after_step"
+    task = _task(ctx, pair, iteration, pair.theta, pair.state, 0 if after else ctx.cfg.evaluation.eval_episodes)
+    task.levels = list(levels)
+    step = ctx.trainer.step([task], ctx.evaluator)[0]
+    if after:
+        returns = [
+            float(r)
+            for r in ctx.scorer.score(
+                [(step.theta, env) for env in levels], tags=[f"{pair.pair_id} (score)"] * len(levels)
+            )
+        ]
+    else:
+        returns = [float(m.get("return", float("nan"))) for m in step.levels]
+    score = float(np.mean(returns))
+    ctx.records.write(
+        "iterations",
+        {
+            "iteration": iteration,
+            "pair_id": pair.pair_id,
+            "env_id": pair.env.id,
+            "score": score,
+            "levels": len(levels),
+            "level_ids": " ".join(env.id for env in levels),
+            **step.metrics,
+        },
+    )
+    pair.scores.append(score)
+    pair.theta, pair.state = step.theta, step.state
+    for env, ret in zip(levels, returns):
+        ctx.mark_solved(pair.pair_id, env.id, ret, iteration, "training")
+    return step, returns
+
+
 def course_seed_for(ctx: RunContext, rng: np.random.Generator) -> int | None:
     """A new env's course seed (`evaluation.course: fixed`), or None (a new course every episode)."""
     return int(rng.integers(0, 2**31 - 1)) if ctx.cfg.evaluation.course == "fixed" else None

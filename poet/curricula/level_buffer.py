@@ -11,12 +11,17 @@ for an unbounded level space (`sample_full_distribution`), in plain data.
   P_C is 1/capacity per level, so a part-filled buffer's P sums to less than 1 and
   sampling normalises it.
 - Staleness: every replay adds 1 to each level's staleness and sets the replayed one's to 0.
+- Scores arrive per episode, in the order dcd's `update_with_rollouts` takes them (env by
+  env, each env's finished episodes in order): each replaces the level's score (alpha = 1),
+  so a level keeps its last episode's. A new level's first score decides whether it enters
+  (`offer`); a new level with no finished episode never enters.
 - Replay decision ("proportionate" schedule, dcd's default): with f the buffer's fill
   fraction, replay when f >= min_fill and u < min(f, replay_prob).
 - A new level enters an empty slot while there is one; then it replaces the level with the
   least replay support (the smallest P; dcd's default `replay_support`) or, with
   `priority="score"`, the lowest-scored level, if its score is at least that level's. Its
-  staleness starts at the number of samples drawn since it was proposed.
+  staleness starts at the number of new levels proposed since it was (dcd's
+  `running_sample_count`, which replays do not advance).
 - Scores update with alpha = 1 (the new score replaces the old).
 
 All randomness comes from the Generator passed in.
@@ -42,7 +47,7 @@ class LevelBuffer:
     levels: list[Any] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     staleness: list[float] = field(default_factory=list)
-    samples: int = 0  # dcd's running_sample_count: levels drawn (new or replayed) so far
+    samples: int = 0  # dcd's running_sample_count: new levels proposed so far
 
     @property
     def fill(self) -> float:
@@ -85,8 +90,7 @@ class LevelBuffer:
         return self.fill >= min_fill and len(self.levels) > 0 and u < min(self.fill, replay_prob)
 
     def sample_replay(self, rng: np.random.Generator) -> int:
-        """The index of a level drawn from `weights()`; updates staleness and the sample count."""
-        self.samples += 1
+        """The index of a level drawn from `weights()`; updates staleness."""
         weights = self.weights()
         index = int(rng.choice(len(self.levels), p=weights / weights.sum()))
         if self.staleness_coef > 0:
@@ -111,6 +115,17 @@ class LevelBuffer:
             return None
         self.levels[index], self.scores[index] = level, float(score)
         self.staleness[index] = float(self.samples - timestamp)
+        return index
+
+    def offer(self, level: Any, scores: list[float], timestamp: int) -> int | None:
+        """A new level with its episodes' scores in order: the first decides whether it enters
+        (`insert`), the later ones replace its score; with none it does not enter. Returns its
+        index or None."""
+        if not scores:
+            return None
+        index = self.insert(level, scores[0], timestamp)
+        if index is not None:
+            self.scores[index] = float(scores[-1])
         return index
 
     def update(self, index: int, score: float) -> None:

@@ -1,27 +1,34 @@
 """Robust PLR (Jiang et al. 2021) and ACCEL (Parker-Holder et al. 2022): one agent, a buffer
 of levels scored by regret, replay by rank and staleness (`level_buffer.LevelBuffer`).
 
-Each iteration is one of dcd's cycles:
-- replay (decided as `LevelBuffer.replay_decision`): a level drawn from the buffer, one
-  trainer step on it, its score updated; ACCEL then edits it (`edits` family mutations)
-  and offers the child, scored by an evaluation, to the buffer;
-- otherwise, explore: `new_levels` new levels are evaluated (no training: the "robust" in
+Each iteration is one of dcd's cycles, on a batch of `num_levels` levels (dcd's
+`num_processes`, 16 in its BipedalWalker configs: one level per parallel env):
+- replay (decided as `LevelBuffer.replay_decision`): `num_levels` levels drawn from the
+  buffer (each draw updates staleness), one trainer step on the batch (`TrainTask.levels`),
+  each level's score updated; ACCEL then edits: the 4 levels with the lowest mean return
+  minus value loss (dcd's `base_levels: easy`), each `num_levels // 4` times (fewer than 4
+  levels: the highest, `num_levels` times, as dcd), `edits` edits per child
+  (`family.edit`: dcd's `mutate_level`; families without one take `edits` POET mutations),
+  and the children, scored on one rollout, are offered to the buffer;
+- otherwise, explore: `num_levels` new levels are scored (no training: the "robust" in
   robust PLR) and offered to the buffer. Robust PLR draws them over the family's range
   (`family.sample`); ACCEL draws easy ones (`family.sample_easy`: dcd's "Easy" BipedalWalker
   ranges on the terrain families; the family's start where there is none) and lets edits
   make them harder.
 
 Defaults are dcd's BipedalWalker configs (`bipedal_robust_plr.json`, `bipedal_accel.json`):
-buffer 1000, min fill 0.5, replay probability 0.5 (robust PLR) / 0.9 (ACCEL), rank
-prioritisation at temperature 0.1, staleness coefficient 0.5, 3 edits per child, and the
-"proportionate" replay schedule.
+buffer 1000, 16 levels per cycle, min fill 0.5, replay probability 0.5 (robust PLR) / 0.9
+(ACCEL), rank prioritisation at temperature 0.1, staleness coefficient 0.5, 3 edits per
+child, and the "proportionate" replay schedule.
 
-Regret (`score`): dcd scores BipedalWalker levels by positive value loss (the mean GAE
-advantage clipped at 0), which needs a trainer with a value function: `auto` uses it when
-the trainer offers `regret(tasks, evaluator)` (PPO; a replayed level's score is then the
-loss of the rollouts it was trained on, reported in the step's metrics). Otherwise (ES)
-it is MaxMC from returns: the highest return ever seen on the level (the agent's, and for
-ES its perturbations') minus the agent's current return; a level seen once scores 0.
+Scores (`score`): dcd scores BipedalWalker levels by positive value loss, which needs a
+trainer with a value function: `auto` uses it when the trainer offers `regret(tasks,
+evaluator)` (PPO). A level's score is then dcd's: the positive value loss of each episode
+that ended on it in the cycle's rollout (`ppo.level_scores`), the last one kept; a level
+with no finished episode keeps its score, and a new one does not enter the buffer.
+Otherwise (ES) it is MaxMC from returns, a rule of ours: the highest return ever seen on
+the level (the agent's, and for ES its perturbations') minus the agent's current return;
+a level seen once scores 0, and ACCEL edits the levels with the lowest returns.
 """
 
 from __future__ import annotations
@@ -35,7 +42,14 @@ from envs import EnvFamily, EnvParams
 from poet.config import ConfigError, out_of_range
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
-from poet.curricula.common import course_seed_for, initial_params, record_level, start_pair, start_params, train_pairs
+from poet.curricula.common import (
+    course_seed_for,
+    initial_params,
+    record_level,
+    start_pair,
+    start_params,
+    train_on_levels,
+)
 from poet.curricula.dr import needs_random_levels
 from poet.curricula.level_buffer import LevelBuffer
 from poet.trainers import TrainTask
@@ -57,14 +71,14 @@ class PLROptions:
     min_fill: float = 0.5  # of the buffer, filled before the first replay
     temperature: float = 0.1
     staleness_coef: float = 0.5
-    new_levels: int = 16  # evaluated on an explore cycle
+    num_levels: int = 16  # levels per cycle, replayed or new (dcd's num_processes)
     score: Literal["auto", "positive_value_loss", "maxmc"] = "auto"
     buffer_priority: Literal["replay_support", "score"] = "replay_support"  # dcd's level_replay_seed_buffer_priority
 
     def check(self) -> list[tuple[str, str]]:
         """(field, problem) for every impossible value."""
         return [
-            *out_of_range(self, ("buffer_size", "new_levels"), lambda v: v >= 1, ">= 1"),
+            *out_of_range(self, ("buffer_size", "num_levels"), lambda v: v >= 1, ">= 1"),
             *out_of_range(self, ("replay_prob", "min_fill", "staleness_coef"), lambda v: 0 <= v <= 1, "in [0, 1]"),
             *out_of_range(self, ["temperature"], lambda v: v > 0, "> 0"),
         ]
@@ -75,7 +89,7 @@ class ACCELOptions(PLROptions):
     """ACCEL's options (defaults: dcd's `bipedal_accel.json`)."""
 
     replay_prob: float = 0.9
-    edits: int = 3  # family mutations per child of a replayed level
+    edits: int = 3  # edits per child of a replayed level (dcd's num_edits)
 
     def check(self) -> list[tuple[str, str]]:
         return [*super().check(), *out_of_range(self, ["edits"], lambda v: v >= 1, ">= 1")]
@@ -92,7 +106,7 @@ class RobustPLR:
 
     @property
     def edits(self) -> int:
-        """Family mutations per child of a replayed level (robust PLR never edits)."""
+        """Edits per child of a replayed level (robust PLR never edits)."""
         return getattr(self.options, "edits", 0)
 
     def progress_fields(self, ctx: RunContext) -> dict[str, object] | None:
@@ -133,7 +147,14 @@ class RobustPLR:
         return ctx.family.sample(rng)
 
     def start(self, ctx: RunContext) -> None:
-        self.uses_value_loss(ctx)  # a score the trainer cannot give fails before any rollout
+        if self.uses_value_loss(ctx):  # a score the trainer cannot give fails before any rollout
+            rollout = getattr(ctx.trainer.options, "n_steps", None)
+            if rollout is not None and rollout < ctx.cfg.evaluation.max_steps:
+                raise ConfigError(
+                    f"{self.name} scores a level by the episodes that end on it within one rollout (dcd): "
+                    f"trainer.ppo.n_steps ({rollout}) must be >= evaluation.max_steps "
+                    f"({ctx.cfg.evaluation.max_steps}), or a level may never be scored"
+                )
         rng = ctx.seeds.rng("plr.start")
         start_pair(ctx, self.new_level(ctx, rng).with_course_seed(course_seed_for(ctx, rng)))
         buffer = LevelBuffer(
@@ -147,46 +168,65 @@ class RobustPLR:
     def run_iteration(self, ctx: RunContext, iteration: int, phase: PhaseTimer) -> None:
         buffer = LevelBuffer.from_data(ctx.state.curriculum_data[KEY])
         rng = ctx.seeds.rng("plr.cycle", iteration)
+        n = self.options.num_levels
         if buffer.replay_decision(rng, self.options.replay_prob, self.options.min_fill):
-            index = buffer.sample_replay(rng)
+            indices = [buffer.sample_replay(rng) for _ in range(n)]
             with phase("train"):
-                self._replay(ctx, buffer, index, iteration)
+                ranking = self._replay(ctx, buffer, indices, iteration)
             if self.edits > 0:
                 with phase("edit"):
-                    self._edit(ctx, buffer, index, iteration, rng)
+                    self._edit(ctx, buffer, [indices[i] for i in edit_bases(ranking)], iteration, rng)
         else:
             with phase("explore"):
                 levels = []
-                for _ in range(self.options.new_levels):
+                for _ in range(n):
                     level = self.new_level(ctx, rng)
                     levels.append(level.with_course_seed(course_seed_for(ctx, rng)))
-                self._offer(ctx, buffer, levels, [None] * len(levels), iteration, "explored")
+                self._offer(ctx, buffer, levels, [None] * n, iteration, "explored")
         ctx.state.curriculum_data[KEY] = buffer.to_data()
 
-    def _replay(self, ctx: RunContext, buffer: LevelBuffer, index: int, iteration: int) -> None:
+    def _replay(self, ctx: RunContext, buffer: LevelBuffer, indices: list[int], iteration: int) -> list[float]:
+        """Train on the drawn levels and update their scores; returns what ACCEL ranks them by
+        to pick the levels it edits (mean return minus value loss, or the return for MaxMC)."""
         agent = ctx.state.population.active[0]
-        entry = buffer.levels[index]
-        agent.env = EnvParams.from_json(entry["env"])
-        step = train_pairs(ctx, iteration)[0]
+        levels = [EnvParams.from_json(buffer.levels[i]["env"]) for i in indices]
+        step, returns = train_on_levels(ctx, iteration, levels)
+        if len(step.levels) != len(levels):  # a trainer that reports nothing per level
+            step.levels = [{} for _ in levels]
         if self.uses_value_loss(ctx):
-            regret = float(step.metrics.get("positive_value_loss", 0.0))
+            for index, level in zip(indices, step.levels):
+                for score in level["scores"]:
+                    buffer.update(index, score)
+            ranking = [m["mean_return"] - m["value_loss"] for m in step.levels]
         else:
-            score = agent.scores[-1]
-            seen = [score] + ([entry["max_return"]] if entry["max_return"] is not None else [])
-            if "es_return_max" in step.metrics:  # the best ES perturbation's return on this level
-                seen.append(float(step.metrics["es_return_max"]))
-            entry["max_return"] = max(seen)
-            regret = maxmc(entry["max_return"], score)
-        buffer.update(index, regret)
-        ctx.records.event(iteration, "replayed", agent.pair_id, agent.env.id, f"regret {regret:.4f}")
+            for index, ret, level in zip(indices, returns, step.levels):
+                entry = buffer.levels[index]
+                seen = [ret] + ([entry["max_return"]] if entry["max_return"] is not None else [])
+                if "return_max" in level:  # the best ES perturbation's return on this level
+                    seen.append(level["return_max"])
+                entry["max_return"] = max(seen)
+                buffer.update(index, maxmc(entry["max_return"], ret))
+            ranking = returns
+        for index, env in zip(indices, levels):
+            ctx.records.event(
+                iteration, "replayed", agent.pair_id, env.id, f"score {buffer.scores[index]:.4f}, slot {index}"
+            )
+        return ranking
 
-    def _edit(self, ctx: RunContext, buffer: LevelBuffer, index: int, iteration: int, rng: np.random.Generator) -> None:
-        parent = EnvParams.from_json(buffer.levels[index]["env"])
-        child = parent.with_course_seed(None)
-        for _ in range(self.edits):
-            child = ctx.family.mutate(child, rng)
-        child = child.with_course_seed(course_seed_for(ctx, rng))
-        self._offer(ctx, buffer, [child], [parent.id], iteration, "edited")
+    def _edit(self, ctx: RunContext, buffer: LevelBuffer, bases: list[int], iteration: int, rng: np.random.Generator):
+        """Children of the buffer's levels at `bases`, one each, offered to the buffer."""
+        edit = getattr(ctx.family, "edit", None)
+        parents = [EnvParams.from_json(buffer.levels[i]["env"]) for i in bases]
+        children = []
+        for parent in parents:
+            child = parent.with_course_seed(None)
+            if callable(edit):
+                child = edit(child, rng, self.edits)
+            else:
+                for _ in range(self.edits):
+                    child = ctx.family.mutate(child, rng)
+            children.append(child.with_course_seed(course_seed_for(ctx, rng)))
+        self._offer(ctx, buffer, children, [p.id for p in parents], iteration, "edited")
 
     def _offer(
         self,
@@ -201,17 +241,16 @@ class RobustPLR:
         agent = ctx.state.population.active[0]
         stamps = [buffer.propose() for _ in levels]
         if self.uses_value_loss(ctx):
-            tasks = [
-                TrainTask(
-                    key=agent.pair_id,
-                    theta=agent.theta,
-                    env=level,
-                    state=agent.state,
-                    seed=ctx.seeds.integer(f"plr.{kind}", iteration, i),
-                )
-                for i, level in enumerate(levels)
-            ]
-            regrets, returns = ctx.trainer.regret(tasks, ctx.evaluator), [None] * len(levels)
+            task = TrainTask(
+                key=agent.pair_id,
+                theta=agent.theta,
+                env=levels[0],
+                state=agent.state,
+                seed=ctx.seeds.integer(f"plr.{kind}", iteration),
+                levels=list(levels),
+            )
+            scores = [m["scores"] for m in ctx.trainer.regret([task], ctx.evaluator)[0]]
+            returns: list[float | None] = [None] * len(levels)
         else:  # MaxMC: the return is all that is known of a new level, so its regret is 0
             returns = [
                 float(r)
@@ -219,12 +258,23 @@ class RobustPLR:
                     [(agent.theta, level) for level in levels], tags=[f"{agent.pair_id} {kind} level" for _ in levels]
                 )
             ]
-            regrets = [maxmc(r, r) for r in returns]
-        for level, parent, stamp, ret, regret in zip(levels, parents, stamps, returns, regrets):
+            scores = [[maxmc(r, r)] for r in returns]
+        for level, parent, stamp, ret, level_scores in zip(levels, parents, stamps, returns, scores):
             record_level(ctx, level, agent.pair_id, parent, iteration)
-            slot = buffer.insert({"env": level.to_json(), "max_return": ret}, regret, stamp)
+            slot = buffer.offer({"env": level.to_json(), "max_return": ret}, level_scores, stamp)
+            scored = f"score {level_scores[-1]:.4f}" if level_scores else "no finished episode"
             kept = "not kept" if slot is None else f"buffer slot {slot}"
-            ctx.records.event(iteration, kind, agent.pair_id, level.id, f"regret {regret:.4f}, {kept}")
+            ctx.records.event(iteration, kind, agent.pair_id, level.id, f"{scored}, {kept}")
+
+
+def edit_bases(ranking: list[float]) -> list[int]:
+    """Which of a replayed batch's levels ACCEL edits, as dcd's `base_levels: easy` picks them:
+    with 4 or more levels, the 4 lowest by `ranking` (numpy's default argsort order for ties),
+    the 4 repeated to fill the batch (`len // 4` times); with fewer, the highest, once per level."""
+    n = len(ranking)
+    if n >= 4:
+        return [int(i) for i in np.argsort(np.asarray(ranking, dtype=np.float64))[:4]] * (n // 4)
+    return [int(np.argmax(ranking))] * n
 
 
 class ACCEL(RobustPLR):

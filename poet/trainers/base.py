@@ -52,7 +52,12 @@ class TrainerContext:
 
 @dataclass
 class TrainTask:
-    """One pair's training step: start from `theta` on `env` with trainer `state`."""
+    """One pair's training step: start from `theta` on `env` with trainer `state`.
+
+    `levels`, when given, is a batch of levels to train on instead of `env` alone (robust
+    PLR's and ACCEL's cycle, dcd's one level per parallel env): the trainer spreads its
+    rollouts over them and reports each level's metrics in `TrainStep.levels`.
+    """
 
     key: str  # who (pair id), for error messages
     theta: np.ndarray
@@ -60,6 +65,7 @@ class TrainTask:
     state: dict[str, Any]
     seed: int  # all randomness of this step comes from it
     eval_episodes: int = 0  # > 0: also score the starting theta with this many episodes
+    levels: list[EnvParams] = field(default_factory=list)
 
 
 @dataclass
@@ -68,8 +74,9 @@ class TrainStep:
 
     theta: np.ndarray
     state: dict[str, Any]
-    score: float | None  # mean return of the starting theta (None if not asked)
+    score: float | None  # mean return of the starting theta (None if not asked); over the levels of a batch
     metrics: dict[str, float]
+    levels: list[dict[str, Any]] = field(default_factory=list)  # per level of the task's batch
 
 
 @runtime_checkable

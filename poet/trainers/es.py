@@ -5,6 +5,11 @@ gradient sum((r+ - r-) * eps) / N / sigma over the N mirrored pairs (`compute_gr
 Adam (beta1 0.9) on -gradient + L2 * theta, and decaying learning rate and noise. Every
 pair's perturbations of a step go to the evaluator as one wave.
 
+A task with a batch of levels (robust PLR's and ACCEL's cycle) spreads the mirrored pairs
+over them, pair j on level j mod k (both halves of a pair on the same level, so the pair's
+difference still cancels the level's own difficulty), and one step follows from all of
+them: the same cost as a step on one env, each level seen by population / 2k pairs.
+
 `propose` is the reference's `get_step(..., propose_only=True)`: one step from a given
 theta with a given state, committing nothing: an Adam step with the state's moments
 (`Adam.propose`, what transfers use with `--propose_with_adam`), or a plain SGD step at the
@@ -102,22 +107,24 @@ class ESTrainer:
         seeds = rng.integers(0, 2**31 - 1, size=half)
         eval_seed = int(rng.integers(0, 2**31 - 1))
         sigma = float(task.state["sigma"])
+        levels = task.levels or [task.env]
         reqs = [
             EvalRequest(
                 ref,
-                task.env,
+                levels[j % len(levels)],
                 o.episodes_per_perturbation,
                 int(s),
                 ctx.max_steps,
                 Perturbation(int(off), sigma, sign),
                 tag=f"{task.key} (ES)",
             )
-            for off, s in zip(offsets, seeds)
+            for j, (off, s) in enumerate(zip(offsets, seeds))
             for sign in (1, -1)
         ]
         if task.eval_episodes > 0:
-            reqs.append(
-                EvalRequest(ref, task.env, task.eval_episodes, eval_seed, ctx.max_steps, tag=f"{task.key} (score)")
+            reqs.extend(
+                EvalRequest(ref, env, task.eval_episodes, eval_seed, ctx.max_steps, tag=f"{task.key} (score)")
+                for env in levels
             )
         return reqs, offsets
 
@@ -134,8 +141,9 @@ class ESTrainer:
 
     def _gradients(
         self, tasks: Sequence[TrainTask], evaluator: Evaluator
-    ) -> list[tuple[np.ndarray, np.ndarray, float | None]]:
-        """(gradient, returns, score) per task; all tasks' rollouts in one evaluator call."""
+    ) -> list[tuple[np.ndarray, np.ndarray, list[float]]]:
+        """(gradient, returns, scores) per task, with a score per level (none if not asked);
+        all tasks' rollouts in one evaluator call."""
         o = self.options
         plans, requests, refs = self._plan(tasks, evaluator)
         results = evaluator.evaluate(requests) if requests else []
@@ -145,17 +153,17 @@ class ESTrainer:
         half = o.population // 2
         for task, (start, count, offsets) in zip(tasks, plans):
             returns = scores[start : start + 2 * half].reshape(half, 2)
-            score = float(scores[start + count - 1]) if task.eval_episodes > 0 else None
+            level_scores = [float(v) for v in scores[start + 2 * half : start + count]]
             dim = task.theta.size
             noise = np.stack([self.noise.get(int(off), dim) for off in offsets])
-            out.append((es_gradient(returns, noise, float(task.state["sigma"])), returns, score))
+            out.append((es_gradient(returns, noise, float(task.state["sigma"])), returns, level_scores))
         return out
 
     def step(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[TrainStep]:
         """One ES step per task; all tasks' rollouts in one evaluator call."""
         return [
-            self._update(task, g, returns, score)
-            for task, (g, returns, score) in zip(tasks, self._gradients(tasks, evaluator))
+            self._update(task, g, returns, scores)
+            for task, (g, returns, scores) in zip(tasks, self._gradients(tasks, evaluator))
         ]
 
     def propose(self, tasks: Sequence[TrainTask], evaluator: Evaluator, plain: bool = False) -> list[np.ndarray]:
@@ -177,7 +185,7 @@ class ESTrainer:
                 out.append(adam_propose(theta, grad, task.state, float(task.state["lr"]), o.beta1, o.beta2, o.adam_eps))
         return out
 
-    def _update(self, task: TrainTask, g: np.ndarray, returns: np.ndarray, score: float | None) -> TrainStep:
+    def _update(self, task: TrainTask, g: np.ndarray, returns: np.ndarray, scores: list[float]) -> TrainStep:
         o, st = self.options, task.state
         theta = task.theta.astype(np.float32)
         new_theta, adam = adam_step(theta, -g + o.l2 * theta, st, float(st["lr"]), o.beta1, o.beta2, o.adam_eps)
@@ -195,4 +203,9 @@ class ESTrainer:
             "grad_norm": float(np.linalg.norm(g)),
             "update_ratio": float(np.linalg.norm(new_theta - theta) / norm) if norm > 0 else 0.0,
         }
-        return TrainStep(theta=new_theta, state=state, score=score, metrics=metrics)
+        levels = []
+        for i in range(len(task.levels)):  # pairs i, i + k, ... ran on level i
+            level = {"return_max": float(returns[i :: len(task.levels)].max())} if i < len(returns) else {}
+            levels.append({**level, **({"return": scores[i]} if scores else {})})
+        score = float(np.mean(scores)) if scores else None
+        return TrainStep(theta=new_theta, state=state, score=score, metrics=metrics, levels=levels)

@@ -212,25 +212,28 @@ class _Batch:
     continues: np.ndarray  # (T, N) 1 where the episode goes on after the step
     episode_returns: list[float]
     episode_lengths: list[int]
+    episode_slots: list[int]  # the env each finished episode ran in
 
 
 class _Rollouts:
-    """n_envs envs of one params, with their episode bookkeeping kept across updates."""
+    """One env per level (the same params in every env for an ordinary step), with their
+    episode bookkeeping kept across updates."""
 
-    def __init__(self, worker: WorkerView, params: EnvParams, n: int, max_steps: int, rng: np.random.Generator):
-        self.params, self.max_steps, self.rng = params, max_steps, rng
-        self.envs = [worker.family.make_env(params) for _ in range(n)]
+    def __init__(self, worker: WorkerView, levels: Sequence[EnvParams], max_steps: int, rng: np.random.Generator):
+        self.levels, self.max_steps, self.rng = list(levels), max_steps, rng
+        self.envs = [worker.family.make_env(params) for params in self.levels]
+        n = len(self.envs)
         self.obs = np.stack([self._reset(i) for i in range(n)])
         self.ep_return = np.zeros(n)
         self.ep_len = np.zeros(n, dtype=np.int64)
 
     def _reset(self, i: int) -> np.ndarray:
-        seed = self.params.reset_seed(int(self.rng.integers(0, 2**31 - 1)))
+        seed = self.levels[i].reset_seed(int(self.rng.integers(0, 2**31 - 1)))
         obs, _ = self.envs[i].reset(seed=seed)
         return np.asarray(obs, dtype=np.float64).ravel()
 
-    def _fail(self, what: str) -> RuntimeError:
-        return RuntimeError(f"env {self.params.to_json()}: {what}")
+    def _fail(self, i: int, what: str) -> RuntimeError:
+        return RuntimeError(f"env {self.levels[i].to_json()}: {what}")
 
     def collect(self, learner: _Learner, norm: _Normaliser, n_steps: int) -> _Batch:
         n = len(self.envs)
@@ -239,7 +242,7 @@ class _Rollouts:
         us, logps, vals, rews = [], np.empty((n_steps, n)), np.empty((n_steps, n)), np.empty((n_steps, n))
         next_v = np.zeros((n_steps, n))
         cont = np.ones((n_steps, n))
-        finished_returns, finished_lengths = [], []
+        finished_returns, finished_lengths, finished_slots = [], [], []
         for t in range(n_steps):
             obs[t] = self.obs
             u, logps[t], vals[t] = learner.sample(norm.apply(self.obs), self.rng)
@@ -250,10 +253,10 @@ class _Rollouts:
                 try:
                     o, r, term, trunc, _ = env.step(actions[i])
                 except Exception as exc:  # noqa: BLE001 - reported with the env's params
-                    raise self._fail(f"step raised {type(exc).__name__}: {exc}") from None
+                    raise self._fail(i, f"step raised {type(exc).__name__}: {exc}") from None
                 o = np.asarray(o, dtype=np.float64).ravel()
                 if not math.isfinite(float(r)) or not np.all(np.isfinite(o)):
-                    raise self._fail(f"non-finite reward or observation (reward {r})")
+                    raise self._fail(i, f"non-finite reward or observation (reward {r})")
                 rews[t, i] = r
                 self.ep_return[i] += r
                 self.ep_len[i] += 1
@@ -261,6 +264,7 @@ class _Rollouts:
                 if term or trunc:
                     finished_returns.append(float(self.ep_return[i]))
                     finished_lengths.append(int(self.ep_len[i]))
+                    finished_slots.append(i)
                     cont[t, i] = 0.0
                     if not term:
                         truncated_obs[i] = o
@@ -274,7 +278,9 @@ class _Rollouts:
         next_v[:-1] = np.where(cont[:-1] > 0, vals[1:], next_v[:-1])
         last = learner.values(norm.apply(self.obs))
         next_v[-1] = np.where(cont[-1] > 0, last, next_v[-1])
-        return _Batch(obs, np.stack(us), logps, vals, rews, next_v, cont, finished_returns, finished_lengths)
+        return _Batch(
+            obs, np.stack(us), logps, vals, rews, next_v, cont, finished_returns, finished_lengths, finished_slots
+        )
 
     def close(self) -> None:
         for env in self.envs:
@@ -320,6 +326,46 @@ def positive_value_loss(advantages: np.ndarray) -> float:
     """PLR's regret score (dcd `_average_positive_value_loss`): the mean of the GAE
     advantages clipped at 0, i.e. how much better things went than the value net expected."""
     return float(np.maximum(advantages, 0.0).mean()) if advantages.size else 0.0
+
+
+def level_scores(
+    rewards: np.ndarray, values: np.ndarray, continues: np.ndarray, gamma: float, lam: float
+) -> tuple[list[list[float]], np.ndarray]:
+    """Each env's level scores from one rollout, as dcd's `LevelSampler.update_with_rollouts`
+    takes them: GAE with every episode end a `done` and `done` forced at the rollout's last
+    step (no bootstrap anywhere), then the positive value loss of each episode that ended in
+    the rollout, in order; the unfinished episode at the end is not scored (dcd's
+    "cliffhanger", with its BipedalWalker configs' `handle_timelimits`). Also returns each
+    env's mean absolute advantage clipped to 1 (dcd's `get_batched_value_loss`, which picks
+    the levels ACCEL edits)."""
+    cont = continues.copy()
+    cont[-1] = 0.0
+    following = np.zeros_like(values)
+    following[:-1] = values[1:]
+    adv = _gae(rewards, values, following * cont, cont, gamma, lam)
+    scores: list[list[float]] = []
+    for i in range(rewards.shape[1]):
+        ends = np.flatnonzero(continues[:, i] == 0.0)
+        starts = np.concatenate([[0], ends[:-1] + 1])
+        scores.append([positive_value_loss(adv[a : b + 1, i]) for a, b in zip(starts, ends)])
+    return scores, np.minimum(np.abs(adv).mean(axis=0), 1.0)
+
+
+def _level_metrics(batch: _Batch, rewards: np.ndarray, o: PPOOptions) -> list[dict[str, Any]]:
+    """Per env of a rollout over a batch of levels: its episodes' scores (`level_scores`), the
+    mean return of its finished episodes (0 with none, as dcd) and its value loss."""
+    scores, value_loss = level_scores(rewards, batch.values, batch.continues, o.gamma, o.gae_lambda)
+    out = []
+    for i, episode_scores in enumerate(scores):
+        returns = [r for r, slot in zip(batch.episode_returns, batch.episode_slots) if slot == i]
+        out.append(
+            {
+                "scores": episode_scores,
+                "mean_return": float(np.mean(returns)) if returns else 0.0,
+                "value_loss": float(value_loss[i]),
+            }
+        )
+    return out
 
 
 def _scale_rewards(batch: _Batch, state: dict[str, Any], o: PPOOptions, acc: np.ndarray) -> np.ndarray:
@@ -430,8 +476,15 @@ def _load_networks(
     )
 
 
+def _levels(payload: dict[str, Any], o: PPOOptions) -> list[EnvParams]:
+    """The env params of each env of a job: one per level of a batch, else `n_envs` of the task's env."""
+    return list(payload["levels"]) if payload.get("levels") else [payload["env"]] * o.n_envs
+
+
 def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
-    """One pair's PPO training for one POET iteration; runs on a pool worker (or in-process)."""
+    """One pair's PPO training for one POET iteration; runs on a pool worker (or in-process).
+    With a batch of levels, each level has one env, and the result has each level's metrics
+    from the last rollout (`_level_metrics`)."""
     o, state, theta, rng, learner = _job_setup(worker, payload)
     spec: PolicySpec = worker.spec
     h_actor = spec.layer_sizes[1]
@@ -441,8 +494,10 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
         state["adam_m"], state["adam_v"] = np.zeros(dim, np.float32), np.zeros(dim, np.float32)
     adam = {"t": int(state["adam_t"]), "m": state["adam_m"], "v": state["adam_v"]}
     norm = _Normaliser(state, o.normalize_obs, o.obs_std_floor)
-    rollouts = _Rollouts(worker, payload["env"], o.n_envs, int(payload["max_steps"]), rng)
-    ret_acc = np.zeros(o.n_envs)
+    levels = _levels(payload, o)
+    rollouts = _Rollouts(worker, levels, int(payload["max_steps"]), rng)
+    ret_acc = np.zeros(len(levels))
+    level_metrics: list[dict[str, Any]] = []
     totals: dict[str, float] = {}
     returns: list[float] = []
     lengths: list[int] = []
@@ -457,6 +512,8 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
             norm.update(batch.obs.reshape(-1, batch.obs.shape[-1]))
             _load_networks(learner, spec, theta, state, norm)
             rewards = _scale_rewards(batch, state, o, ret_acc)
+            if payload.get("levels"):
+                level_metrics = _level_metrics(batch, rewards, o)
             z = norm.apply(batch.obs.reshape(-1, batch.obs.shape[-1])).reshape(*batch.obs.shape[:2], -1)
             for k, v in _update(learner, batch, z, rewards, adam, o, rng).items():
                 totals[k] = totals.get(k, 0.0) + v / o.updates_per_iteration
@@ -465,7 +522,7 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
             state["value"] = fold(value, spec.obs_dim, h_value, norm.mean, norm.std)
             state["log_std"] = log_std
             state["updates"] = int(state["updates"]) + 1
-            state["env_steps"] = int(state["env_steps"]) + o.n_steps * o.n_envs
+            state["env_steps"] = int(state["env_steps"]) + o.n_steps * len(levels)
     finally:
         rollouts.close()
     state.update(
@@ -488,18 +545,21 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
         "theta": theta,
         "state": state,
         "metrics": metrics,
-        "env_steps_taken": o.n_steps * o.n_envs * o.updates_per_iteration,
+        "levels": level_metrics,
+        "env_steps_taken": o.n_steps * len(levels) * o.updates_per_iteration,
     }
 
 
 def ppo_regret_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
     """An agent's positive value loss on an env without training: one batch of rollouts
     (n_envs x n_steps) with its policy and value net, rewards scaled by its running return
-    statistics as they are (nothing is updated)."""
+    statistics as they are (nothing is updated). With a batch of levels, one env per level,
+    and each level's metrics (`_level_metrics`)."""
     o, state, theta, rng, learner = _job_setup(worker, payload)
     norm = _Normaliser(state, o.normalize_obs, o.obs_std_floor)
     _load_networks(learner, worker.spec, theta, state, norm)
-    rollouts = _Rollouts(worker, payload["env"], o.n_envs, int(payload["max_steps"]), rng)
+    levels = _levels(payload, o)
+    rollouts = _Rollouts(worker, levels, int(payload["max_steps"]), rng)
     try:
         batch = rollouts.collect(learner, norm, o.n_steps)
     finally:
@@ -509,7 +569,8 @@ def ppo_regret_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any
     return {
         "positive_value_loss": positive_value_loss(adv),
         "return_mean": float(np.mean(batch.episode_returns)) if batch.episode_returns else float("nan"),
-        "env_steps_taken": o.n_steps * o.n_envs,
+        "levels": _level_metrics(batch, rewards, o) if payload.get("levels") else [],
+        "env_steps_taken": o.n_steps * len(levels),
     }
 
 
@@ -556,19 +617,25 @@ class PPOTrainer:
             rng = np.random.Generator(np.random.PCG64(task.seed))
             plans.append((int(rng.integers(0, 2**31 - 1)), int(rng.integers(0, 2**31 - 1))))
         scores: list[float | None] = [None] * len(tasks)
+        level_returns: list[list[float]] = [[] for _ in tasks]
         scored = [i for i, t in enumerate(tasks) if t.eval_episodes > 0]
         if scored:
             refs = [evaluator.put(tasks[i].theta) for i in scored]
-            requests = [
-                EvalRequest(
-                    ref, tasks[i].env, tasks[i].eval_episodes, plans[i][0], ctx.max_steps, tag=f"{tasks[i].key} (score)"
-                )
-                for i, ref in zip(scored, refs)
-            ]
+            owners, requests = [], []
+            for i, ref in zip(scored, refs):
+                for env in tasks[i].levels or [tasks[i].env]:
+                    owners.append(i)
+                    requests.append(
+                        EvalRequest(
+                            ref, env, tasks[i].eval_episodes, plans[i][0], ctx.max_steps, tag=f"{tasks[i].key} (score)"
+                        )
+                    )
             values = ctx.errors.scores(evaluator.evaluate(requests))
             evaluator.release(refs)
-            for i, v in zip(scored, values):
-                scores[i] = float(v)
+            for i, v in zip(owners, values):
+                level_returns[i].append(float(v))
+            for i in scored:
+                scores[i] = float(np.mean(level_returns[i]))
         options = asdict(o)
         jobs = [
             Job(
@@ -578,20 +645,24 @@ class PPOTrainer:
                     "theta": t.theta,
                     "state": t.state,
                     "env": t.env,
+                    "levels": t.levels,
                     "seed": plans[i][1],
                     "max_steps": ctx.max_steps,
                 },
-                cost=float(o.n_envs * o.n_steps * o.updates_per_iteration),
+                cost=float(len(t.levels or [None] * o.n_envs) * o.n_steps * o.updates_per_iteration),
                 tag=t.key,
             )
             for i, t in enumerate(tasks)
         ]
         results = evaluator.run_jobs(jobs)
         steps = []
-        for task, score, result in zip(tasks, scores, results):
+        for task, score, returns, result in zip(tasks, scores, level_returns, results):
             if result.ok:
                 v = result.value
-                steps.append(TrainStep(theta=v["theta"], state=v["state"], score=score, metrics=v["metrics"]))
+                levels = [{**m, "return": r} for m, r in zip(v["levels"], returns)] if returns else v["levels"]
+                steps.append(
+                    TrainStep(theta=v["theta"], state=v["state"], score=score, metrics=v["metrics"], levels=levels)
+                )
             elif ctx.errors.on_error == "stop":
                 raise EvaluationFailed(
                     f"PPO training failed for {result.error} (set evaluation.on_error=score_as_failure to go on)"
@@ -600,11 +671,14 @@ class PPOTrainer:
                 steps.append(TrainStep(theta=task.theta, state=task.state, score=score, metrics={"ppo_failed": 1.0}))
         return steps
 
-    def regret(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[float]:
-        """Each task's agent's positive value loss on its env, without training (one wave of jobs):
-        what PLR and ACCEL score new levels by."""
+    def regret(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[list[dict[str, Any]]]:
+        """Each task's agent on its batch of levels (`levels`, else its env) without training,
+        one env per level and one job per task, all in one wave: each level's metrics
+        (`_level_metrics`: its episodes' scores, mean return, value loss). What robust PLR
+        and ACCEL score new levels by."""
         o, ctx = self.options, self.context
         options = asdict(o)
+        batches = [t.levels or [t.env] for t in tasks]
         jobs = [
             Job(
                 REGRET_FN,
@@ -613,22 +687,23 @@ class PPOTrainer:
                     "theta": t.theta,
                     "state": t.state,
                     "env": t.env,
+                    "levels": levels,
                     "seed": int(np.random.Generator(np.random.PCG64(t.seed)).integers(0, 2**31 - 1)),
                     "max_steps": ctx.max_steps,
                 },
-                cost=float(o.n_envs * o.n_steps),
+                cost=float(len(levels) * o.n_steps),
                 tag=f"{t.key} (regret)",
             )
-            for t in tasks
+            for t, levels in zip(tasks, batches)
         ]
         out = []
-        for result in evaluator.run_jobs(jobs):
+        for levels, result in zip(batches, evaluator.run_jobs(jobs)):
             if result.ok:
-                out.append(float(result.value["positive_value_loss"]))
+                out.append(result.value["levels"])
             elif ctx.errors.on_error == "stop":
                 raise EvaluationFailed(
                     f"scoring a level failed for {result.error} (set evaluation.on_error=score_as_failure to go on)"
                 )
             else:  # a level the agent cannot even be run on is not worth replaying
-                out.append(0.0)
+                out.append([{"scores": [0.0], "mean_return": 0.0, "value_loss": 0.0} for _ in levels])
         return out
