@@ -106,7 +106,7 @@ def control_overrides(name: str, target: EnvParams, seed: int, quick: bool) -> l
     if name == "path":
         over.append(f"curriculum_options={json.dumps({'target': target.to_dict(), 'stages': 10})}")
     if name == "accel":
-        over.append("curriculum_options={buffer_size: 100, num_levels: 8}")
+        over.append("curriculum_options={buffer_size: 100}")  # dcd's 16 levels per cycle, a buffer scaled down
     return over
 
 

@@ -50,16 +50,19 @@ def test_every_curriculum_resumes_after_a_kill_with_identical_tables(name, tiny,
     _assert_same_run(straight, killed)
 
 
+@pytest.mark.parametrize("family", ["terrain", "bipedal"])
 @pytest.mark.parametrize("name", ["accel", "robust_plr"])
-def test_level_buffer_curricula_with_ppo_train_on_batches_of_16_and_resume_identically(name, tiny, tmp_path):
+def test_level_buffer_curricula_with_ppo_train_on_batches_of_16_and_resume_identically(name, family, tiny, tmp_path):
     """dcd's cycle with PPO: 16 levels per cycle (one env each), scored by positive value loss;
     a kill and resume in between gives the same tables."""
     import sys
 
+    options = {"course_length": 20.0, "max_episode_steps": 40} if family == "terrain" else {"max_episode_steps": 40}
     cfg = _cfg(
         tiny,
         name,
         iterations=6,
+        env={"family": family, "options": options},
         curriculum_options={"buffer_size": 24, "num_levels": 16},
         evaluation={"max_steps": 40},
         trainer={"name": "ppo", "ppo": {"n_steps": 40, "minibatch_size": 320, "epochs": 1}},
@@ -501,6 +504,31 @@ def test_accel_edits_the_replayed_level_into_a_scored_child(tmp_path):
     buffer = LevelBuffer.from_data(ctx.state.curriculum_data["level_buffer"])
     # the child scores 0 (MaxMC first visit); the least-supported level scores 1 or 40: it stays out
     assert child.to_json() not in [e["env"] for e in buffer.levels]
+
+
+def test_accel_cycle_trains_on_a_batch_and_its_children_enter_with_dcds_staleness(tmp_path):
+    import envs
+    from envs import EnvParams
+    from poet.curricula.level_buffer import LevelBuffer
+
+    family = envs.make_family("terrain", {})
+    levels = [family.sample(np.random.default_rng(i)).with_course_seed(i) for i in range(4)]
+    ctx, cur, _ = _plr_ctx(
+        tmp_path, "accel", levels, buffer_size=20, replay_prob=1.0, min_fill=0.0, edits=3, num_levels=8
+    )
+    before = LevelBuffer.from_data(ctx.state.curriculum_data["level_buffer"])
+    cur.run_iteration(ctx, 5, _phase)
+    (task,) = ctx.trainer.tasks
+    assert len(task.levels) == 8 and all(level in levels for level in task.levels)  # 8 draws from the buffer
+    buffer = LevelBuffer.from_data(ctx.state.curriculum_data["level_buffer"])
+    # 8 children: the 4 lowest-returning levels of the batch (all return 10 here: argsort's
+    # order) edited twice each; MaxMC scores them 0 and the free slots take them all
+    children = [EnvParams.from_json(e["env"]) for e in buffer.levels[4:]]
+    assert len(children) == 8 and buffer.scores[4:] == [0.0] * 8
+    # dcd's running_sample_count: each child is counted when proposed, so the first one has
+    # seen 7 more new levels before it enters, the last none; replays do not count
+    assert buffer.staleness[4:] == [7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0]
+    assert buffer.samples == before.samples + 8
 
 
 def test_dr_draws_the_iterations_level_and_trains_on_it_with_fake_services(tmp_path):
