@@ -97,7 +97,7 @@ def text(value: str) -> Cell:
 
 
 def eval_pool() -> Table:
-    """The pool against plain code, a naive Ray loop and EvoTorch, per env (steps/s)."""
+    """The pool against plain code, a naive Ray loop and EvoTorch, per env (env steps per second)."""
     src = Source("benchmarks/results/eval_pool.json")
     table = Table(
         [
@@ -107,6 +107,30 @@ def eval_pool() -> Table:
             "pool (2 workers)",
             "naive (task per episode)",
             "EvoTorch (GymNE + PGPE)",
+        ],
+        sources=[src.path],
+    )
+    for env, label in EVAL_POOL_ENVS.items():
+        k = f"envs.{env}."
+        table.rows.append(
+            [
+                text(label),
+                src.num(k + "raw_steps_per_s"),
+                src.num(k + "raw_synced_steps_per_s"),
+                src.num(k + "pool_steps_per_s"),
+                src.num(k + "naive_steps_per_s"),
+                src.num(k + "evotorch_steps_per_s") if "evotorch_steps_per_s" in src.get(k[:-1]) else text(""),
+            ]
+        )
+    return table
+
+
+def eval_pool_ratios() -> Table:
+    """The same run as ratios, and the workers' memory with 10 and 1000 policies in a wave."""
+    src = Source("benchmarks/results/eval_pool.json")
+    table = Table(
+        [
+            "env",
             "pool / raw limit",
             "lowest, highest repetition",
             "pool / naive",
@@ -116,20 +140,13 @@ def eval_pool() -> Table:
         ],
         sources=[src.path],
     )
-    names = {"terrain": "terrain (compiled core)", "bipedal": "BipedalWalker-v3"}
-    for env, label in names.items():
+    for env, label in EVAL_POOL_ENVS.items():
         k = f"envs.{env}."
         per_repeat = src.get(k + "efficiency_per_repeat")
         lo, hi = per_repeat.index(min(per_repeat)), per_repeat.index(max(per_repeat))
-        has_evotorch = "evotorch_steps_per_s" in src.get(f"envs.{env}")
         table.rows.append(
             [
                 text(label),
-                src.num(k + "raw_steps_per_s"),
-                src.num(k + "raw_synced_steps_per_s"),
-                src.num(k + "pool_steps_per_s"),
-                src.num(k + "naive_steps_per_s"),
-                src.num(k + "evotorch_steps_per_s") if has_evotorch else text(""),
                 src.num(k + "efficiency", ".2f"),
                 Cell(
                     f"{per_repeat[lo]:.2f} to {per_repeat[hi]:.2f}",
@@ -138,12 +155,15 @@ def eval_pool() -> Table:
                     fmt=".2f",
                 ),
                 src.num(k + "speedup_vs_naive", ".3g"),
-                src.num(k + "pool_vs_evotorch", ".2f") if has_evotorch else text(""),
+                src.num(k + "pool_vs_evotorch", ".2f") if "pool_vs_evotorch" in src.get(k[:-1]) else text(""),
                 src.num(k + "worker_rss_mb_10", ".0f"),
                 src.num(k + "worker_rss_mb_1000", ".0f"),
             ]
         )
     return table
+
+
+EVAL_POOL_ENVS = {"terrain": "terrain (compiled core)", "bipedal": "BipedalWalker-v3"}
 
 
 def eval_pool_ways() -> Table:
@@ -572,6 +592,7 @@ TABLES: dict[str, Callable[[], Table]] = {
     f.__name__: f
     for f in (
         eval_pool,
+        eval_pool_ratios,
         eval_pool_ways,
         eval_pool_bipedal_family,
         raw_widths,
