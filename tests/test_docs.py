@@ -157,7 +157,9 @@ def test_a_number_that_differs_from_its_file_fails_the_check():
     for stale in ("9", "7", "8.6"):
         with pytest.raises(AssertionError):
             check_cell(dataclasses.replace(cell, text=stale))
-    ratio = next(c for row in docs_tables.eval_pool().rows for c in row if c.key and c.key.endswith("efficiency"))
+    ratio = next(
+        c for row in docs_tables.eval_pool_ratios().rows for c in row if c.key and c.key.endswith("efficiency")
+    )
     with pytest.raises(AssertionError):
         check_cell(dataclasses.replace(ratio, text=f"{float(ratio.text) + 0.01:.2f}"))
 
