@@ -4,14 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint install clean
+.PHONY: run test test-fast lint docs install clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first and pinned: an unpinned resolve would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet -c constraints.txt torch
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,bench,logging,viewers,study]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,bench,logging,viewers,study,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -24,11 +24,16 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+# The documentation site into site/ (git-ignored); --strict fails on any warning: a broken
+# link, an API page that does not render, a generated table whose source is missing.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint docs
 	$(BIN)/python -m pytest -q --durations=20
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site

@@ -1,4 +1,4 @@
-"""Measure the quickstart: wall time and what POET achieved, as quoted in the README.
+"""Measure the quickstart: wall time and what POET achieved, as the docs' benchmarks page shows it.
 
     python benchmarks/quickstart.py [--config experiments/quickstart.yaml] [--set key=value ...]
                                     [--raw-limit] [--json out.json]

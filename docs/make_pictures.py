@@ -1,4 +1,4 @@
-"""Redraw every picture the README shows (deterministic: the same files on every run).
+"""Redraw every picture the README and the documentation pages show (deterministic: the same files on every run).
 
     python docs/make_pictures.py                          # all of them
     python docs/make_pictures.py --only profiles frames   # some groups (or single pictures)
@@ -130,7 +130,7 @@ def draw_reproduce(args: argparse.Namespace) -> list[Path]:  # noqa: ARG001 - no
     return module.figures(json.loads((REPRODUCE / "results.json").read_text()), REPRODUCE)
 
 
-# What each group writes, relative to the repository root (the README shows every one).
+# What each group writes, relative to the repository root (the README or a page of docs/ shows every one).
 PICTURES: dict[str, list[str]] = {
     "profiles": ["docs/bipedal_mutated.png", "docs/terrain_mutated.png", "docs/bipedal_cppn_mutated.png"],
     "frames": ["docs/bipedal_frame.png", "docs/bipedal_cppn_frame.png"],

@@ -237,8 +237,8 @@ def make_batch_env(family: EnvFamily, params: Sequence[EnvParams], seeds: Sequen
 class EnvCache:
     """Used gymnasium envs kept for the next batches, for families that can make them as good as new.
 
-    Building an env can cost as much as a tenth of a short episode (BipedalWalker-v3: about
-    1 ms, ten of its steps). A family opts in with `renew(env) -> bool`: make an env that has
+    Building an env can cost as much as a tenth of a short episode (BipedalWalker-v3's
+    Box2D world costs about ten of its steps). A family opts in with `renew(env) -> bool`: make an env that has
     run episodes give, from `reset(seed=s)`, exactly the episode a new env would (True), or
     say it cannot (False: the env is closed). Without `renew`, envs are closed after every
     batch, as without a cache. At most `max_idle` envs wait, the least recently used go first.

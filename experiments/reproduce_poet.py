@@ -56,7 +56,9 @@ from difficulty_climb import climb  # noqa: E402
 
 CONFIG = arms.CONFIG
 CONTROLS = ("direct", "path", "accel", "dr")
-BUDGET_FACTOR = 2  # controls get twice the lineage's trainer steps; the paper's own budget is unverified (README)
+BUDGET_FACTOR = (
+    2  # controls get twice the lineage's trainer steps; the paper's own budget is unverified (docs/study.md)
+)
 QUICK_CONTROL = [
     "env.options={course_length: 20.0, max_episode_steps: 150}",
     "trainer.es.population=8",

@@ -82,7 +82,7 @@ def test_evotorch_peer_runs_the_same_shape_of_work(ray_local):
 
 @pytest.mark.slow
 def test_benchmark_script_runs_end_to_end(tmp_path):
-    """The script as the README runs it (smoke sizes): raw, pool, naive, memory, JSON."""
+    """The script as docs/benchmarks.md runs it (smoke sizes): raw, pool, naive, memory, JSON."""
     import json
     import subprocess
 
@@ -111,7 +111,7 @@ def test_benchmark_script_runs_end_to_end(tmp_path):
     ],
 )
 def test_pool_call_path_scripts_run_end_to_end(tmp_path, script, args):
-    """The scripts behind the README's per-wave figures run (2 waves) and write their JSON."""
+    """The scripts behind the per-wave tables of docs/benchmarks.md run (2 waves) and write their JSON."""
     import json
     import subprocess
 

@@ -260,7 +260,7 @@ def _stop_cluster(temp_dir: str) -> None:
 
 @pytest.fixture(scope="module")
 def token_head():
-    """A one-node cluster started with token authentication, as the README says:
+    """A one-node cluster started with token authentication, as docs/cluster.md says:
     (address, its token). Stopped (its own processes only) after the module."""
     temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must stay under 107 chars
     token = secrets.token_hex(32)

@@ -659,7 +659,7 @@ def test_a_curriculum_gets_its_options_as_its_dataclass():
     assert parts.curriculum.options == ACCELOptions(buffer_size=8) and parts.curriculum.edits == 3
 
 
-def test_where_only_settings_are_the_ones_a_resume_may_change_and_the_readme_names():
+def test_where_only_settings_are_the_ones_a_resume_may_change_and_the_checkpoints_page_names():
     from poet.config import changes_results, where_only_settings
 
     settings = where_only_settings()
@@ -674,8 +674,8 @@ def test_where_only_settings_are_the_ones_a_resume_may_change_and_the_readme_nam
     ]
     assert not changes_results("ray.workers") and not changes_results("logging") and changes_results("rayx.workers")
     assert changes_results("evaluation.max_steps") and changes_results("trainer.es.lr")
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert all(f"`{s}`" in readme for s in settings if s != "iterations")
+    page = (Path(__file__).resolve().parents[1] / "docs" / "checkpoints.md").read_text()
+    assert all(f"`{s}`" in page for s in settings if s != "iterations")
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import poet.runtime.runner
 from poet.analysis import load_run
 from tests.conftest import ROOT
 
-EXAMPLE = "experiments.random_search:RandomSearchTrainer"  # the README's example trainer
+EXAMPLE = "experiments.random_search:RandomSearchTrainer"  # the example trainer of docs/trainers.md
 
 
 def test_user_trainer_by_module_and_class(tiny, tmp_path):

@@ -211,17 +211,34 @@ def test_profile_writes_a_png_by_env_or_by_pair(run_dir, tmp_path):
     assert not (tmp_path / "c.gif").exists() and not (tmp_path / "c.png").exists()
 
 
-# ---------------------------------------------------------------- README pictures
+# ---------------------------------------------------------------- pictures of the README and docs
 
 
-def test_make_pictures_draws_every_picture_the_readme_shows():
-    import importlib.util
+def shown_pictures() -> set[str]:
+    """Every picture the README and the documentation pages show, as a path from the repository
+    root (a page's path is relative to its folder; the site's `results/` files are the study's)."""
     import re
+
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    from docs_hook import EXTERNAL_FILES
+
+    picture = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
+    shown = set(picture.findall((ROOT / "README.md").read_text()))
+    docs = ROOT / "docs"
+    for page in docs.rglob("*.md"):
+        for link in picture.findall(page.read_text()):
+            site_path = (page.parent / link).resolve().relative_to(docs).as_posix()
+            shown.add(EXTERNAL_FILES.get(site_path, f"docs/{site_path}"))
+    return shown
+
+
+def test_make_pictures_draws_every_picture_the_readme_and_the_docs_show():
+    import importlib.util
 
     spec = importlib.util.spec_from_file_location("make_pictures", ROOT / "docs" / "make_pictures.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    shown = set(re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", (ROOT / "README.md").read_text()))
+    shown = shown_pictures()
     drawn = {path for paths in module.PICTURES.values() for path in paths}
     assert shown and shown == drawn
     assert set(module.PICTURES) == set(module.GROUPS) >= {"profiles", "frames", "tree"}

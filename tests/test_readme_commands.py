@@ -1,12 +1,13 @@
-"""Every command the README shows runs as written, at small sizes.
+"""Every command the README and the documentation pages (docs/**/*.md) show runs as written,
+at small sizes.
 
-The README's code blocks are read here: each `poet ...` line runs through the installed `poet`
+Their code blocks are read here: each `poet ...` line runs through the installed `poet`
 program from a scratch folder that has the project's `experiments/` and `notebooks/` (so the
-README's relative paths mean what they do at the project root), in the README's order, with
+pages' relative paths mean what they do at the project root), in each page's order, with
 only what keeps it small added: a few iterations, rollouts in this process unless the line
-says where they go, and the README's `runs/...-...` placeholders pointing at small runs. A
-`$ poet ...` line must print the error line the README shows under it. The viewers the
-README names (`tensorboard`, `mlflow ui`, `jupyter notebook`) are run by tests/test_viewers.py.
+says where they go, and the pages' `runs/...-...` placeholders pointing at small runs. A
+`$ poet ...` line must print the error line the page shows under it. The viewers the pages
+name (`tensorboard`, `mlflow ui`, `jupyter notebook`) are run by tests/test_viewers.py.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 VIEWERS = ("tensorboard", "mlflow", "jupyter")  # their --help: tests/test_viewers.py
-# Placeholders the README uses for "a run directory of yours" -> the small run standing in for it.
+# Placeholders the pages use for "a run directory of yours" -> the small run standing in for it.
 PLACEHOLDERS = {"runs/quickstart-...": "runs/quickstart-small", "runs/ued_terrain-...": "runs/ued_terrain-small"}
 # What a line gets to stay small (a later --set of the same key would be refused: only keys the line does not set).
 PAPER_CONFIG_SMALL = [
@@ -40,18 +41,25 @@ PAPER_CONFIG_SMALL = [
 TIMEOUT_S = 600
 
 
+def pages() -> list[Path]:
+    """The README and every page of the documentation site, the README first."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
 def readme_blocks() -> list[list[str]]:
-    """The lines of each fenced code block of the README."""
-    blocks, current = [], None
-    for line in (ROOT / "README.md").read_text().splitlines():
-        if line.startswith("```"):
-            if current is None:
-                current = []
-            else:
-                blocks.append(current)
-                current = None
-        elif current is not None:
-            current.append(line)
+    """The lines of each fenced code block of the README and the documentation pages."""
+    blocks = []
+    for page in pages():
+        current = None
+        for line in page.read_text().splitlines():
+            if line.startswith("```"):
+                if current is None:
+                    current = []
+                else:
+                    blocks.append(current)
+                    current = None
+            elif current is not None:
+                current.append(line)
     return blocks
 
 
@@ -65,7 +73,7 @@ def _program(words: list[str]) -> tuple[dict[str, str], list[str]]:
 
 
 def readme_commands() -> list[tuple[str, list[str], dict[str, str], str | None]]:
-    """(line, argv, env, expected error line) of every poet and viewer command in the README, in order."""
+    """(line, argv, env, expected error line) of every poet and viewer command the pages show, in order."""
     out = []
     for block in readme_blocks():
         for i, line in enumerate(block):
@@ -89,7 +97,7 @@ def _has(argv: list[str], flag: str) -> bool:
 
 
 def small(argv: list[str]) -> list[str]:
-    """The README's poet command with what keeps it small added."""
+    """A page's poet command with what keeps it small added."""
     argv = [PLACEHOLDERS.get(a, a) for a in argv]
     if argv[1] != "run":
         return argv
@@ -102,7 +110,7 @@ def small(argv: list[str]) -> list[str]:
     return argv + extra
 
 
-def test_the_readme_shows_the_commands_this_test_knows_how_to_run():
+def test_the_pages_show_the_commands_this_test_knows_how_to_run():
     commands = readme_commands()
     lines = [line for line, *_ in commands]
     assert any(argv[:2] == ["poet", "run"] for _, argv, _, _ in commands)
@@ -120,8 +128,8 @@ def test_the_readme_shows_the_commands_this_test_knows_how_to_run():
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory) -> Path:
-    """A folder laid out like the project root for the README's relative paths, with small runs
-    standing in for the README's placeholders."""
+    """A folder laid out like the project root for the pages' relative paths, with small runs
+    standing in for the pages' placeholders."""
     folder = tmp_path_factory.mktemp("readme")
     for name in ("experiments", "notebooks"):
         (folder / name).symlink_to(ROOT / name)
@@ -176,12 +184,12 @@ def _run_dirs(argv: list[str]) -> set[str]:
 
 
 @pytest.mark.slow
-def test_every_poet_command_the_readme_shows_runs(scratch, ray_local):
+def test_every_poet_command_the_readme_and_the_docs_show_runs(scratch, ray_local):
     gcs = ray_local.get_runtime_context().gcs_address
 
     def run(line: str, argv: list[str], env: dict[str, str], expected: str | None) -> str | None:
-        """Run one README command; None if it did what the README says, else what went wrong."""
-        # a cluster's address in the README: the tests' own Ray instance, with a pool that fits it
+        """Run one command of a page; None if it did what the page says, else what went wrong."""
+        # a cluster's address in a page: the tests' own Ray instance, with a pool that fits it
         argv = [
             gcs if a.endswith(":6379") else ("1" if prev == "--workers" else a) for prev, a in zip([""] + argv, argv)
         ]
@@ -204,7 +212,7 @@ def test_every_poet_command_the_readme_shows_runs(scratch, ray_local):
         return None
 
     # Two commands at a time; a command that names a run directory an earlier one names waits
-    # for it (a resume after its run, a compare after both runs), so the README's order holds
+    # for it (a resume after its run, a compare after both runs), so each page's order holds
     # wherever it matters.
     commands = [c for c in readme_commands() if c[1][0] == "poet"]
     with ThreadPoolExecutor(max_workers=2) as pool:

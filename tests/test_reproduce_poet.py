@@ -1,4 +1,4 @@
-"""experiments/reproduce_poet.py --quick: every output is written, with the structure the README reads."""
+"""experiments/reproduce_poet.py --quick: every output is written, with the structure docs/study.md reads."""
 
 from __future__ import annotations
 

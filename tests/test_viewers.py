@@ -1,6 +1,6 @@
-"""The programs the README shows a run with: `tensorboard`, `mlflow ui` and `jupyter notebook`
+"""The programs the docs (docs/analysis.md) show a run with: `tensorboard`, `mlflow ui` and `jupyter notebook`
 installed next to this interpreter (`make` installs the `viewers` extra), MLflow reading a run's
-file store the README's way, and the analysis notebook run from a copy outside the repository.
+file store the docs' way, and the analysis notebook run from a copy outside the repository.
 
 One tiny run with both logger sinks (module fixture) serves every test.
 """
@@ -93,7 +93,7 @@ print(json.dumps({"status": run.info.status, "keys": sorted(run.data.metrics),
 
 def test_mlflow_reads_the_runs_file_store_with_the_readmes_switch(run_dir):
     """`MLFLOW_ALLOW_FILE_STORE=true` and the store's path relative to the folder above the run, as the
-    README's `mlflow ui --backend-store-uri runs/.../mlruns` has it; without the switch MLflow 3 refuses."""
+    docs' `mlflow ui --backend-store-uri runs/.../mlruns` has it; without the switch MLflow 3 refuses."""
     run_id = (run_dir / "mlflow_run_id").read_text().strip()
     args = [sys.executable, "-c", READ_STORE, f"{run_dir.name}/mlruns", run_id]
     proc = subprocess.run(

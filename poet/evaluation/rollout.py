@@ -40,9 +40,8 @@ StopCheck = Callable[[], bool] | None
 # lock-step iterations between two looks at a stop request (a look costs well under a microsecond)
 STOP_POLL_STEPS = 64
 # gymnasium envs stepped together: enough to make the batched forward cheap per row, few enough
-# that each env's physics state stays in the CPU caches between its steps (BipedalWalker-v3 in
-# one process, plain code: 4 at a time 4% faster than 1, 2% faster than 8; benchmarks/eval_pool.py
-# --raw-widths)
+# that each env's physics state stays in the CPU caches between its steps (of 1, 4 and 8 at a
+# time, 4 ran plain code fastest: benchmarks/eval_pool.py --raw-widths)
 ENV_SLOTS = 4
 # wrappers that gym.make adds which only count steps or check call order (see direct_step)
 _COUNTING_WRAPPERS = (TimeLimit, OrderEnforcing)
@@ -316,7 +315,7 @@ def direct_step(env: Any) -> tuple[Callable[[Any], tuple], int | None]:
     limit they enforce (None: none).
 
     `gym.make` puts `TimeLimit` and `OrderEnforcing` around most envs; each costs a Python
-    call per step (about 1% of a BipedalWalker-v3 step). The slot loop resets through them
+    call per step and does nothing a slot loop needs. The slot loop resets through them
     (which is all OrderEnforcing checks) and ends an episode at the time limit itself, so
     stepping past them changes no result. Any other wrapper stops the unwrapping there.
     """

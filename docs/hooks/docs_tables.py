@@ -1,0 +1,622 @@
+"""The documentation's tables of measurements and results, built from the JSON files the
+benchmark and study scripts write (`benchmarks/results/*.json`, `experiments/results/**/*.json`).
+
+A page asks for a table with a line `<!-- table: NAME -->` (docs_hook.py puts the table
+there when the site is built), so no number in these tables is ever typed by hand. Every
+numeric cell remembers the JSON file and key it came from: tests/test_docs.py reads each one
+back from the file and compares.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: its text and, for a number, where it came from.
+
+    `text` is `prefix + format(value * scale, fmt) + suffix`; `source` is a JSON file relative to
+    the repository root and `key` the dotted path of the value in it (list items by index).
+    """
+
+    text: str
+    source: str | None = None
+    key: str | None = None
+    scale: float = 1.0
+    fmt: str = ""
+
+
+@dataclass
+class Table:
+    """A markdown table whose numeric cells know their source."""
+
+    headers: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def markdown(self) -> str:
+        lines = ["| " + " | ".join(self.headers) + " |", "|" + "---|" * len(self.headers)]
+        lines += ["| " + " | ".join(c.text for c in row) + " |" for row in self.rows]
+        where = ", ".join(f"`{s}`" for s in self.sources)
+        lines += ["", f"<small>Generated from {where}{'; ' + self.note if self.note else ''}.</small>"]
+        return "\n".join(lines) + "\n"
+
+
+@cache
+def load(source: str) -> Any:
+    """A results file, parsed (relative to the repository root)."""
+    return json.loads((ROOT / source).read_text())
+
+
+def lookup(data: Any, key: str) -> Any:
+    """The value at dotted `key` (a number indexes a list; a name with dots in it, such as
+    "stumps 2.4", is found by joining parts until one names a key)."""
+    parts = key.split(".")
+    while parts:
+        part = parts.pop(0)
+        if isinstance(data, list):
+            data = data[int(part)]
+            continue
+        while part not in data and parts:
+            part += "." + parts.pop(0)
+        data = data[part]
+    return data
+
+
+class Source:
+    """Cells read from one results file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.data = load(path)
+
+    def get(self, key: str) -> Any:
+        return lookup(self.data, key)
+
+    def num(self, key: str, fmt: str = ",.0f", scale: float = 1.0, suffix: str = "", prefix: str = "") -> Cell:
+        value = self.get(key)
+        shown = value * scale if scale != 1 else value
+        return Cell(f"{prefix}{shown:{fmt}}{suffix}", self.path, key, scale, fmt)
+
+
+def text(value: str) -> Cell:
+    return Cell(value)
+
+
+# ---------------------------------------------------------------- benchmarks
+
+
+def eval_pool() -> Table:
+    """The pool against plain code, a naive Ray loop and EvoTorch, per env (env steps per second)."""
+    src = Source("benchmarks/results/eval_pool.json")
+    table = Table(
+        [
+            "env",
+            "raw limit (2 plain processes)",
+            "raw, waiting for each wave",
+            "pool (2 workers)",
+            "naive (task per episode)",
+            "EvoTorch (GymNE + PGPE)",
+        ],
+        sources=[src.path],
+    )
+    for env, label in EVAL_POOL_ENVS.items():
+        k = f"envs.{env}."
+        table.rows.append(
+            [
+                text(label),
+                src.num(k + "raw_steps_per_s"),
+                src.num(k + "raw_synced_steps_per_s"),
+                src.num(k + "pool_steps_per_s"),
+                src.num(k + "naive_steps_per_s"),
+                src.num(k + "evotorch_steps_per_s") if "evotorch_steps_per_s" in src.get(k[:-1]) else text(""),
+            ]
+        )
+    return table
+
+
+def eval_pool_ratios() -> Table:
+    """The same run as ratios, and the workers' memory with 10 and 1000 policies in a wave."""
+    src = Source("benchmarks/results/eval_pool.json")
+    table = Table(
+        [
+            "env",
+            "pool / raw limit",
+            "lowest, highest repetition",
+            "pool / naive",
+            "pool / EvoTorch",
+            "worker RSS, 10 policies (MB)",
+            "1000 policies (MB)",
+        ],
+        sources=[src.path],
+    )
+    for env, label in EVAL_POOL_ENVS.items():
+        k = f"envs.{env}."
+        per_repeat = src.get(k + "efficiency_per_repeat")
+        lo, hi = per_repeat.index(min(per_repeat)), per_repeat.index(max(per_repeat))
+        table.rows.append(
+            [
+                text(label),
+                src.num(k + "efficiency", ".2f"),
+                Cell(
+                    f"{per_repeat[lo]:.2f} to {per_repeat[hi]:.2f}",
+                    src.path,
+                    f"{k}efficiency_per_repeat.{lo}",
+                    fmt=".2f",
+                ),
+                src.num(k + "speedup_vs_naive", ".3g"),
+                src.num(k + "pool_vs_evotorch", ".2f") if "pool_vs_evotorch" in src.get(k[:-1]) else text(""),
+                src.num(k + "worker_rss_mb_10", ".0f"),
+                src.num(k + "worker_rss_mb_1000", ".0f"),
+            ]
+        )
+    return table
+
+
+EVAL_POOL_ENVS = {"terrain": "terrain (compiled core)", "bipedal": "BipedalWalker-v3"}
+
+
+def eval_pool_ways() -> Table:
+    """The terrain limit against the earlier ways of stepping the same episodes."""
+    src = Source("benchmarks/results/eval_pool.json")
+    k = "envs.terrain."
+    return Table(
+        ["way", "steps/s", "raw limit over it", "pool over it"],
+        [
+            [
+                text("raw limit: each row to its end in one compiled call"),
+                src.num(k + "raw_steps_per_s"),
+                text(""),
+                text(""),
+            ],
+            [
+                text("the same kernels in lock-step"),
+                src.num(k + "raw_lockstep_steps_per_s"),
+                src.num(k + "raw_vs_raw_lockstep", ".2f"),
+                text(""),
+            ],
+            [
+                text("plain-numpy core, batched numpy MLP"),
+                src.num(k + "raw_numpy_steps_per_s"),
+                src.num(k + "raw_vs_raw_numpy", ".2f"),
+                src.num(k + "pool_vs_raw_numpy", ".2f"),
+            ],
+        ],
+        sources=[src.path],
+    )
+
+
+def eval_pool_bipedal_family() -> Table:
+    """The `bipedal` family's row (measured on its own, before the pool lost its direct connections)."""
+    src = Source("benchmarks/results/eval_pool_bipedal_family.json")
+    k = "envs.bipedal_family."
+    return Table(
+        ["env", "raw limit", "pool (then)", "pool over Ray tasks", "its share of the limit", "naive", "pool / naive"],
+        [
+            [
+                text("`bipedal` (16 policies x 4 courses)"),
+                src.num(k + "raw_steps_per_s"),
+                src.num(k + "pool_steps_per_s"),
+                src.num(k + "pool_ray_transport_steps_per_s"),
+                src.num(k + "pool_ray_transport_share_of_raw", ".2f"),
+                src.num(k + "naive_steps_per_s"),
+                src.num(k + "speedup_vs_naive", ".2f"),
+            ]
+        ],
+        sources=[src.path],
+    )
+
+
+def raw_widths() -> Table:
+    """Plain code's steps/s with 1, 4 and 8 gymnasium envs stepped together, one process."""
+    src = Source("benchmarks/results/raw_widths.json")
+    widths = list(src.get("raw_widths.bipedal.steps_per_s_by_width"))
+    table = Table(["env", *(f"{w} at a time" for w in widths)], sources=[src.path])
+    for env, label in (("bipedal", "BipedalWalker-v3"), ("bipedal_family", "`bipedal` family")):
+        table.rows.append([text(label), *(src.num(f"raw_widths.{env}.steps_per_s_by_width.{w}") for w in widths)])
+    return table
+
+
+def pool_waves() -> Table:
+    """Where a terrain wave's time goes, and finer chunks against the default."""
+    src = Source("benchmarks/results/pool_waves.json")
+    c = "chunk_speeds."
+    rows = [
+        ("waves timed", src.num(c + "waves")),
+        ("a wave, median (ms)", src.num(c + "wave_ms_median", ".1f")),
+        ("its slower chunk, median (ms)", src.num(c + "slower_chunk_ms_median", ".1f")),
+        ("dispatch and results, median (ms)", src.num(c + "rest_of_wave_ms_median", ".1f")),
+        ("slower over faster worker per env step, median", src.num(c + "slower_over_faster_per_step_median", ".2f")),
+        ("... 90th percentile", src.num(c + "slower_over_faster_per_step_p90", ".2f")),
+        ("lag-1 correlation of its logarithm", src.num(c + "log_ratio_lag1_correlation", ".2f")),
+        ("2 chunks per worker, rate over the default", src.num("chunks_per_worker.over_default.2_per_worker", ".3f")),
+        ("4 chunks per worker, rate over the default", src.num("chunks_per_worker.over_default.4_per_worker", ".3f")),
+    ]
+    return Table(["measure", "value"], [[text(a), b] for a, b in rows], sources=[src.path])
+
+
+def compiled_graph() -> Table:
+    """Ray Compiled Graphs against actor tasks on the pool's terrain chunks."""
+    src = Source("benchmarks/results/compiled_graph.json")
+    m = "wave_ms_median."
+    return Table(
+        ["way", "ms per wave (median)"],
+        [
+            [text("actor tasks, the same argument"), src.num(m + "tasks", ".2f")],
+            [text("compiled graph"), src.num(m + "compiled", ".2f")],
+            [text("the pool as it runs"), src.num(m + "pool", ".2f")],
+            [text("compiled over tasks"), src.num("compiled_over_tasks", ".2f", suffix="x")],
+        ],
+        sources=[src.path],
+    )
+
+
+def chunk_cost() -> Table:
+    """The framework's rollout code against plain code on the same chunk, one process."""
+    src = Source("benchmarks/results/chunk_cost.json")
+    return Table(
+        ["code", "ms per chunk (median)"],
+        [
+            [text("framework (`run_requests`)"), src.num("chunk_ms_median.framework", ".2f")],
+            [text("plain code"), src.num("chunk_ms_median.plain", ".2f")],
+            [text("framework over plain"), src.num("framework_over_plain", ".2f", suffix="x")],
+        ],
+        sources=[src.path],
+    )
+
+
+def quickstart() -> Table:
+    """The quickstart with ES and with PPO: what it achieved and what it cost."""
+    es, ppo = Source("benchmarks/results/quickstart.json"), Source("benchmarks/results/quickstart_ppo.json")
+    rows = [
+        ("iterations", "iterations", "d"),
+        ("wall seconds", "wall_seconds", ".1f"),
+        ("flat course solved at iteration", "flat_course_solved_at_iteration", "d"),
+        ("envs admitted", "envs_admitted", "d"),
+        ("transfers accepted", "transfers_accepted", "d"),
+        ("transfer attempts", "transfer_attempts", "d"),
+        ("ANNECS", "annecs", "d"),
+        ("largest roughness", "max_roughness", ".1f"),
+        ("largest pit gap (upper end)", "max_pit_gap_hi", ".1f"),
+        ("largest stump height (upper end)", "max_stump_height_hi", ".1f"),
+    ]
+    table = Table(["measure", "ES (the default)", "PPO (`--set trainer.name=ppo`)"], sources=[es.path, ppo.path])
+    for label, key, fmt in rows:
+        table.rows.append([text(label), es.num(key, fmt), ppo.num(key, fmt)])
+    return table
+
+
+def quickstart_waves() -> Table:
+    """The quickstart's waves replayed with plain code: the pool's share of the limit."""
+    src = Source("benchmarks/results/quickstart.json")
+    rows = [
+        ("env steps of the run (its phase records)", src.num("env_steps")),
+        ("seconds in its phases", src.num("phase_seconds", ".1f")),
+        ("the run's env steps/s", src.num("env_steps_per_s")),
+        ("waves", src.num("waves")),
+        ("episodes replayed", src.num("episodes_replayed")),
+        ("the pool, seconds inside its waves", src.num("pool_seconds_in_waves", ".2f")),
+        ("plain code, seconds for the same waves", src.num("raw_seconds_same_waves", ".2f")),
+        ("plain code, steps/s", src.num("raw_same_waves_steps_per_s")),
+        ("the pool's share of plain code", src.num("pool_share_of_raw_same_waves", ".2f")),
+        ("the whole run's share (driver work included)", src.num("run_share_of_raw_same_waves", ".2f")),
+        ("plain code on the earlier plain-numpy core, seconds", src.num("raw_numpy_seconds_same_waves", ".2f")),
+        ("... its steps/s", src.num("raw_numpy_same_waves_steps_per_s")),
+    ]
+    return Table(["measure", "value"], [[text(a), b] for a, b in rows], sources=[src.path])
+
+
+def quickstart_vs_numpy_core() -> Table:
+    """The quickstart before and after the compiled terrain core, alternating on one machine."""
+    src = Source("benchmarks/results/quickstart_vs_numpy_core.json")
+    return Table(
+        ["commit", "env steps/s (median)", "wall seconds (median)"],
+        [
+            [
+                text(f"`{src.get('base')[:7]}` (plain-numpy core)"),
+                src.num("median_env_steps_per_s.base"),
+                src.num("median_wall_seconds.base", ".1f"),
+            ],
+            [
+                text(f"`{src.get('this')[:7]}` (compiled core)"),
+                src.num("median_env_steps_per_s.this"),
+                src.num("median_wall_seconds.this", ".1f"),
+            ],
+            [text("speed-up"), src.num("speedup_env_steps_per_s", ".2f", suffix="x"), text("")],
+        ],
+        sources=[src.path],
+    )
+
+
+def bipedal_step() -> Table:
+    """The `bipedal` family's step against gymnasium's own walker."""
+    src = Source("benchmarks/results/bipedal_step.json")
+    table = Table(["env", "µs per step (median)", "over BipedalWalker-v3"], sources=[src.path])
+    for name in src.get("results"):
+        k = f"results.{name}."
+        table.rows.append([text(name), src.num(k + "us_per_step", ".1f"), src.num(k + "ratio_to_v3", ".2f")])
+    return table
+
+
+def ppo_lunar_lander() -> Table:
+    """PPO alone on LunarLanderContinuous: mean evaluation return along the run."""
+    src = Source("benchmarks/results/ppo_lunar_lander.json")
+    table = Table(["iteration", "env steps", "seconds", "mean return", "std"], sources=[src.path])
+    for i, _ in enumerate(src.get("curve")):
+        k = f"curve.{i}."
+        table.rows.append(
+            [
+                src.num(k + "iteration", "d"),
+                src.num(k + "env_steps"),
+                src.num(k + "seconds", ".1f"),
+                src.num(k + "score", ".1f"),
+                src.num(k + "score_std", ".1f"),
+            ]
+        )
+    table.rows.append([text("final"), text(""), text(""), src.num("final_score", ".1f"), text("")])
+    return table
+
+
+def poet_cap20_1000() -> Table:
+    """Throughput per phase of a 1,000-iteration POET run at the study's settings."""
+    src = Source("experiments/results/poet_cap20_1000.json")
+    table = Table(["phase", "seconds", "env steps", "steps/s"], sources=[src.path], note=src.get("note"))
+    for i, _ in enumerate(src.get("throughput")):
+        k = f"throughput.{i}."
+        table.rows.append(
+            [
+                text(src.get(k + "phase")),
+                src.num(k + "seconds", ".1f"),
+                src.num(k + "env_steps"),
+                src.num(k + "steps_per_second"),
+            ]
+        )
+    return table
+
+
+# ---------------------------------------------------------------- experiments
+
+
+def compare_curricula() -> Table:
+    """The best agent's final held-out score per level: mean (min to max) over seeds."""
+    src = Source("experiments/results/compare_curricula.json")
+    levels = ["flat", "pits", "stumps", "rough", "combined"]
+    table = Table(["curriculum", *levels, "iterations", "trainer steps", "env steps"], sources=[src.path])
+    for i, row in enumerate(src.get("summary")):
+        k = f"summary.{i}."
+        cells = [text(row["curriculum"])]
+        for level in levels:
+            mean, lo, hi = (src.get(f"{k}{level}.{s}") for s in ("mean", "min", "max"))
+            cells.append(Cell(f"{mean:.0f} ({lo:.0f} to {hi:.0f})", src.path, f"{k}{level}.mean", fmt=".0f"))
+        cells += [src.num(k + "iterations", "d"), src.num(k + "trainer_steps_mean"), src.num(k + "env_steps_mean")]
+        table.rows.append(cells)
+    return table
+
+
+def scripted_runner() -> Table:
+    """A privileged scripted controller on 100 course seeds at the paper's thresholds."""
+    src = Source("experiments/results/scripted_runner.json")
+    table = Table(["course", "class", "seeds cleared", "mean return"], sources=[src.path])
+    for name in src.get("courses"):
+        k = f"courses.{name}."
+        table.rows.append(
+            [
+                text(name),
+                src.num(k + "difficulty", "d"),
+                Cell(f"{src.get(k + 'cleared')}/{src.get(k + 'seeds')}", src.path, k + "cleared", fmt="d"),
+                src.num(k + "mean_return", ".1f"),
+            ]
+        )
+    return table
+
+
+def course_generalisation() -> Table:
+    """Agents of POET's roughest solved envs on fresh courses of their env's params."""
+    src = Source("experiments/results/course_generalisation.json")
+    roughness = [f["roughness"] for f in src.get("envs.0.fresh_courses")]
+    table = Table(
+        ["env", "params", "own course", *(f"fresh courses solved, roughness {r:g}" for r in roughness)],
+        sources=[src.path],
+    )
+    for i, env in enumerate(src.get("envs")):
+        k = f"envs.{i}."
+        cells = [text(env["env_id"][:8]), text(describe(env["params"])), src.num(k + "own_course_score", ".0f")]
+        for j, fresh in enumerate(env["fresh_courses"]):
+            cells.append(
+                Cell(f"{fresh['solved']}/{fresh['courses']}", src.path, f"{k}fresh_courses.{j}.solved", fmt="d")
+            )
+        table.rows.append(cells)
+    return table
+
+
+def describe(values: dict) -> str:
+    """A course's params in a few words."""
+    parts = [f"roughness {values['roughness']:g}"]
+    for key, word in (("pit_gap", "pits"), ("stump_height", "stumps")):
+        if values[key]:
+            parts.append(f"{word} {values[key][0]:g} to {values[key][1]:g}")
+    return ", ".join(parts)
+
+
+def climb_classes() -> Table:
+    """POET continued to 5,000 iterations: envs created and solved per difficulty class."""
+    src = Source("experiments/results/poet_climb_5000.json")
+    table = Table(["class", "created", "solved", "first solved at iteration"], sources=[src.path])
+    for name, row in src.get("classes").items():
+        k = f"classes.{name}."
+        first = src.num(k + "first_solved_iteration", ",d") if row["first_solved_iteration"] is not None else text("-")
+        table.rows.append([text(name), src.num(k + "created", "d"), src.num(k + "solved", "d"), first])
+    return table
+
+
+def climb_maxima() -> Table:
+    """The largest obstacle of each kind among solved envs, every 500 iterations."""
+    src = Source("experiments/results/poet_climb_5000.json")
+    table = Table(["by iteration", "envs solved", "stump height", "pit gap", "roughness"], sources=[src.path])
+    for i, row in enumerate(src.get("solved_envs_over_iterations")):
+        if (row["iteration"] + 1) % 500:
+            continue
+        k = f"solved_envs_over_iterations.{i}."
+        table.rows.append(
+            [
+                text(f"{row['iteration'] + 1:,}"),  # the row holds the last iteration before this one
+                src.num(k + "envs_solved", "d"),
+                src.num(k + "max_stump_height", ".1f"),
+                src.num(k + "max_pit_gap", ".1f"),
+                src.num(k + "max_roughness", ".1f"),
+            ]
+        )
+    return table
+
+
+def annecs_arms() -> Table:
+    """ANNECS at the end of the study's POET and Enhanced POET runs."""
+    src = Source("experiments/results/reproduce_poet/results.json")
+    table = Table(
+        ["arm", "family", "seed", "iterations", "envs created", "ANNECS (paper)", "ANNECS (reference code)"],
+        sources=[src.path],
+    )
+    for i, arm in enumerate(src.get("arms")):
+        k = f"arms.{i}."
+        table.rows.append(
+            [
+                text(arm["arm"]),
+                text(f"`{arm['family']}`"),
+                src.num(k + "seed", "d"),
+                src.num(k + "iterations", ",d"),
+                src.num(k + "envs_created", "d"),
+                src.num(k + "annecs", "d"),
+                src.num(k + "annecs_reference", "d") if "annecs_reference" in arm else text("-"),
+            ]
+        )
+    return table
+
+
+def study_classes() -> Table:
+    """Per class and control: runs at the threshold, best and median score, the rank test."""
+    src = Source("experiments/results/reproduce_poet/results.json")
+    threshold = src.get("solved_threshold")
+    table = Table(
+        [
+            "class",
+            "POET: envs created / solved",
+            "targets",
+            "control",
+            f"runs >= {threshold:g}",
+            "best",
+            "median",
+            "env steps per run (median)",
+            "Mann-Whitney p (POET higher)",
+        ],
+        sources=[src.path],
+    )
+    for i, c in enumerate(src.get("classes")):
+        k = f"classes.{i}."
+        for j, name in enumerate(c["controls"]):
+            s = f"{k}controls.{name}."
+            head = (
+                [
+                    text(f"{c['class']} {c['name']}"),
+                    Cell(f"{c['created']} / {c['solved']}", src.path, k + "created", fmt="d"),
+                    Cell(f"{len(c['targets'])}"),
+                ]
+                if j == 0
+                else [text(""), text(""), text("")]
+            )
+            p = src.get(s + "mann_whitney_poet_greater.p")
+            table.rows.append(
+                head
+                + [
+                    text(name),
+                    Cell(
+                        f"{src.get(s + 'reached_threshold')}/{src.get(s + 'runs')}",
+                        src.path,
+                        s + "reached_threshold",
+                        fmt="d",
+                    ),
+                    src.num(s + "best", ".0f"),
+                    src.num(s + "median", ".0f"),
+                    src.num(s + "env_steps_median", ".1f", scale=1e-6, suffix=" M"),
+                    text("n/a") if p is None else src.num(s + "mann_whitney_poet_greater.p", ".3g"),
+                ]
+            )
+    return table
+
+
+def study_targets() -> Table:
+    """Per target: when POET solved it, the controls' budget and every arm's best score on it."""
+    src = Source("experiments/results/reproduce_poet/results.json")
+    controls = list(src.get("classes.0.controls"))
+    table = Table(
+        [
+            "class",
+            "target",
+            "POET solved at",
+            "lineage steps",
+            "control budget",
+            "POET score",
+            *(f"{n} (best)" for n in controls),
+        ],
+        sources=[src.path],
+    )
+    for i, c in enumerate(src.get("classes")):
+        for j, t in enumerate(c["targets"]):
+            k = f"classes.{i}.targets.{j}."
+            cells = [
+                text(str(c["class"])),
+                text(f"{t['env_id'][:8]} ({describe(t['params'])})"),
+                src.num(k + "solved_iteration", "d"),
+                src.num(k + "lineage_steps", "d"),
+                src.num(k + "budget", "d"),
+                src.num(k + "poet_score", ".0f"),
+            ]
+            for n in controls:
+                scores = t["controls"][n]["scores"]
+                best = scores.index(max(scores))
+                cells.append(src.num(f"{k}controls.{n}.scores.{best}", ".0f"))
+            table.rows.append(cells)
+    return table
+
+
+TABLES: dict[str, Callable[[], Table]] = {
+    f.__name__: f
+    for f in (
+        eval_pool,
+        eval_pool_ratios,
+        eval_pool_ways,
+        eval_pool_bipedal_family,
+        raw_widths,
+        pool_waves,
+        compiled_graph,
+        chunk_cost,
+        quickstart,
+        quickstart_waves,
+        quickstart_vs_numpy_core,
+        bipedal_step,
+        ppo_lunar_lander,
+        poet_cap20_1000,
+        compare_curricula,
+        scripted_runner,
+        course_generalisation,
+        climb_classes,
+        climb_maxima,
+        annecs_arms,
+        study_classes,
+        study_targets,
+    )
+}
+
+
+if __name__ == "__main__":  # print every table: python docs/hooks/docs_tables.py [NAME ...]
+    for name in sys.argv[1:] or TABLES:
+        print(f"## {name}\n\n{TABLES[name]().markdown()}")

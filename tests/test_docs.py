@@ -1,0 +1,211 @@
+"""The README and the documentation site: the README stays short and cites the papers, every
+config field is in the configuration reference, and every number of a generated table is the
+number in its results file (`docs/hooks/`: the tables are built when the site is)."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+import docs_config  # noqa: E402
+import docs_hook  # noqa: E402
+import docs_tables  # noqa: E402
+
+README_LIMIT = 12 * 1024
+ARXIV = {"POET": "https://arxiv.org/abs/1901.01753", "Enhanced POET": "https://arxiv.org/abs/2003.08536"}
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?")
+
+
+# ---------------------------------------------------------------- README and citation
+
+
+def test_readme_is_short_and_links_both_papers_and_a_citation():
+    readme = (ROOT / "README.md").read_bytes()
+    assert len(readme) <= README_LIMIT, f"README.md is {len(readme)} bytes; the limit is {README_LIMIT}"
+    text = readme.decode()
+    for paper, link in ARXIV.items():
+        assert link in text, paper
+    assert "## Citing" in text and "@article{" in text and "CITATION.cff" in text
+
+
+def test_citation_cff_is_valid_yaml_naming_the_software_and_both_papers():
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["title"] and cff["message"]
+    assert cff["authors"] and all(a.get("name") or a.get("family-names") for a in cff["authors"])
+    urls = {ref["url"] for ref in cff["references"]}
+    assert set(ARXIV.values()) <= urls
+    assert all(ref["title"] and ref["authors"] and ref["year"] for ref in cff["references"])
+
+
+def test_the_readmes_links_into_docs_name_files_that_exist():
+    for link in re.findall(r"\]\((docs/[^)#\s]+)", (ROOT / "README.md").read_text()):
+        assert (ROOT / link).is_file(), link
+
+
+# ---------------------------------------------------------------- configuration reference
+
+
+def _every_key(cls: type, prefix: str = "") -> list[str]:
+    """Every leaf field of a config dataclass, dotted, read from the dataclass itself."""
+    keys = []
+    for f in dataclasses.fields(cls):
+        if f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory):
+            keys += _every_key(f.default_factory, f"{prefix}{f.name}.")
+        else:
+            keys.append(f"{prefix}{f.name}")
+    return keys
+
+
+def test_every_config_field_is_in_the_configuration_reference():
+    from poet.config import RunConfig
+    from poet.curricula import CURRICULA
+    from poet.trainers import TRAINERS
+
+    page = docs_config.markdown()
+    expected = _every_key(RunConfig)
+    expected += [k for name, cls in TRAINERS.items() for k in _every_key(cls.Options, f"trainer.{name}.")]
+    expected += [
+        k
+        for cls in CURRICULA.values()
+        if hasattr(cls, "Options")
+        for k in _every_key(cls.Options, "curriculum_options.")
+    ]
+    missing = [k for k in expected if f"| `{k}`" not in page]
+    assert not missing, missing
+    assert set(expected) == set(docs_config.all_keys())
+    assert docs_hook.CONFIG in (ROOT / "docs" / "configuration.md").read_text()
+
+
+def test_the_configuration_reference_states_the_bounds_the_checks_enforce():
+    from poet.config import ConfigError, load_config
+
+    fields = {f.key: f for s in docs_config.sections() for f in s.fields}
+    assert fields["evaluation.max_steps"].bounds == "must be in [1, 10,000,000]"
+    assert fields["reproduction.mc_lower"].bounds == "must be <= reproduction.mc_upper"
+    assert fields["trainer.es.population"].bounds == "must be an even number >= 2 (mirrored pairs)"
+    assert fields["ray.workers"].where_only and not fields["trainer.es.lr"].where_only
+    # a bound the page states is the one a run enforces
+    with pytest.raises(ConfigError, match=re.escape("evaluation.test_every: must be >= 0")):
+        load_config(data={"evaluation": {"test_every": -1}})
+    assert fields["evaluation.test_every"].bounds.startswith("must be >= 0")
+
+
+# ---------------------------------------------------------------- generated tables
+
+
+def _pages() -> list[Path]:
+    return sorted((ROOT / "docs").rglob("*.md"))
+
+
+def _markers() -> dict[str, Path]:
+    """Table name -> the page that shows it."""
+    found = {}
+    for page in _pages():
+        for name in docs_hook.TABLE.findall(page.read_text()):
+            assert name not in found, f"table {name} shown twice"
+            found[name] = page
+    return found
+
+
+def test_every_generated_table_is_shown_once_and_every_marker_names_one():
+    assert set(_markers()) == set(docs_tables.TABLES)
+
+
+def _decimals(fmt: str, shown: float) -> float:
+    """Half a unit of the last digit `fmt` shows: the largest rounding error of the text."""
+    if fmt.endswith("g"):
+        digits = int(re.search(r"\.(\d+)", fmt).group(1))
+        return 0.5 * 10 ** (int(f"{abs(shown):e}".split("e")[1]) - digits + 1) if shown else 0.5e-12
+    match = re.search(r"\.(\d+)f", fmt)
+    return 0.5 * 10 ** -(int(match.group(1)) if match else 0)
+
+
+def check_cell(cell: docs_tables.Cell) -> None:
+    """The cell's number, read from its text, is the value at its key in its file (read here,
+    not through the generator), up to the rounding its format shows."""
+    value = docs_tables.lookup(json.loads((ROOT / cell.source).read_text()), cell.key)
+    number = float(NUMBER.search(cell.text).group(0).replace(",", ""))
+    expected = value * cell.scale
+    assert abs(number - expected) <= _decimals(cell.fmt, expected) * 1.0001, (cell, value)
+
+
+@pytest.mark.parametrize("name", sorted(docs_tables.TABLES))
+def test_every_number_of_a_generated_table_is_its_json_sources(name):
+    table = docs_tables.TABLES[name]()
+    cells = [cell for row in table.rows for cell in row if cell.source is not None]
+    assert cells, f"table {name} has no number read from a file"
+    for cell in cells:
+        check_cell(cell)
+    assert all(s.startswith(("benchmarks/results/", "experiments/results/")) for s in table.sources)
+
+
+def test_a_number_that_differs_from_its_file_fails_the_check():
+    cell = next(c for row in docs_tables.quickstart().rows for c in row if c.key == "annecs")
+    check_cell(cell)
+    for stale in ("9", "7", "8.6"):
+        with pytest.raises(AssertionError):
+            check_cell(dataclasses.replace(cell, text=stale))
+    ratio = next(
+        c for row in docs_tables.eval_pool_ratios().rows for c in row if c.key and c.key.endswith("efficiency")
+    )
+    with pytest.raises(AssertionError):
+        check_cell(dataclasses.replace(ratio, text=f"{float(ratio.text) + 0.01:.2f}"))
+
+
+def _cells(markdown: str) -> list[list[str]]:
+    return [
+        [c.strip() for c in line.strip().strip("|").split("|")]
+        for line in markdown.splitlines()
+        if line.startswith("|")
+    ]
+
+
+def test_the_study_tables_are_the_ones_the_study_script_writes():
+    """The study's own results.md, written by experiments/reproduce_poet.py from the same JSON."""
+    written = _cells((ROOT / "experiments" / "results" / "reproduce_poet" / "results.md").read_text())
+    generated = _cells(docs_tables.study_classes().markdown()) + _cells(docs_tables.study_targets().markdown())
+    assert generated == written
+
+
+def _built(site: Path, page: Path) -> Path:
+    """Where mkdocs writes a page (directory URLs: docs/a/b.md -> site/a/b/index.html)."""
+    rel = page.relative_to(ROOT / "docs").with_suffix("")
+    folder = rel.parent if rel.name == "index" else rel
+    return site / folder / "index.html"
+
+
+@pytest.mark.slow
+def test_the_built_site_shows_every_page_and_every_generated_number(tmp_path):
+    site = tmp_path / "site"
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    for page in _pages():
+        assert _built(site, page).is_file(), page
+    for name, page in _markers().items():
+        shown = html.unescape(_built(site, page).read_text())
+        shown = re.sub(r"<[^>]+>", "", shown)
+        for row in docs_tables.TABLES[name]().rows:
+            for cell in row:
+                if cell.source is not None:
+                    assert cell.text.replace("`", "") in shown, (name, cell.text)
+    api = (site / "api" / "run" / "index.html").read_text()
+    assert "poet.runtime.runner.run" in api and "poet.runtime.runner.resume" in api
