@@ -187,9 +187,7 @@ def main() -> None:
         "--test-every", type=int, default=None, help="held-out evaluation period (default: the configs')"
     )
     parser.add_argument("--buffer-size", type=int, default=None, help="level buffer of accel and robust_plr")
-    parser.add_argument(
-        "--num-levels", type=int, default=None, help="levels per cycle of accel and robust_plr"
-    )
+    parser.add_argument("--num-levels", type=int, default=None, help="levels per cycle of accel and robust_plr")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override")
     parser.add_argument("--out", type=Path, default=None, help="folder for the runs and the comparisons")
     parser.add_argument("--json", type=Path, default=None)

@@ -33,6 +33,7 @@ a level seen once scores 0, and ACCEL edits the levels with the lowest returns.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Literal
 
@@ -150,10 +151,13 @@ class RobustPLR:
         if self.uses_value_loss(ctx):  # a score the trainer cannot give fails before any rollout
             rollout = getattr(ctx.trainer.options, "n_steps", None)
             if rollout is not None and rollout < ctx.cfg.evaluation.max_steps:
-                raise ConfigError(
-                    f"{self.name} scores a level by the episodes that end on it within one rollout (dcd): "
-                    f"trainer.ppo.n_steps ({rollout}) must be >= evaluation.max_steps "
-                    f"({ctx.cfg.evaluation.max_steps}), or a level may never be scored"
+                warnings.warn(
+                    f"{self.name} scores a level by the episodes that end on it within one rollout, as dcd "
+                    f"does: with trainer.ppo.n_steps ({rollout}) < evaluation.max_steps "
+                    f"({ctx.cfg.evaluation.max_steps}) a level whose episodes all last longer is never scored "
+                    f"(dcd: 2048 steps for 2000-step episodes)",
+                    UserWarning,
+                    stacklevel=2,
                 )
         rng = ctx.seeds.rng("plr.start")
         start_pair(ctx, self.new_level(ctx, rng).with_course_seed(course_seed_for(ctx, rng)))
