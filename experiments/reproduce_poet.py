@@ -56,6 +56,10 @@ from difficulty_climb import climb  # noqa: E402
 
 CONFIG = arms.CONFIG
 CONTROLS = ("direct", "path", "accel", "dr")
+# ACCEL and DR run this many iterations first, then as many more as their own rate of env
+# steps says they need to match the direct runs' (a cycle of 16 levels costs far more env
+# steps than an ES step on one env, so a longer first stretch would overshoot)
+FIRST_STRETCH = 200
 BUDGET_FACTOR = (
     2  # controls get twice the lineage's trainer steps; the paper's own budget is unverified (docs/study.md)
 )
@@ -268,9 +272,9 @@ def main() -> None:
             for seed in range(args.control_seeds):
                 if name in ("accel", "dr"):  # one run per class and seed, scored on every target
                     out = args.out / "controls" / f"class{level}-{name}-seed{seed}"
-                    longest = max(t["budget"] for t in entry["targets"])
+                    first = min(FIRST_STRETCH, max(t["budget"] for t in entry["targets"]))
                     match_env_steps(
-                        out, control_overrides(name, targets[0], seed, args.quick), entry["env_steps"], longest
+                        out, control_overrides(name, targets[0], seed, args.quick), entry["env_steps"], first
                     )
                     runs = [out] * len(targets)
                 else:
