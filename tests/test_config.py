@@ -52,7 +52,7 @@ def test_quickstart_yaml_loads():
     assert cfg.evaluation.max_steps == 400 and cfg.evaluation.eval_episodes == 3
     assert cfg.trainer.name == "es"
     assert cfg.trainer.options == {} and cfg.trainer.es == {"population": 32, "noise_table_size": 4_000_000}
-    assert cfg.trainer.ppo["n_steps"] == 128
+    assert cfg.trainer.ppo["n_steps"] == 400
     rp = cfg.reproduction
     assert (rp.every, rp.max_admitted, rp.capacity, rp.mc_lower, rp.mc_upper) == (20, 2, 8, 25.0, 340.0)
     assert cfg.transfer.every == 10
@@ -202,7 +202,7 @@ def test_a_built_in_trainers_options_come_from_its_own_section():
     assert (parts.trainer_options.population, parts.trainer_options.noise_table_size) == (8, 4_000_000)
     ppo = check_parts(load_config(QUICKSTART, overrides=["trainer.name=ppo", "trainer.ppo.epochs=3"]))
     assert type(ppo.trainer_options).__name__ == "PPOOptions"
-    assert (ppo.trainer_options.n_steps, ppo.trainer_options.epochs) == (128, 3)
+    assert (ppo.trainer_options.n_steps, ppo.trainer_options.epochs) == (400, 3)
 
 
 @pytest.mark.parametrize("name", ["es", "ppo"])
