@@ -31,6 +31,8 @@ class ConfigError(ValueError):
 class EnvConfig:
     """Which environment family the run evolves."""
 
+    # a registered family (envs.FAMILIES: terrain, bipedal, bipedal_cppn, ...) or
+    # package.module:Factory; `terrain` is this project's fast stand-in for the papers' `bipedal`
     family: str = "terrain"
     options: dict[str, Any] = field(default_factory=dict)  # passed to the family factory
     # the params a run starts from (the family's values, e.g. {roughness: 2.0, pit_gap: [],
@@ -42,7 +44,9 @@ class EnvConfig:
 class PolicyConfig:
     """Policy architecture (POET: 40-40 hidden units, tanh)."""
 
-    hidden: list[int] = field(default_factory=lambda: [40, 40])
+    hidden: list[int] = field(default_factory=lambda: [40, 40])  # hidden layer sizes (the reference's model.py)
+    # the hidden layers' nonlinearity; the output is squashed by tanh to the action bounds
+    # (argmax for discrete actions) whatever this is
     activation: Literal["tanh", "relu"] = "tanh"
     # initial weights: "reference" i.i.d. N(0, 0.1) (uber-research/poet `get_random_model_params`),
     # or "normc" (normalised columns, small last layer, zero biases; OpenAI ES)
@@ -53,9 +57,14 @@ class PolicyConfig:
 class EvaluationConfig:
     """How agents are scored and where rollouts run."""
 
+    # "ray": rollouts on the Ray worker pool (the `ray` section); "inprocess": in the driver
+    # process, no Ray
     backend: Literal["ray", "inprocess"] = field(default="ray", metadata=WHERE_ONLY)
     max_steps: int = 2000  # step cap of every episode
     eval_episodes: int = 5  # episodes behind each agent-on-env score (eligibility, MC, novelty, transfer)
+    # a failed evaluation (an env that raised or returned a non-finite reward or observation,
+    # a Ray chunk out of retries): "stop" ends the run with the error; "score_as_failure"
+    # scores it failure_score and goes on
     on_error: Literal["stop", "score_as_failure"] = "stop"
     failure_score: float = -100.0  # the score a failed evaluation gets with on_error=score_as_failure
     batch_rows: int = field(default=4096, metadata=WHERE_ONLY)  # most episodes stepped together in one batch
@@ -87,8 +96,8 @@ class RayConfig:
     # Unset, the deadline is deadline_factor x its work (env steps at its step caps) at the
     # rate measured for its kind (chunk or job), never under deadline_floor_s.
     deadline_s: float | None = None
-    deadline_floor_s: float = 60.0
-    deadline_factor: float = 10.0
+    deadline_floor_s: float = 60.0  # seconds: the shortest deadline when deadline_s is unset
+    deadline_factor: float = 10.0  # the deadline over a unit's work at the measured rate, when deadline_s is unset
     log_to_driver: bool = False  # show the workers' stdout/stderr and Ray's logs
     # Ray's runtime environment for the run's workers, e.g. {working_dir: ".", py_modules: [...]}
     # to ship a user's trainer, curriculum or family code to a cluster's nodes
@@ -104,23 +113,36 @@ class TrainerConfig:
     user's `package.module:Class` trainer (setting it for a built-in one is a ConfigError).
     """
 
-    name: str = "es"
-    options: dict[str, Any] = field(default_factory=dict)
+    name: str = "es"  # a built-in trainer ("es", "ppo"; poet.trainers.TRAINERS) or package.module:Class
+    options: dict[str, Any] = field(default_factory=dict)  # a package.module:Class trainer's options
+    # the ES trainer's options (ESOptions, below); each built-in trainer's section is checked
+    # even when another trainer runs
     es: dict[str, Any] = field(default_factory=dict)
-    ppo: dict[str, Any] = field(default_factory=dict)
+    ppo: dict[str, Any] = field(default_factory=dict)  # the PPO trainer's options (PPOOptions, below)
 
 
 @dataclass
 class ReproductionConfig:
     """POET's reproduction step: eligibility, mutation, minimal criterion, novelty, capacity."""
 
+    # iterations between reproduction steps, none at iteration 0 (Enhanced POET's run_poet_local.sh:
+    # --adjust_interval=6 x --steps_before_transfer=25; POET's: 8 x 25 = 200)
     every: int = 150
-    threshold: float = 200.0  # eligibility to reproduce
+    threshold: float = 200.0  # a pair may reproduce when its agent scores at least this on its env (--repro_threshold)
+    # mutations of random eligible parents proposed per reproduction step; a duplicate env is
+    # dropped (the reference's adjust_envs_niches, max_children=8)
     max_children: int = 8
+    # most children admitted per reproduction step, most novel first (adjust_envs_niches, max_admitted=1)
     max_admitted: int = 1
+    # the minimal criterion: a child passes when the agent tested on it scores in
+    # [mc_lower, mc_upper] (master.py --mc_lower / --mc_upper); also PATA-EC's clipping bounds
     mc_lower: float = 25.0
-    mc_upper: float = 340.0
+    mc_upper: float = 340.0  # the minimal criterion's upper bound: above it a child is too easy
+    # most active pairs: beyond it the oldest move to the archive at the end of a reproduction
+    # step (the POET paper's text: 20; --max_num_envs: 25 in POET's run script, 40 in Enhanced POET's)
     capacity: int = 20
+    # nearest neighbours a child's novelty averages the distance to (compute_novelty_vs_archive,
+    # k=5): env features for POET, PATA-EC vectors for Enhanced POET
     novelty_k: int = 5
     # PATA-EC (Enhanced POET): tied clipped scores ranked by position ("ordinal", the
     # reference's compute_centered_ranks) or sharing their mean rank ("average")
@@ -136,7 +158,9 @@ class ReproductionConfig:
 class TransferConfig:
     """Transfer tournaments: direct and fine-tuned (one trainer step) candidates."""
 
-    every: int = 25
+    every: int = 25  # iterations between transfer tournaments, given two active pairs (--steps_before_transfer=25)
+    # also try each source after one uncommitted trainer step on the target (the reference's
+    # proposals); false: direct transfers only
     fine_tune: bool = True
 
 
@@ -154,8 +178,10 @@ class LoggingConfig:
 
     tensorboard: bool = False  # event files under RUN_DIR/tensorboard
     mlflow: bool = False  # a local file store under RUN_DIR/mlruns, unless mlflow_uri
+    # another MLflow tracking store (e.g. a server's URI); a remote store's curves may repeat
+    # steps after a resume
     mlflow_uri: str | None = None
-    mlflow_experiment: str = "poet"
+    mlflow_experiment: str = "poet"  # the MLflow experiment the run is logged under (created if missing)
 
 
 @dataclass
@@ -165,11 +191,12 @@ class RunConfig:
     # poet | enhanced_poet | accel | robust_plr | dr | direct | path, or a curriculum of your own as
     # package.module:Class; curriculum_options fill its `Options` dataclass (poet.curricula.base).
     curriculum: str = "poet"
-    curriculum_options: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
-    iterations: int = field(default=1000, metadata=WHERE_ONLY)
+    curriculum_options: dict[str, Any] = field(default_factory=dict)  # the curriculum's options (tables below)
+    seed: int = 0  # the root seed every random stream derives from (poet.seeding)
+    iterations: int = field(default=1000, metadata=WHERE_ONLY)  # the iteration the run stops at; a resume may raise it
+    # a score at or above which an env counts as solved (the POET paper's 230), for ANNECS and the report
     solved_threshold: float = 230.0
-    progress: bool = field(default=True, metadata=WHERE_ONLY)
+    progress: bool = field(default=True, metadata=WHERE_ONLY)  # a progress bar with ETA on stderr
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)

@@ -26,8 +26,10 @@ from poet.curricula.common import course_seed_for, initial_params, record_level,
 class PathOptions:
     """The target env's values (or a whole EnvParams dict) and the number of stages."""
 
+    # the env the last stage trains on: the family's values (e.g. {roughness: 4.0, pit_gap: [],
+    # stump_height: []}) or a whole EnvParams dict, to end on its course
     target: dict[str, Any] | None = None
-    stages: int = 10
+    stages: int = 10  # equal shares of the run, each on one env from the start to the target (both included)
 
     def check(self) -> list[tuple[str, str]]:
         """(field, problem) for every impossible value."""

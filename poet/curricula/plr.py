@@ -67,14 +67,23 @@ def maxmc(max_return: float, current_return: float) -> float:
 class PLROptions:
     """Robust PLR's options (defaults: dcd's `bipedal_robust_plr.json`)."""
 
-    buffer_size: int = 1000
+    buffer_size: int = 1000  # most levels the buffer holds (dcd's level_replay_seed_buffer_size)
+    # a cycle replays with probability min(fill, replay_prob) once the buffer is min_fill full,
+    # else explores new levels (the "proportionate" schedule; dcd's level_replay_prob)
     replay_prob: float = 0.5
     min_fill: float = 0.5  # of the buffer, filled before the first replay
+    # temperature of the rank prioritisation: a level's weight is 1 / rank^(1 / temperature)
+    # (dcd's level_replay_temperature, its arguments.py default)
     temperature: float = 0.1
+    # share of staleness in the replay distribution, (1 - c) P_score + c P_staleness (dcd's staleness_coef)
     staleness_coef: float = 0.5
     num_levels: int = 16  # levels per cycle, replayed or new (dcd's num_processes)
+    # a level's score: "positive_value_loss" (dcd's level_replay_strategy; needs a trainer with
+    # a value function, PPO), "maxmc" (from returns), or "auto": the first when the trainer can
     score: Literal["auto", "positive_value_loss", "maxmc"] = "auto"
-    buffer_priority: Literal["replay_support", "score"] = "replay_support"  # dcd's level_replay_seed_buffer_priority
+    # which level a new one may replace in a full buffer: the least likely to be replayed, or
+    # the lowest-scored (dcd's level_replay_seed_buffer_priority)
+    buffer_priority: Literal["replay_support", "score"] = "replay_support"
 
     def check(self) -> list[tuple[str, str]]:
         """(field, problem) for every impossible value."""
@@ -89,6 +98,8 @@ class PLROptions:
 class ACCELOptions(PLROptions):
     """ACCEL's options (defaults: dcd's `bipedal_accel.json`)."""
 
+    # a cycle replays (and edits) with probability min(fill, replay_prob) once the buffer is
+    # min_fill full, else explores new levels (dcd's level_replay_prob in bipedal_accel.json)
     replay_prob: float = 0.9
     edits: int = 3  # edits per child of a replayed level (dcd's num_edits)
 

@@ -36,17 +36,21 @@ class ESOptions:
     """ES hyper-parameters (defaults: the reference's `run_poet_local.sh` and `master.py`)."""
 
     population: int = 512  # rollouts per step, as mirrored pairs: population / 2 noise vectors
+    # episodes each perturbed policy runs, their returns averaged (the reference: one; on a
+    # fixed course they are identical and run once)
     episodes_per_perturbation: int = 1
-    sigma: float = 0.1
-    sigma_decay: float = 0.999
-    sigma_floor: float = 0.01
-    lr: float = 0.01
-    lr_decay: float = 0.9999
-    lr_floor: float = 0.001
-    l2: float = 0.01
-    beta1: float = 0.9  # the reference's Adam default (optimizers.py)
-    beta2: float = 0.999
-    adam_eps: float = 1e-8
+    sigma: float = 0.1  # initial noise std of the perturbations (--noise_std)
+    sigma_decay: float = 0.999  # sigma is multiplied by this after every committed step (--noise_decay)
+    sigma_floor: float = 0.01  # sigma never decays below this (--noise_limit)
+    lr: float = 0.01  # initial Adam step size, also child admission's plain SGD step (--learning_rate)
+    lr_decay: float = 0.9999  # lr is multiplied by this after every committed step (--lr_decay)
+    lr_floor: float = 0.001  # lr never decays below this (--lr_limit)
+    l2: float = 0.01  # L2 coefficient: Adam descends -gradient + l2 * theta (--l2_coeff)
+    beta1: float = 0.9  # Adam's first-moment decay: the reference's Adam default (optimizers.py)
+    beta2: float = 0.999  # Adam's second-moment decay (optimizers.py)
+    adam_eps: float = 1e-8  # Adam's epsilon, added to sqrt(v) (optimizers.py)
+    # floats in the shared noise table the perturbations are read from, drawn from the run's
+    # seed (the reference's holds 250M; this many is ample for POET's 40-40 policy)
     noise_table_size: int = 25_000_000
     # how a transfer's fine-tuned candidate steps: "adam" with the target's moments, not
     # committed (the reference run script's --propose_with_adam), or "sgd" (plain step)

@@ -58,23 +58,26 @@ class PPOOptions:
     n_envs: int = 8  # envs stepped together in a job
     n_steps: int = 256  # steps per env per update
     updates_per_iteration: int = 1  # PPO updates per POET iteration
-    epochs: int = 10
+    epochs: int = 10  # passes over each update's rollout (n_steps from each env or level)
+    # env steps per minibatch (at most the batch); a remainder short of a full minibatch is left out
     minibatch_size: int = 256
-    lr: float = 3e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip: float = 0.2
-    ent_coef: float = 0.0
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    init_log_std: float = -0.5
+    lr: float = 3e-4  # Adam step size (no schedule)
+    gamma: float = 0.99  # discount factor
+    gae_lambda: float = 0.95  # GAE's lambda
+    clip: float = 0.2  # the policy ratio's clipping range: [1 - clip, 1 + clip]
+    ent_coef: float = 0.0  # weight of the entropy bonus in the loss
+    vf_coef: float = 0.5  # weight of the value loss (half the mean squared error) in the loss
+    max_grad_norm: float = 0.5  # the gradient of actor, log-std and value net together is clipped to this norm
+    init_log_std: float = -0.5  # initial log-std of the Gaussian over the pre-squash actions (learned, per action)
+    # hidden layer sizes of the value network (the policy's activation); it lives in the
+    # trainer's state, not in the agent's theta
     value_hidden: list[int] = field(default_factory=lambda: [64, 64])
-    normalize_obs: bool = True
+    normalize_obs: bool = True  # running mean/std normalisation of observations, folded into theta's first layer
     obs_std_floor: float = 0.1  # a feature constant so far is scaled by at most 1 / floor when it varies later
-    normalize_rewards: bool = True
-    beta1: float = 0.9
-    beta2: float = 0.999
-    adam_eps: float = 1e-5
+    normalize_rewards: bool = True  # rewards divided by the running std of the discounted return
+    beta1: float = 0.9  # Adam's first-moment decay
+    beta2: float = 0.999  # Adam's second-moment decay
+    adam_eps: float = 1e-5  # Adam's epsilon, added to sqrt(v)
 
     def check(self) -> list[tuple[str, str]]:
         """(field, problem) for every impossible value."""
