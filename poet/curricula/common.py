@@ -64,17 +64,6 @@ def initial_params(family: EnvFamily, rng: np.random.Generator) -> EnvParams:
     return family.initial(rng) if takes_rng else family.initial()
 
 
-def _task(ctx: RunContext, pair: Pair, iteration: int, theta: np.ndarray, state: dict, eval_episodes: int) -> TrainTask:
-    return TrainTask(
-        key=pair.pair_id,
-        theta=theta,
-        env=pair.env,
-        state=state,
-        seed=ctx.seeds.integer("train", iteration, pair.index),
-        eval_episodes=eval_episodes,
-    )
-
-
 def train_pairs(ctx: RunContext, iteration: int) -> list[TrainStep]:
     """One trainer step for every active pair (one wave), and each pair's score.
 
@@ -82,27 +71,17 @@ def train_pairs(ctx: RunContext, iteration: int) -> list[TrainStep]:
     agents are scored in a second wave; with `before_step` the trainer scores the starting
     agents in its own wave.
     """
-    after = ctx.cfg.evaluation.self_score == "after_step"
     pairs = list(ctx.state.population.active)
-    tasks = [
-        _task(ctx, p, iteration, p.theta, p.state, 0 if after else ctx.cfg.evaluation.eval_episodes) for p in pairs
-    ]
-    steps = ctx.trainer.step(tasks, ctx.evaluator)
-    if after:
+    steps = ctx.trainer.step([_task(ctx, p, iteration) for p in pairs], ctx.evaluator)
+    if _scored_after(ctx):
         scores = ctx.scorer.score(
             [(s.theta, p.env) for p, s in zip(pairs, steps)], tags=[f"{p.pair_id} (score)" for p in pairs]
         )
     else:
         scores = [float("nan") if s.score is None else s.score for s in steps]
     for pair, step, score in zip(pairs, steps, scores):
-        score = float(score)
-        ctx.records.write(
-            "iterations",
-            {"iteration": iteration, "pair_id": pair.pair_id, "env_id": pair.env.id, "score": score, **step.metrics},
-        )
-        pair.scores.append(score)
-        pair.theta, pair.state = step.theta, step.state
-        ctx.mark_solved(pair.pair_id, pair.env.id, score, iteration, "training")
+        _commit(ctx, iteration, pair, step, float(score))
+        ctx.mark_solved(pair.pair_id, pair.env.id, float(score), iteration, "training")
     return steps
 
 
@@ -113,20 +92,41 @@ def train_on_levels(ctx: RunContext, iteration: int, levels: list[EnvParams]) ->
     were and their ids; each level counts as solved on its own return."""
     pair = ctx.state.population.active[0]
     pair.env = levels[0]
-    after = ctx.cfg.evaluation.self_score == "after_step"
-    task = _task(ctx, pair, iteration, pair.theta, pair.state, 0 if after else ctx.cfg.evaluation.eval_episodes)
-    task.levels = list(levels)
-    step = ctx.trainer.step([task], ctx.evaluator)[0]
-    if after:
-        returns = [
-            float(r)
-            for r in ctx.scorer.score(
-                [(step.theta, env) for env in levels], tags=[f"{pair.pair_id} (score)"] * len(levels)
-            )
-        ]
+    step = ctx.trainer.step([_task(ctx, pair, iteration, levels)], ctx.evaluator)[0]
+    if _scored_after(ctx):
+        jobs = [(step.theta, env) for env in levels]
+        returns = [float(r) for r in ctx.scorer.score(jobs, tags=[f"{pair.pair_id} (score)"] * len(levels))]
     else:
         returns = [float(m.get("return", float("nan"))) for m in step.levels]
-    score = float(np.mean(returns))
+    batch = {"levels": len(levels), "level_ids": " ".join(env.id for env in levels)}
+    _commit(ctx, iteration, pair, step, float(np.mean(returns)), batch)
+    for env, ret in zip(levels, returns):
+        ctx.mark_solved(pair.pair_id, env.id, ret, iteration, "training")
+    return step, returns
+
+
+def _scored_after(ctx: RunContext) -> bool:
+    """Whether a trained agent is scored after its step (else the trainer scores it before)."""
+    return ctx.cfg.evaluation.self_score == "after_step"
+
+
+def _task(ctx: RunContext, pair: Pair, iteration: int, levels: list[EnvParams] | None = None) -> TrainTask:
+    """The pair's trainer step of this iteration (on a batch of `levels`, if given)."""
+    return TrainTask(
+        key=pair.pair_id,
+        theta=pair.theta,
+        env=pair.env,
+        state=pair.state,
+        seed=ctx.seeds.integer("train", iteration, pair.index),
+        eval_episodes=0 if _scored_after(ctx) else ctx.cfg.evaluation.eval_episodes,
+        levels=list(levels or []),
+    )
+
+
+def _commit(
+    ctx: RunContext, iteration: int, pair: Pair, step: TrainStep, score: float, row: dict | None = None
+) -> None:
+    """A pair's step taken: its iterations row (with `row`'s extra columns), score, weights and state."""
     ctx.records.write(
         "iterations",
         {
@@ -134,16 +134,12 @@ def train_on_levels(ctx: RunContext, iteration: int, levels: list[EnvParams]) ->
             "pair_id": pair.pair_id,
             "env_id": pair.env.id,
             "score": score,
-            "levels": len(levels),
-            "level_ids": " ".join(env.id for env in levels),
+            **(row or {}),
             **step.metrics,
         },
     )
     pair.scores.append(score)
     pair.theta, pair.state = step.theta, step.state
-    for env, ret in zip(levels, returns):
-        ctx.mark_solved(pair.pair_id, env.id, ret, iteration, "training")
-    return step, returns
 
 
 def course_seed_for(ctx: RunContext, rng: np.random.Generator) -> int | None:

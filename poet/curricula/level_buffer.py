@@ -125,7 +125,7 @@ class LevelBuffer:
             return None
         index = self.insert(level, scores[0], timestamp)
         if index is not None:
-            self.scores[index] = float(scores[-1])
+            self.update(index, scores[-1])
         return index
 
     def update(self, index: int, score: float) -> None:

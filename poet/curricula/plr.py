@@ -33,7 +33,6 @@ a level seen once scores 0, and ACCEL edits the levels with the lowest returns.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Literal
 
@@ -159,17 +158,7 @@ class RobustPLR:
         return ctx.family.sample(rng)
 
     def start(self, ctx: RunContext) -> None:
-        if self.uses_value_loss(ctx):  # a score the trainer cannot give fails before any rollout
-            rollout = getattr(ctx.trainer.options, "n_steps", None)
-            if rollout is not None and rollout < ctx.cfg.evaluation.max_steps:
-                warnings.warn(
-                    f"{self.name} scores a level by the episodes that end on it within one rollout, as dcd "
-                    f"does: with trainer.ppo.n_steps ({rollout}) < evaluation.max_steps "
-                    f"({ctx.cfg.evaluation.max_steps}) a level whose episodes all last longer is never scored "
-                    f"(dcd: 2048 steps for 2000-step episodes)",
-                    UserWarning,
-                    stacklevel=2,
-                )
+        self.uses_value_loss(ctx)  # a score the trainer cannot give fails before any rollout
         rng = ctx.seeds.rng("plr.start")
         start_pair(ctx, self.new_level(ctx, rng).with_course_seed(course_seed_for(ctx, rng)))
         buffer = LevelBuffer(

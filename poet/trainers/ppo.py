@@ -30,6 +30,7 @@ How it fits POET's agents (a plain MLP `theta` that the evaluators run on raw ob
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -506,7 +507,7 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
     lengths: list[int] = []
 
     try:
-        for _ in range(o.updates_per_iteration):
+        for update in range(o.updates_per_iteration):
             _load_networks(learner, spec, theta, state, norm)
             batch = rollouts.collect(learner, norm, o.n_steps)
             returns += batch.episode_returns
@@ -515,7 +516,7 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
             norm.update(batch.obs.reshape(-1, batch.obs.shape[-1]))
             _load_networks(learner, spec, theta, state, norm)
             rewards = _scale_rewards(batch, state, o, ret_acc)
-            if payload.get("levels"):
+            if payload.get("levels") and update == o.updates_per_iteration - 1:  # the last rollout's
                 level_metrics = _level_metrics(batch, rewards, o)
             z = norm.apply(batch.obs.reshape(-1, batch.obs.shape[-1])).reshape(*batch.obs.shape[:2], -1)
             for k, v in _update(learner, batch, z, rewards, adam, o, rng).items():
@@ -612,9 +613,23 @@ class PPOTrainer:
         """A transferred agent starts afresh here (its normaliser is already folded into theta)."""
         return self.init_state(theta)
 
+    def _check_rollout_for_levels(self, tasks: Sequence[TrainTask]) -> None:
+        """Level scores come from the episodes that end within one rollout (dcd): warn when a
+        rollout is shorter than an episode may be, so that some levels may never be scored."""
+        o, cap = self.options, self.context.max_steps
+        if o.n_steps < cap and any(t.levels for t in tasks):
+            warnings.warn(
+                f"a level is scored by the episodes that end on it within one rollout, as dcd does: with "
+                f"trainer.ppo.n_steps ({o.n_steps}) < evaluation.max_steps ({cap}) a level whose episodes "
+                f"all last longer is never scored (dcd: 2048 steps for 2000-step episodes)",
+                UserWarning,
+                stacklevel=3,
+            )
+
     def step(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[TrainStep]:
         """Score the starting agents (one wave), then one PPO job per task (one wave)."""
         o, ctx = self.options, self.context
+        self._check_rollout_for_levels(tasks)
         plans = []
         for task in tasks:
             rng = np.random.Generator(np.random.PCG64(task.seed))
@@ -680,6 +695,7 @@ class PPOTrainer:
         (`_level_metrics`: its episodes' scores, mean return, value loss). What robust PLR
         and ACCEL score new levels by."""
         o, ctx = self.options, self.context
+        self._check_rollout_for_levels(tasks)
         options = asdict(o)
         batches = [t.levels or [t.env] for t in tasks]
         jobs = [
