@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+
 import numpy as np
 import pytest
+import ray.cloudpickle
 import torch
 
 import envs
@@ -17,6 +22,9 @@ from poet.trainers import EvaluationFailed, PPOOptions, PPOTrainer, TrainerConte
 from poet.trainers.base import ErrorPolicy
 from poet.trainers.ppo import fold, merge_moments, unfold
 from tests.conftest import ROOT
+
+# Test-only classes travel to the workers by value (the workers cannot import tests/).
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 TERRAIN = envs.make_family("terrain")
 CARTPOLE = envs.make_family("cartpole")
@@ -164,32 +172,59 @@ def test_same_seed_same_agent_in_process_and_on_the_pool_whatever_the_workers(ra
     assert not np.array_equal(base[0].theta, base[1].theta)  # different envs, different agents
 
 
-def test_killed_worker_mid_jobs_wave_gives_identical_agents(ray_local):
-    """A worker SIGKILLed while running PPO jobs is replaced and its jobs re-run: same agents."""
-    import os
-    import signal
-    import threading
-    import time
+class _DiesOnceWhileFlaggedFamily:
+    """Terrain whose worker process is killed (SIGKILL) at an env's 20th step while a flag file
+    exists; the first worker there removes the flag, so exactly one dies (numbers unchanged)."""
 
-    spec, trainer = _setup(TERRAIN)
+    name = "terrain"
+
+    def __init__(self, flag: str):
+        self.inner, self.flag = envs.make_family("terrain"), flag
+
+    def __getattr__(self, item):
+        if item == "inner":
+            raise AttributeError(item)
+        return getattr(self.inner, item)
+
+    def make_env(self, params: EnvParams, render_mode=None):
+        env = self.inner.make_env(params, render_mode)
+        step, flag, count = env.step, self.flag, [0]
+
+        def step_or_die(action):
+            count[0] += 1
+            if count[0] == 20:
+                try:
+                    os.unlink(flag)
+                except FileNotFoundError:
+                    pass
+                else:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return step(action)
+
+        env.step = step_or_die
+        return env
+
+
+def test_killed_worker_mid_jobs_wave_gives_identical_agents(ray_local, tmp_path):
+    """A worker SIGKILLed while running PPO jobs is replaced and its jobs re-run: same agents."""
+    # The kill comes from inside a job at a fixed step, not from a timer: a timer guessed from
+    # one wave's duration can miss the wave on a loaded machine.
+    flag = tmp_path / "die"
+    family = _DiesOnceWhileFlaggedFamily(str(flag))
+    spec, trainer = _setup(family)
     theta = init_flat(spec, np.random.default_rng(5))
     tasks = [
-        TrainTask(f"p{i}", theta, TERRAIN.initial().replace(roughness=0.3 * i), trainer.init_state(theta), seed=i)
+        TrainTask(f"p{i}", theta, family.initial().replace(roughness=0.3 * i), trainer.init_state(theta), seed=i)
         for i in range(8)
     ]
-    pool = RayEvaluator(TERRAIN, spec, workers=2, inflight_per_worker=1)
+    pool = RayEvaluator(family, spec, workers=2, inflight_per_worker=1)
     try:
-        clean = trainer.step(tasks, pool)  # also warms the workers up (imports, compiled kernels)
-        t0 = time.perf_counter()
-        trainer.step(tasks, pool)
-        duration = time.perf_counter() - t0  # how long a warm wave takes
-        victim = pool.worker_pids()[0]
-        killer = threading.Timer(duration * 0.4, os.kill, args=(victim, signal.SIGKILL))
-        killer.start()
+        clean = trainer.step(tasks, pool)
+        before = set(pool.worker_pids())
+        flag.touch()
         faulty = trainer.step(tasks, pool)
-        killer.join()
-        assert pool.restarts >= 1, f"the worker was not killed mid-wave (wave took {duration:.2f}s)"
-        assert victim not in pool.worker_pids() and len(pool.worker_pids()) == 2
+        assert not flag.exists() and pool.restarts == 1
+        assert len(before - set(pool.worker_pids())) == 1 and len(pool.worker_pids()) == 2
     finally:
         pool.close()
     for a, b in zip(clean, faulty):

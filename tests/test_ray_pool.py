@@ -110,32 +110,6 @@ def test_batched_waves_go_in_one_chunk_per_worker(ray_local):
     assert chunk_counts == [2] * 8
 
 
-def test_killed_worker_mid_wave_gives_identical_results(ray_local):
-    spec, noise = _setup(TERRAIN)
-    params = _params(TERRAIN, 8)
-    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, chunks_per_worker=6, inflight_per_worker=1)
-    try:
-        reqs = _requests(ev, spec, params, n_policies=40, scale=0.3)
-        clean = ev.evaluate(reqs)  # also warms the workers up (imports, compiled kernels)
-        t0 = time.perf_counter()
-        _same(ev.evaluate(reqs), clean)
-        duration = time.perf_counter() - t0  # how long a warm wave takes
-        victim = ev.worker_pids()[0]
-        killer = threading.Timer(duration * 0.4, os.kill, args=(victim, signal.SIGKILL))
-        killer.start()
-        faulty = ev.evaluate(reqs)
-        killer.join()
-        assert ev.restarts >= 1, f"the worker was not killed mid-wave (wave took {duration:.2f}s)"
-        assert victim not in ev.worker_pids()
-        _same(faulty, clean)
-        assert all(r.error is None for r in faulty)
-        # the pool keeps working at full size after the fault
-        assert len(ev.worker_pids()) == 2
-        _same(ev.evaluate(reqs), clean)
-    finally:
-        ev.close()
-
-
 def test_a_pool_whose_wave_was_stopped_answers_the_next_wave_right(ray_local):
     """A stop request abandons a wave with chunks still running; their answers, when they
     come, must not be taken for the next wave's."""
@@ -376,6 +350,58 @@ def test_a_request_that_kills_its_worker_fails_alone(ray_local):
     _same([results[i] for i in (0, 1, 3)], alone)
 
 
+class DiesOnceWhileFlaggedFamily(FlakyFamily):
+    """Terrain whose worker process is killed (SIGKILL) at a batch's 20th step while a flag file
+    exists; the first worker there removes the flag, so exactly one dies (numbers unchanged)."""
+
+    def __init__(self, flag: str):
+        super().__init__()
+        self.flag = flag
+
+    def make_batch(self, params, seeds, max_steps):
+        batch = self.inner.make_batch(params, seeds, max_steps)
+        step, flag, steps = batch.step, self.flag, [0]
+
+        def step_or_die(actions):
+            steps[0] += 1
+            if steps[0] == 20:
+                try:
+                    os.unlink(flag)
+                except FileNotFoundError:
+                    pass
+                else:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return step(actions)
+
+        batch.step = step_or_die
+        return batch
+
+
+def test_killed_worker_mid_wave_gives_identical_results(ray_local, tmp_path):
+    # The kill comes from inside a chunk at a fixed step, not from a timer: a timer guessed from
+    # one wave's duration missed the wave on a loaded machine.
+    flag = tmp_path / "die"
+    family = DiesOnceWhileFlaggedFamily(str(flag))
+    spec, noise = _setup(family.inner)
+    params = _params(family.inner, 8)
+    ev = RayEvaluator(family, spec, noise, workers=2, chunks_per_worker=6, inflight_per_worker=1)
+    try:
+        reqs = _requests(ev, spec, params, n_policies=40, scale=0.3)
+        clean = ev.evaluate(reqs)
+        before = set(ev.worker_pids())
+        flag.touch()
+        faulty = ev.evaluate(reqs)
+        assert not flag.exists() and ev.restarts == 1
+        assert len(before - set(ev.worker_pids())) == 1  # one worker died and was replaced
+        _same(faulty, clean)
+        assert all(r.error is None for r in faulty)
+        # the pool keeps working at full size after the fault
+        assert len(ev.worker_pids()) == 2
+        _same(ev.evaluate(reqs), clean)
+    finally:
+        ev.close()
+
+
 class HangingFamily(FlakyFamily):
     """Terrain whose env step never returns when roughness is 0.8 (a simulator stuck in a loop)."""
 
@@ -491,7 +517,7 @@ def test_sigterm_during_a_long_wave_exits_within_seconds_and_resume_equals_strai
     with pytest.raises(RunInterrupted) as stop:
         poet.run(cfg, out=stopped, progress=False)
     seconds = time.monotonic() - signalled[0]
-    assert seconds < 10, seconds
+    assert seconds < 30, seconds  # a chunk at this pace takes over a minute
     flag.unlink()
     done = load_run(stopped).iterations["iteration"]
     saved = checkpoint.load(checkpoint.checkpoints(stopped)[-1])
