@@ -6,18 +6,9 @@ registered with gymnasium under the `poet/` namespace, e.g. `gymnasium.make("poe
 
 from __future__ import annotations
 
-from envs.base import BatchEnv, EnvCache, EnvFamily, EnvParamError, EnvParams, make_batch_env
+from envs.base import BatchEnv, EnvCache, EnvFamily, EnvParamError, EnvParams
 from envs.registry import FAMILIES, make_family, register_gymnasium_envs
 
 register_gymnasium_envs()
 
-__all__ = [
-    "BatchEnv",
-    "EnvCache",
-    "EnvFamily",
-    "EnvParamError",
-    "EnvParams",
-    "FAMILIES",
-    "make_batch_env",
-    "make_family",
-]
+__all__ = ["BatchEnv", "EnvCache", "EnvFamily", "EnvParamError", "EnvParams", "FAMILIES", "make_family"]

@@ -9,7 +9,7 @@ import hashlib
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -226,14 +226,6 @@ class EnvFamily(Protocol):
         ...
 
 
-def make_batch_env(family: EnvFamily, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int) -> BatchEnv:
-    """The family's own batched path if it has one, else lock-stepped gymnasium envs."""
-    maker = getattr(family, "make_batch", None)
-    if maker is not None:
-        return maker(params, seeds, max_steps)
-    return LockstepBatch(family, params, seeds, max_steps)
-
-
 class EnvCache:
     """Used gymnasium envs kept for the next batches, for families that can make them as good as new.
 
@@ -284,44 +276,3 @@ class EnvCache:
             for env in envs:
                 env.close()
         self._idle.clear()
-
-
-class LockstepBatch:
-    """Fallback BatchEnv: one gymnasium env per row, stepped in a Python loop."""
-
-    def __init__(self, family: EnvFamily, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int):
-        self.num_envs = len(params)
-        self._envs = [family.make_env(p) for p in params]
-        self._seeds = [int(s) for s in seeds]
-        self._max_steps = int(max_steps)
-        self._done = np.zeros(self.num_envs, dtype=bool)
-        self._t = 0
-        self._obs: np.ndarray | None = None
-
-    def reset(self) -> np.ndarray:
-        obs = [np.asarray(env.reset(seed=s)[0], dtype=np.float32).ravel() for env, s in zip(self._envs, self._seeds)]
-        self._obs = np.stack(obs)
-        self._done[:] = False
-        self._t = 0
-        return self._obs.copy()
-
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        assert self._obs is not None, "reset() first"
-        self._t += 1
-        rewards = np.zeros(self.num_envs, dtype=np.float64)
-        terminated = np.zeros(self.num_envs, dtype=bool)
-        truncated = np.zeros(self.num_envs, dtype=bool)
-        for i, env in enumerate(self._envs):
-            if self._done[i]:
-                continue
-            obs, r, term, trunc, _ = env.step(actions[i])
-            self._obs[i] = np.asarray(obs, dtype=np.float32).ravel()
-            rewards[i] = float(r)
-            terminated[i] = bool(term)
-            truncated[i] = bool(trunc) or (self._t >= self._max_steps and not term)
-            self._done[i] = terminated[i] or truncated[i]
-        return self._obs.copy(), rewards, terminated, truncated
-
-    def close(self) -> None:
-        for env in self._envs:
-            env.close()

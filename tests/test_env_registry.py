@@ -1,4 +1,4 @@
-"""Every registered env family honours the EnvFamily contract; EnvParams and LockstepBatch behave."""
+"""Every registered env family honours the EnvFamily contract, and EnvParams behaves."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 import envs  # noqa: E402,F401 - registers the poet/ gymnasium ids
-from envs.base import EnvFamily, EnvParams, LockstepBatch, make_batch_env
+from envs.base import EnvFamily, EnvParams
 from envs.registry import EXAMPLE_OPTIONS, FAMILIES, GYMNASIUM_IDS, make_family
 from tests.conftest import mutation_chain
 
@@ -190,49 +190,6 @@ def test_dict_and_list_of_pairs_are_different_params() -> None:
     assert as_list.id != as_dict.id
     assert as_list != as_dict
     assert len({as_list, as_dict}) == 2
-
-
-# ---------------------------------------------------------------- LockstepBatch
-
-
-def _single_run(family: EnvFamily, params: EnvParams, seed: int, actions: np.ndarray, max_steps: int) -> list[tuple]:
-    """(obs, reward, terminated, truncated) per step of one env, padded like a batch row once done."""
-    env = family.make_env(params)
-    obs, _ = env.reset(seed=seed)
-    obs = np.asarray(obs, dtype=np.float32)
-    rows, done = [(obs.copy(), 0.0, False, False)], False
-    for t, action in enumerate(actions, start=1):
-        if done:
-            rows.append((obs.copy(), 0.0, False, False))
-            continue
-        obs, r, term, trunc, _ = env.step(int(action))
-        obs = np.asarray(obs, dtype=np.float32)
-        trunc = bool(trunc) or (t >= max_steps and not term)
-        rows.append((obs.copy(), float(r), bool(term), trunc))
-        done = bool(term) or trunc
-    env.close()
-    return rows
-
-
-def test_lockstep_batch_matches_single_envs() -> None:
-    family = _family("cartpole")
-    chain = mutation_chain(family, 3, seed=6)
-    params = [family.initial(), *chain]
-    seeds = [0, 1, 2, 3]
-    max_steps, n_steps = 40, 60
-    actions = np.random.default_rng(7).integers(0, 2, size=(n_steps, len(params)))
-    batch = make_batch_env(family, params, seeds, max_steps)
-    assert isinstance(batch, LockstepBatch) and batch.num_envs == len(params)
-    singles = [_single_run(family, p, s, actions[:, i], max_steps) for i, (p, s) in enumerate(zip(params, seeds))]
-    obs = batch.reset()
-    np.testing.assert_array_equal(obs, np.stack([rows[0][0] for rows in singles]))
-    for t in range(n_steps):
-        obs, rewards, terminated, truncated = batch.step(actions[t])
-        for i, rows in enumerate(singles):
-            s_obs, s_r, s_term, s_trunc = rows[t + 1]
-            np.testing.assert_array_equal(obs[i], s_obs)
-            assert (rewards[i], terminated[i], truncated[i]) == (s_r, s_term, s_trunc)
-    batch.close()
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))

@@ -102,14 +102,15 @@ def test_terrain_results_depend_only_on_their_request(terrain) -> None:
     assert any(r.lengths.min() < cap for r, cap in zip(results, TERRAIN_CAPS))
 
 
-@pytest.mark.parametrize("hidden", [(8, 8), (40, 40)])
-def test_terrain_rows_in_one_call_equal_the_lockstep(hidden) -> None:
-    """The pool's terrain path (each row to its end inside one compiled call) against the same
-    kernels in lock-step (batch step, batched forward, tally): the same returns, lengths and
-    bad flags bit for bit, on mutated courses with mixed step caps, and with weights large
-    enough to give non-finite actions."""
-    from envs import make_batch_env
+@pytest.mark.parametrize("hidden,steps_per_call", [((8, 8), 65536), ((40, 40), 65536), ((8, 8), 500)])
+def test_terrain_rows_in_one_call_equal_the_lockstep(hidden, steps_per_call, monkeypatch) -> None:
+    """The pool's terrain path (each row to its end inside one compiled call, or in several
+    calls of a few rows) against the same kernels in lock-step (batch step, batched forward,
+    tally): the same returns, lengths and bad flags bit for bit, on mutated courses with mixed
+    step caps, and with weights large enough to give non-finite actions."""
     from poet.evaluation.rollout import _step_batch, _tally
+
+    monkeypatch.setattr("poet.evaluation.rollout.TERRAIN_STEPS_PER_CALL", steps_per_call)
 
     family = envs.make_family("terrain", {"course_length": 30.0, "max_episode_steps": 400})
     env0 = family.make_env(family.initial())
@@ -125,7 +126,7 @@ def test_terrain_rows_in_one_call_equal_the_lockstep(hidden) -> None:
     flats[4][0] = np.nan
     returns, lengths, bad = _step_batch(family, spec, params, seeds, caps, flats, None)
 
-    env = make_batch_env(family, params, seeds, int(caps.max()))
+    env = family.make_batch(params, seeds, int(caps.max()))
     policy = BatchedPolicy(spec, np.stack(flats))
     obs, all_done = env.reset(), False
     expected = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
@@ -734,3 +735,32 @@ def test_the_compiled_tanh_is_within_one_ulp_and_keeps_nan() -> None:
     assert ulps.max() <= 1.0 and np.abs(y).max() <= 1.0
     assert np.array_equal(np.signbit(y), np.signbit(x))
     assert np.isnan(tanh_all(np.array([np.nan], np.float32))[0])
+
+
+def test_a_stop_request_ends_a_terrain_batch_between_its_compiled_calls(monkeypatch) -> None:
+    """The terrain path looks at a stop request between its compiled calls (each of up to
+    TERRAIN_STEPS_PER_CALL step caps): never before the first, then before each next one."""
+    from poet.errors import WaveInterrupted
+    from poet.evaluation.rollout import _step_batch
+
+    monkeypatch.setattr("poet.evaluation.rollout.TERRAIN_STEPS_PER_CALL", 250)
+    family = envs.make_family("terrain", {"course_length": 30.0})
+    env0 = family.make_env(family.initial())
+    spec = spec_for_spaces(env0.observation_space, env0.action_space, (8, 8), "tanh")
+    env0.close()
+    n = 6
+    flats = [init_flat(spec, np.random.default_rng(i)) for i in range(n)]
+    caps = np.full(n, 100, dtype=np.int64)  # rows of 100 steps: calls of rows (0, 1), (2, 3), (4, 5)
+    params, seeds = [family.initial()] * n, list(range(n))
+    polls: list[bool] = []
+
+    def look(stop_at: int) -> bool:
+        polls.append(len(polls) + 1 == stop_at)
+        return polls[-1]
+
+    with pytest.raises(WaveInterrupted):
+        _step_batch(family, spec, params, seeds, caps, flats, lambda: look(stop_at=2))
+    assert polls == [False, True]
+    polls.clear()
+    returns, lengths, bad = _step_batch(family, spec, params, seeds, caps, flats, lambda: look(stop_at=0))
+    assert polls == [False, False] and (lengths > 0).all()

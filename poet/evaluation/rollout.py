@@ -27,7 +27,7 @@ import numba
 import numpy as np
 from gymnasium.wrappers import OrderEnforcing, TimeLimit
 
-from envs import EnvCache, EnvFamily, make_batch_env, terrain_core
+from envs import EnvCache, EnvFamily, terrain_core
 from envs.terrain import TerrainBatch
 from poet.errors import WaveInterrupted
 from poet.evaluation.noise import NoiseTable, perturb
@@ -176,7 +176,7 @@ def _step_batch(
     """All rows in lock-step through the family's batched path: three compiled calls per step
     (the policy's forward, the family's step when it is compiled, the tally)."""
     n = len(params)
-    env = make_batch_env(family, params, seeds, int(caps_arr.max()))
+    env = family.make_batch(params, seeds, int(caps_arr.max()))
     try:
         policy = BatchedPolicy(spec, np.stack(row_flats))
         if _runs_terrain_core(env) and spec.action_kind == "box":
@@ -216,18 +216,25 @@ def _runs_terrain_core(env: Any) -> bool:
     return type(env) is TerrainBatch and "step" not in vars(env)
 
 
-# rows per compiled call of `_terrain_rows`, between two looks at a stop request
-TERRAIN_ROWS_PER_CALL = 8
+# step caps summed over the rows of one compiled call of `_terrain_rows`, between two looks at a
+# stop request: a call then lasts a few tens of milliseconds at most, and a chunk of an ES wave
+# (rows of a few hundred steps) goes in one or two calls, each of which pays for converting its
+# sixteen arguments
+TERRAIN_STEPS_PER_CALL = 65536
 
 
 def _step_terrain_rows(
     env: TerrainBatch, policy: BatchedPolicy, caps_arr: np.ndarray, should_stop: StopCheck
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`_step_batch` for a terrain batch: each row to its end in turn, a few rows per compiled call."""
+    """`_step_batch` for a terrain batch: each row to its end in turn, the rows of up to
+    TERRAIN_STEPS_PER_CALL step caps per compiled call."""
     n = caps_arr.size
     returns, lengths, bad = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
     weights, sizes, activation, low, span = policy.packed
-    for first in range(0, n, TERRAIN_ROWS_PER_CALL):
+    ends = np.cumsum(caps_arr) // TERRAIN_STEPS_PER_CALL  # rows of one call share a value
+    stop = 0
+    while stop < n:
+        first, stop = stop, int(np.searchsorted(ends, ends[stop], side="right"))
         if should_stop is not None and first and should_stop():
             raise WaveInterrupted("stop requested during a batch of rollouts")
         _terrain_rows(
@@ -243,7 +250,7 @@ def _step_terrain_rows(
             low,
             span,
             first,
-            min(n, first + TERRAIN_ROWS_PER_CALL),
+            stop,
             returns,
             lengths,
             bad,
