@@ -6,25 +6,36 @@ import numpy as np
 import pytest
 
 import envs
-from poet.evaluation import EvalRequest, EvalResult
+from poet.evaluation import EvalRequest, EvalResult, PolicyRef
 from poet.evaluation.planning import Deadlines, EpisodeLengths, plan_chunks, plan_guided
 
 TERRAIN = envs.make_family("terrain", {"course_length": 30.0})
 
 
-def test_plan_chunks_balances_cost_longest_first_and_never_splits():
+def test_plan_chunks_cuts_equal_shares_of_cost_and_never_splits():
     p = TERRAIN.initial()
     reqs = [EvalRequest(None, p, e, 0, s) for e, s in [(1, 10), (5, 100), (2, 100), (3, 50), (1, 1000)]]
-    # costs (rows x steps) 10, 500, 200, 150, 1000; by cost: 4, 1, 2, 3, 0. Two chunks seeded
-    # with 4 and 1; 2 fits only beside 4 (rows 1 + 2 <= 4); 3 fits nowhere: a third chunk;
-    # 0 goes to the cheaper chunk with room (3's, cost 150 < 1200)
-    assert plan_chunks(reqs, n_chunks=2, max_rows=4) == [[4, 2], [1], [3, 0]]
+    # costs (rows x steps) 10, 500, 200, 150, 1000: two shares of 930. Rows cut the first
+    # four apart (at most 4 rows a chunk; 1 has 5 alone); 4's midpoint (860 + 500) lies in
+    # the second share. Costliest chunk first.
+    assert plan_chunks(reqs, n_chunks=2, max_rows=4) == [[4], [1], [2], [3], [0]]
     even = [EvalRequest(None, p, 1, 0, 100) for _ in range(8)]
-    assert sorted(len(c) for c in plan_chunks(even, 2, 4096)) == [4, 4]
+    assert plan_chunks(even, 2, 4096) == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert sorted(len(c) for c in plan_chunks(even, 3, 4096)) == [2, 3, 3]
     pinned = [EvalRequest(None, p.with_course_seed(1), 5, 0, 100) for _ in range(4)]  # one row each
     assert len(plan_chunks(pinned, 1, 4)) == 1
     assert plan_chunks([], 2, 10) == []
+
+
+def test_plan_chunks_keeps_a_policys_requests_together():
+    """An ES-shaped wave (4 policies on 3 envs each, submitted env by env): each of 2 chunks
+    carries the weights of 2 policies, not all 4."""
+    envs_ = [TERRAIN.initial().with_course_seed(s) for s in range(3)]
+    refs = [PolicyRef(f"k{i}") for i in range(4)]
+    reqs = [EvalRequest(ref, env, 1, 0, 100) for env in envs_ for ref in refs]
+    chunks = plan_chunks(reqs, 2, 4096)
+    assert [sorted({reqs[i].policy.key for i in c}) for c in chunks] == [["k0", "k1"], ["k2", "k3"]]
+    assert chunks[0] == [0, 4, 8, 1, 5, 9]  # each policy's requests in submission order
 
 
 def test_guided_chunks_shrink_as_the_wave_goes_costliest_first():
@@ -69,14 +80,15 @@ def test_episode_lengths_charge_each_env_its_mean_length_seen():
 
 def test_planning_with_measured_lengths_balances_the_steps_not_the_caps():
     easy, hard = TERRAIN.initial(), TERRAIN.initial().with_course_seed(5)
-    reqs = [EvalRequest(None, env, 1, i, 400) for i in range(4) for env in (easy, hard)]
-    # by cap alone, LPT deals them alternately: every easy env in one chunk, every hard one in the other
+    reqs = [EvalRequest(None, env, 1, i, 400) for env in (easy, hard) for i in range(4)]
+    # by cap alone, all easy envs make one chunk and all hard ones the other
     by_cap = plan_chunks(reqs, 2, 4096)
     assert sorted(sorted(reqs[i].env == easy for i in c) for c in by_cap) == [[False] * 4, [True] * 4]
     model = EpisodeLengths()
     model.observe(reqs, [_answered([400 if r.env == easy else 40]) for r in reqs])
     balanced = plan_chunks(reqs, 2, 4096, [model.cost(r) for r in reqs])
-    assert [sum(model.cost(reqs[i]) for i in c) for c in balanced] == [880, 880]
+    # 1,760 steps: shares of 880, each within half a request (200) of it
+    assert [sum(model.cost(reqs[i]) for i in c) for c in balanced] == [960, 800]
 
 
 def test_deadline_is_the_work_at_the_measured_rate_of_its_kind_with_a_floor():

@@ -1,16 +1,16 @@
 """How the pool cuts a wave into chunks, and how long each chunk or job may run.
 
 The rule: a family with a batched path gets one chunk per worker (`ray.chunks_per_worker`
-sets another number), gymnasium envs stepped a few at a time get chunks that shrink as the
-wave goes; either way requests are dealt costliest first, a request costing its rows times
-the mean episode length seen on its env (its step cap until one is seen). Results never
+sets another number), each an equal share of the wave's cost with the requests of a policy
+kept together; gymnasium envs stepped a few at a time get chunks that shrink as the wave
+goes, requests dealt costliest first. A request costs its rows times the mean episode
+length seen on its env (its step cap until one is seen). Results never
 depend on any of this (a result is a function of its request only); only how busy the
 workers stay does.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -74,37 +74,36 @@ def _costs(requests: Sequence[EvalRequest], cost: Sequence[float] | None) -> Seq
 def plan_chunks(
     requests: Sequence[EvalRequest], n_chunks: int, max_rows: int, cost: Sequence[float] | None = None
 ) -> list[list[int]]:
-    """Request indices packed into at most `n_chunks` chunks of balanced cost, costliest chunk first.
+    """Request indices cut into `n_chunks` chunks of balanced cost (more where `max_rows`
+    cuts), costliest chunk first.
 
-    Longest processing time first: requests by cost (`cost`, by default rows x step cap; ties
-    in submission order), each into the chunk with the least cost so far that has room for
-    its rows (`max_rows`; a request is never split, and one bigger than `max_rows` gets a
-    chunk of its own). Within a chunk the requests keep that order.
+    Requests are lined up by policy (policies in the order of their first request, each
+    policy's requests in submission order), and the line is cut into consecutive chunks of
+    about an equal share of the cost (`cost`, by default rows x step cap): a request goes to
+    the chunk whose share holds the midpoint of its cost, or to a new chunk when its rows
+    would take the current one past `max_rows` (a request is never split). So a chunk
+    carries the weights of few policies: a wave's calls carry fewer bytes, and a worker
+    runs each policy's episodes one after another.
     """
     cost = _costs(requests, cost)
-    order = sorted(range(len(requests)), key=lambda i: -cost[i])
+    share = sum(cost) / max(1, n_chunks)
+    first: dict = {}
+    for r in requests:
+        first.setdefault(r.policy, len(first))
     chunks: list[list[int]] = []
-    loads: list[tuple[float, int]] = []  # (cost, rows) per chunk
-    heap: list[tuple[float, int]] = []  # (cost, chunk index): the cheapest chunk on top
-    for i in order:
-        rows = requests[i].rows
-        target = None
-        if len(chunks) >= n_chunks:  # the costliest requests seed the chunks
-            full = []
-            while heap and loads[heap[0][1]][1] + rows > max_rows:
-                full.append(heapq.heappop(heap))  # no room for this request: look further
-            target = heapq.heappop(heap)[1] if heap else None
-            for item in full:
-                heapq.heappush(heap, item)
-        if target is None:
-            chunks.append([i])
-            loads.append((cost[i], rows))
-            heapq.heappush(heap, (cost[i], len(chunks) - 1))
-        else:
-            chunks[target].append(i)
-            loads[target] = (loads[target][0] + cost[i], loads[target][1] + rows)
-            heapq.heappush(heap, (loads[target][0], target))
-    by_cost = sorted(range(len(chunks)), key=lambda c: -loads[c][0])
+    loads: list[float] = []
+    done = rows = band = 0
+    for i in sorted(range(len(requests)), key=lambda i: first[requests[i].policy]):
+        band_i = min(n_chunks - 1, int((done + cost[i] / 2) // share)) if share > 0 else 0
+        if not chunks or band_i != band or rows + requests[i].rows > max_rows:
+            chunks.append([])
+            loads.append(0.0)
+            band, rows = band_i, 0
+        chunks[-1].append(i)
+        loads[-1] += cost[i]
+        rows += requests[i].rows
+        done += cost[i]
+    by_cost = sorted(range(len(chunks)), key=lambda c: -loads[c])
     return [chunks[c] for c in by_cost]
 
 
