@@ -3,6 +3,7 @@ isolation, error policies, and the batched policy forward."""
 
 from __future__ import annotations
 
+import platform
 import sys
 from collections.abc import Sequence
 
@@ -783,7 +784,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20)
 """
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="glibc's malloc settings")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc settings")
 def test_pool_workers_reuse_freed_memory_instead_of_fresh_pages() -> None:
     """With `keep_freed_memory` (what each pool worker sets), arrays of a few MB allocated and
     freed every chunk reuse the same memory: almost no page faults per chunk, where by default
