@@ -109,6 +109,9 @@ def unpack_results(packed: tuple, requests: Sequence[EvalRequest]) -> list[EvalR
     return out
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+
+
 def keep_freed_memory() -> None:
     """Have glibc's malloc keep freed memory for reuse in this process (elsewhere: nothing).
 
@@ -124,9 +127,6 @@ def keep_freed_memory() -> None:
         libc.mallopt(M_TRIM_THRESHOLD, 256 << 20)
     except (OSError, AttributeError):  # not glibc
         pass
-
-
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 
 
 class RolloutWorker:
