@@ -43,7 +43,6 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "chunk_cost.json")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    ep.keep_freed_memory()  # plain code here runs with the process setting of the pool's workers
     setup = ep.make_setup("terrain", ep.Sizes())
     store = InProcessEvaluator(setup.family, setup.spec, None)
     refs = [store.put(w) for w in setup.policies]

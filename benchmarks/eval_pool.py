@@ -18,8 +18,7 @@ a population of 64), is evaluated three ways, with W workers:
          processes of steps / own wall time, i.e. raw gets perfect load balance for free,
          and no process waits for another between waves. The terrain family's batch runs
          as the pool runs it: each row to its end in one compiled loop with the compiled
-         forward (the same kernels). Raw processes keep freed memory for reuse as the pool's
-         workers do (`ray_pool.keep_freed_memory`).
+         forward (the same kernels).
 - raw_numpy, raw_lockstep (terrain): the same raw processes with the numpy core the family
          had before it was compiled and a batched numpy forward (the previous limit), and with
          the compiled kernels in lock-step (three compiled calls per step) instead of each
@@ -77,7 +76,7 @@ from envs.base import EnvParamError
 from envs.generic import renew_gym_env
 from envs.terrain import TerrainBatch, TerrainFamily
 from poet.evaluation.protocol import EvalRequest, PolicyRef
-from poet.evaluation.ray_pool import RayEvaluator, keep_freed_memory
+from poet.evaluation.ray_pool import RayEvaluator
 from poet.evaluation.rollout import _tally as tally
 from poet.evaluation.rollout import _terrain_rows, simulated_steps
 from poet.policies import BatchedPolicy, MLPPolicy, PolicySpec, init_flat, spec_for_spaces
@@ -565,7 +564,6 @@ def raw_process(
 ) -> None:
     """Body of one raw process: its share of a warm-up wave, wait for the others, its share of every
     timed wave, report, wait to exit."""
-    keep_freed_memory()  # the process setting the pool's workers run with
     low, high = action_bounds(setup.spec)
     walkers = None if hasattr(setup.family, "make_batch") else raw_walkers(setup, RAW_SLOTS)
 

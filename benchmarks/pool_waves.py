@@ -16,15 +16,6 @@ The same ES-shaped terrain waves as `eval_pool.py` (32 policies x 8 envs, 400-st
    4 chunks per worker (`ray.chunks_per_worker`), switched wave by wave on one pool so that
    a machine whose speed drifts affects each setting alike: env steps per second of each.
 
-3. Fixed cost per wave. The same waves with a step cap of 1: each episode takes one step, so
-   the wave's time is what the pool pays whatever the work (planning, packing, two actor
-   calls, each worker building its batch and policies, results). Beside it, Ray's own part:
-   the same calls, with the same bytes (`pack_chunk` of the wave's chunks), to actors that
-   answer at once. The same one-step and full waves also run as plain code in this process
-   (`eval_pool.raw_rows` on each chunk's rows, the slower chunk per wave). The pool's fixed
-   cost is its one-step wave less plain code's, and the ceiling a pool with that fixed cost
-   can reach is plain / (plain + fixed) on the full waves.
-
 Nothing here is a pass/fail test.
 """
 
@@ -102,73 +93,6 @@ def chunks_per_worker(pool, setup, refs, waves: int) -> dict:
     }
 
 
-class Echo:
-    """An actor that answers a chunk's call at once: Ray's own cost of a call."""
-
-    def run(self, head: bytes, *weights: bytes) -> bytes:
-        return head[:64]
-
-
-def fixed_costs(pool, setup, refs, waves: int) -> dict:
-    """Part 3: one-step waves through the pool, the same calls to echo actors, and plain code
-    on the full waves; medians in ms."""
-    import dataclasses
-
-    import ray
-
-    from poet.evaluation.ray_pool import pack_chunk
-
-    echoes = [ray.remote(num_cpus=0)(Echo).remote() for _ in pool.workers]  # the pool holds the CPUs
-    one_step, calls, plain, plain_one_step = [], [], [], []
-    try:
-        ray.get([e.run.remote(b"") for e in echoes])
-        for k in range(waves):
-            requests = ep.matrix_requests(setup, refs, 3 * 10**7 + 1000 * k)
-            short = [dataclasses.replace(r, max_steps=1) for r in requests]
-            t0 = time.perf_counter()
-            pool.evaluate(short)
-            one_step.append(time.perf_counter() - t0)
-            chunks = pool._plan(requests)
-            t0 = time.perf_counter()
-            packed = [pack_chunk([requests[i] for i in c], pool.policies) for c in chunks]
-            ray.get([echoes[j % len(echoes)].run.remote(h, *w) for j, (h, w) in enumerate(packed)])
-            calls.append(time.perf_counter() - t0)
-            plain.append(plain_wave(pool, setup, requests, chunks))
-            plain_one_step.append(plain_wave(pool, setup, short, chunks))
-    finally:
-        for e in echoes:
-            ray.kill(e)
-    wave = statistics.median(plain)
-    extra = statistics.median(a - b for a, b in zip(one_step, plain_one_step))
-    return {
-        "waves": waves,
-        "one_step_wave_ms_median": round(1e3 * statistics.median(one_step), 2),
-        "plain_one_step_wave_ms_median": round(1e3 * statistics.median(plain_one_step), 2),
-        "fixed_ms_median": round(1e3 * extra, 2),
-        "echo_calls_ms_median": round(1e3 * statistics.median(calls), 2),
-        "plain_wave_ms_median": round(1e3 * wave, 2),
-        "ceiling": round(wave / (wave + extra), 3),
-    }
-
-
-def plain_wave(pool, setup, requests, chunks) -> float:
-    """Seconds of the slower chunk of a wave run by plain code (`eval_pool.raw_rows`) here."""
-    longest = 0.0
-    for c in chunks:
-        rows = [requests[i] for i in c]
-        t0 = time.perf_counter()
-        ep.raw_rows(
-            setup.family,
-            setup.spec,
-            [r.env for r in rows],
-            [r.env.course_seed for r in rows],
-            np.stack([pool.policies.get(r.policy.key) for r in rows]),
-            np.asarray([r.max_steps for r in rows]),
-        )
-        longest = max(longest, time.perf_counter() - t0)
-    return longest
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
@@ -176,7 +100,6 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "pool_waves.json")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    ep.keep_freed_memory()  # plain code here runs with the process setting of the pool's workers
     setup = ep.make_setup("terrain", ep.Sizes())
     with ep.ray_session(args.workers):
         pool = ep.open_pool(setup, args.workers)
@@ -199,13 +122,6 @@ def main() -> None:
                     for k, v in chunking["steps_per_s"].items()
                 )
             )
-            fixed = fixed_costs(pool, setup, refs, args.waves)
-            print(
-                f"one-step waves: pool {fixed['one_step_wave_ms_median']} ms, plain code "
-                f"{fixed['plain_one_step_wave_ms_median']} ms: the pool's fixed cost {fixed['fixed_ms_median']} ms "
-                f"per wave (Ray's calls alone {fixed['echo_calls_ms_median']} ms); plain code on the full wave "
-                f"{fixed['plain_wave_ms_median']} ms: ceiling {fixed['ceiling']} of the limit"
-            )
         finally:
             pool.close()
     out = {
@@ -214,7 +130,6 @@ def main() -> None:
         "matrix": {"policies": len(setup.policies), "envs": len(setup.envs), "max_steps": setup.max_steps},
         "chunk_speeds": speeds,
         "chunks_per_worker": chunking,
-        "fixed_cost": fixed,
         "wall_seconds": round(time.perf_counter() - t0, 1),
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -93,9 +93,7 @@ def replay_process(
     """One plain process: its share of every wave, in one batch per wave (`eval_pool.raw_rows`
     with `core`), meeting the others between waves."""
     from envs import make_family
-    from poet.evaluation.ray_pool import keep_freed_memory
 
-    keep_freed_memory()  # the process setting the pool's workers run with
     family = make_family(*family_args)
     barrier.wait()
     t0, steps = time.monotonic(), 0

@@ -3,8 +3,6 @@ isolation, error policies, and the batched policy forward."""
 
 from __future__ import annotations
 
-import platform
-import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,7 +17,7 @@ from poet.evaluation.rollout import simulated_steps
 from poet.policies import BatchedPolicy, MLPPolicy, init_flat, spec_for_spaces, to_actions
 from poet.seeding import episode_seeds
 from poet.trainers import ErrorPolicy, EvaluationFailed
-from tests.conftest import ROOT, mutation_chain
+from tests.conftest import mutation_chain
 
 NOISE_SIZE = 100_000
 
@@ -766,35 +764,3 @@ def test_a_stop_request_ends_a_terrain_batch_between_its_compiled_calls(monkeypa
     polls.clear()
     returns, lengths, bad = _step_batch(family, spec, params, seeds, caps, flats, lambda: look(stop_at=0))
     assert polls == [False, False] and (lengths > 0).all()
-
-
-_FAULTS_PER_CHUNK = """
-import resource, sys
-import numpy as np
-if sys.argv[1] == "keep":
-    from poet.evaluation.ray_pool import keep_freed_memory
-    keep_freed_memory()
-blocks = [np.ones(4 << 20, dtype=np.uint8) for _ in range(2)]  # warm up, as a first chunk does
-del blocks
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(20):  # a chunk's weight arrays: allocated, written, freed
-    blocks = [np.ones(4 << 20, dtype=np.uint8) for _ in range(2)]
-    del blocks
-print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20)
-"""
-
-
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc settings")
-def test_pool_workers_reuse_freed_memory_instead_of_fresh_pages() -> None:
-    """With `keep_freed_memory` (what each pool worker sets), arrays of a few MB allocated and
-    freed every chunk reuse the same memory: almost no page faults per chunk, where by default
-    every chunk faults in its 8 MB afresh."""
-    import subprocess
-
-    def faults(mode: str) -> float:
-        out = subprocess.run([sys.executable, "-c", _FAULTS_PER_CHUNK, mode], capture_output=True, text=True, cwd=ROOT)
-        assert out.returncode == 0, out.stderr
-        return float(out.stdout)
-
-    assert faults("default") > 500  # 8 MB is 2,048 pages of 4 KB (some faults map several)
-    assert faults("keep") < 50

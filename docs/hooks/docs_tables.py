@@ -241,12 +241,6 @@ def pool_waves() -> Table:
         ("lag-1 correlation of its logarithm", src.num(c + "log_ratio_lag1_correlation", ".2f")),
         ("2 chunks per worker, rate over the default", src.num("chunks_per_worker.over_default.2_per_worker", ".3f")),
         ("4 chunks per worker, rate over the default", src.num("chunks_per_worker.over_default.4_per_worker", ".3f")),
-        ("one-step wave, the pool (ms)", src.num("fixed_cost.one_step_wave_ms_median", ".2f")),
-        ("one-step wave, plain code (ms)", src.num("fixed_cost.plain_one_step_wave_ms_median", ".2f")),
-        ("the pool's fixed cost per wave (ms)", src.num("fixed_cost.fixed_ms_median", ".2f")),
-        ("... of which Ray's calls with the same bytes (ms)", src.num("fixed_cost.echo_calls_ms_median", ".2f")),
-        ("full wave, plain code (ms)", src.num("fixed_cost.plain_wave_ms_median", ".2f")),
-        ("ceiling: plain / (plain + fixed)", src.num("fixed_cost.ceiling", ".2f")),
     ]
     return Table(["measure", "value"], [[text(a), b] for a, b in rows], sources=[src.path])
 

@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import pickle
 import resource
@@ -109,26 +108,6 @@ def unpack_results(packed: tuple, requests: Sequence[EvalRequest]) -> list[EvalR
     return out
 
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
-
-
-def keep_freed_memory() -> None:
-    """Have glibc's malloc keep freed memory for reuse in this process (elsewhere: nothing).
-
-    A chunk's arrays (its stacked and packed weights: megabytes on an ES wave) are allocated
-    and freed every chunk. By default glibc gives such blocks back to the OS when they are
-    freed and takes fresh pages for the next chunk, and touching fresh pages costs about as
-    much as building the chunk's batch (`benchmarks/pool_waves.py`, one-step waves). With
-    these thresholds (mmap above 64 MB, trim above 256 MB) the blocks are reused instead.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(M_MMAP_THRESHOLD, 64 << 20)
-        libc.mallopt(M_TRIM_THRESHOLD, 256 << 20)
-    except (OSError, AttributeError):  # not glibc
-        pass
-
-
 class RolloutWorker:
     """What runs inside each Ray actor: the family, the policy spec and the node's noise table."""
 
@@ -136,7 +115,6 @@ class RolloutWorker:
         import torch
 
         torch.set_num_threads(1)  # one core per worker; torch's own threads would fight the pool
-        keep_freed_memory()
         self.family = family
         self.spec = PolicySpec.from_dict(spec)
         self.noise = NoiseTable.from_array(noise) if noise is not None else None
