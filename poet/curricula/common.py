@@ -79,9 +79,9 @@ def train_pairs(ctx: RunContext, iteration: int) -> list[TrainStep]:
         )
     else:
         scores = [float("nan") if s.score is None else s.score for s in steps]
-    for pair, step, score in zip(pairs, steps, scores):
-        _commit(ctx, iteration, pair, step, float(score))
-        ctx.mark_solved(pair.pair_id, pair.env.id, float(score), iteration, "training")
+    for pair, step, score in zip(pairs, steps, map(float, scores)):
+        _commit(ctx, iteration, pair, step, score)
+        ctx.mark_solved(pair.pair_id, pair.env.id, score, iteration, "training")
     return steps
 
 

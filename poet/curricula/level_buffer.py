@@ -22,7 +22,6 @@ for an unbounded level space (`sample_full_distribution`), in plain data.
   `priority="score"`, the lowest-scored level, if its score is at least that level's. Its
   staleness starts at the number of new levels proposed since it was (dcd's
   `running_sample_count`, which replays do not advance).
-- Scores update with alpha = 1 (the new score replaces the old).
 
 All randomness comes from the Generator passed in.
 """

@@ -217,7 +217,9 @@ class RobustPLR:
             )
         return ranking
 
-    def _edit(self, ctx: RunContext, buffer: LevelBuffer, bases: list[int], iteration: int, rng: np.random.Generator):
+    def _edit(
+        self, ctx: RunContext, buffer: LevelBuffer, bases: list[int], iteration: int, rng: np.random.Generator
+    ) -> None:
         """Children of the buffer's levels at `bases`, one each, offered to the buffer."""
         edit = getattr(ctx.family, "edit", None)
         parents = [EnvParams.from_json(buffer.levels[i]["env"]) for i in bases]

@@ -555,10 +555,9 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def ppo_regret_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
-    """An agent's positive value loss on an env without training: one batch of rollouts
-    (n_envs x n_steps) with its policy and value net, rewards scaled by its running return
-    statistics as they are (nothing is updated). With a batch of levels, one env per level,
-    and each level's metrics (`_level_metrics`)."""
+    """An agent's level metrics (`_level_metrics`) on a batch of levels without training: one
+    rollout of n_steps in one env per level with its policy and value net, rewards scaled by
+    its running return statistics as they are (nothing is updated)."""
     o, state, theta, rng, learner = _job_setup(worker, payload)
     norm = _Normaliser(state, o.normalize_obs, o.obs_std_floor)
     _load_networks(learner, worker.spec, theta, state, norm)
@@ -569,13 +568,7 @@ def ppo_regret_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any
     finally:
         rollouts.close()
     rewards = batch.rewards / math.sqrt(float(state["ret_var"]) + STD_EPS) if o.normalize_rewards else batch.rewards
-    adv = _gae(rewards, batch.values, batch.next_values, batch.continues, o.gamma, o.gae_lambda)
-    return {
-        "positive_value_loss": positive_value_loss(adv),
-        "return_mean": float(np.mean(batch.episode_returns)) if batch.episode_returns else float("nan"),
-        "levels": _level_metrics(batch, rewards, o) if payload.get("levels") else [],
-        "env_steps_taken": o.n_steps * len(levels),
-    }
+    return {"levels": _level_metrics(batch, rewards, o), "env_steps_taken": o.n_steps * len(levels)}
 
 
 # ---------------------------------------------------------------- the trainer
@@ -667,7 +660,7 @@ class PPOTrainer:
                     "seed": plans[i][1],
                     "max_steps": ctx.max_steps,
                 },
-                cost=float(len(t.levels or [None] * o.n_envs) * o.n_steps * o.updates_per_iteration),
+                cost=float((len(t.levels) or o.n_envs) * o.n_steps * o.updates_per_iteration),
                 tag=t.key,
             )
             for i, t in enumerate(tasks)
