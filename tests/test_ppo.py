@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 
 import numpy as np
@@ -22,6 +20,7 @@ from poet.trainers import EvaluationFailed, PPOOptions, PPOTrainer, TrainerConte
 from poet.trainers.base import ErrorPolicy
 from poet.trainers.ppo import fold, merge_moments, unfold
 from tests.conftest import ROOT
+from tests.test_ray_pool import step_or_die
 
 # Test-only classes travel to the workers by value (the workers cannot import tests/).
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -188,20 +187,7 @@ class _DiesOnceWhileFlaggedFamily:
 
     def make_env(self, params: EnvParams, render_mode=None):
         env = self.inner.make_env(params, render_mode)
-        step, flag, count = env.step, self.flag, [0]
-
-        def step_or_die(action):
-            count[0] += 1
-            if count[0] == 20:
-                try:
-                    os.unlink(flag)
-                except FileNotFoundError:
-                    pass
-                else:
-                    os.kill(os.getpid(), signal.SIGKILL)
-            return step(action)
-
-        env.step = step_or_die
+        env.step = step_or_die(env.step, self.flag)
         return env
 
 

@@ -360,21 +360,27 @@ class DiesOnceWhileFlaggedFamily(FlakyFamily):
 
     def make_batch(self, params, seeds, max_steps):
         batch = self.inner.make_batch(params, seeds, max_steps)
-        step, flag, steps = batch.step, self.flag, [0]
-
-        def step_or_die(actions):
-            steps[0] += 1
-            if steps[0] == 20:
-                try:
-                    os.unlink(flag)
-                except FileNotFoundError:
-                    pass
-                else:
-                    os.kill(os.getpid(), signal.SIGKILL)
-            return step(actions)
-
-        batch.step = step_or_die
+        batch.step = step_or_die(batch.step, self.flag)
         return batch
+
+
+def step_or_die(step, flag: str, at: int = 20):
+    """`step`, except that its `at`-th call SIGKILLs the process while the file `flag` exists
+    (the first process there removes it, so exactly one dies)."""
+    calls = [0]
+
+    def wrapped(actions):
+        calls[0] += 1
+        if calls[0] == at:
+            try:
+                os.unlink(flag)
+            except FileNotFoundError:
+                pass
+            else:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return step(actions)
+
+    return wrapped
 
 
 def test_killed_worker_mid_wave_gives_identical_results(ray_local, tmp_path):
