@@ -385,15 +385,17 @@ def raw_walkers(setup: Setup, copies: int) -> Callable[..., int]:
 
 def raw_batch(setup: Setup, episodes: list[Episode], low: np.ndarray, high: np.ndarray, core: str = "compiled") -> int:
     """All `episodes` in one batch (`raw_rows`); returns the steps taken."""
-    n = len(episodes)
+    used = sorted({p for p, _, _ in episodes})  # each policy's weights once, rows read them by index
+    position = {p: k for k, p in enumerate(used)}
     return raw_rows(
         setup.family,
         setup.spec,
         [setup.envs[e] for _, e, _ in episodes],
         [s for _, _, s in episodes],
-        np.stack([setup.policies[p] for p, _, _ in episodes]),
-        np.full(n, setup.max_steps),
+        np.stack([setup.policies[p] for p in used]),
+        np.full(len(episodes), setup.max_steps),
         core,
+        np.array([position[p] for p, _, _ in episodes]),
     )
 
 
@@ -405,9 +407,10 @@ def raw_rows(
     flats: np.ndarray,
     caps: np.ndarray,
     core: str = "compiled",
+    index: np.ndarray | None = None,
 ) -> int:
-    """Episodes (one row per params, seed, weights and step cap) in one batch, as plain code
-    runs them; returns the steps taken. `core`:
+    """Episodes (one row per params, seed and step cap; row r runs weights `flats[index[r]]`,
+    by default `flats[r]`) in one batch, as plain code runs them; returns the steps taken. `core`:
 
     - "compiled": the family's `make_batch` with the compiled batched forward, as the pool
       runs it: terrain's rows each to its end in turn in one compiled call
@@ -421,7 +424,7 @@ def raw_rows(
     n, caps = len(params), np.asarray(caps, dtype=np.int64)
     done, lengths, returns = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n)
     if core in ("compiled", "lockstep"):
-        env, policy = family.make_batch(params, seeds, int(caps.max())), BatchedPolicy(spec, flats)
+        env, policy = family.make_batch(params, seeds, int(caps.max())), BatchedPolicy(spec, flats, index)
         if core == "compiled" and isinstance(env, TerrainBatch):
             weights, sizes, activation, low, span = policy.packed
             bad = np.zeros(n, dtype=bool)
@@ -433,6 +436,7 @@ def raw_rows(
                 env.progress_scale,
                 caps,
                 weights,
+                policy.index,
                 sizes,
                 activation,
                 low,
@@ -451,6 +455,7 @@ def raw_rows(
         return int(lengths.sum())
     low, high = action_bounds(spec)
     env = FrozenNumpyCore([family.course(p, s) for p, s in zip(params, seeds)], int(caps.max()))
+    flats = flats if index is None else flats[index]  # the numpy forward reads a weights row per row
     layers, obs, rows = numpy_layers(spec, flats), env.reset(), np.arange(n)
     while not done.all():
         live = ~done

@@ -99,13 +99,19 @@ def replay_process(
     t0, steps = time.monotonic(), 0
     for rows in waves:
         if rows:
-            flats = []
+            distinct: dict[tuple, int] = {}  # each distinct weights vector once, rows read it by index
+            flats, index = [], []
             for key, pert, _, _, _ in rows:
-                theta = weights[key]
-                if pert is not None:
-                    offset, sigma, sign = pert
-                    theta = (theta + np.float32(sign * sigma) * noise[offset : offset + theta.size]).astype(np.float32)
-                flats.append(theta)
+                if (key, pert) not in distinct:
+                    distinct[key, pert] = len(flats)
+                    theta = weights[key]
+                    if pert is not None:
+                        offset, sigma, sign = pert
+                        theta = (theta + np.float32(sign * sigma) * noise[offset : offset + theta.size]).astype(
+                            np.float32
+                        )
+                    flats.append(theta)
+                index.append(distinct[key, pert])
             steps += raw_rows(
                 family,
                 spec,
@@ -114,6 +120,7 @@ def replay_process(
                 np.stack(flats),
                 np.array([r[4] for r in rows]),
                 core,
+                np.array(index),
             )
         barrier.wait()  # the run's next wave starts when this one is done everywhere
     results.put((steps, time.monotonic() - t0))

@@ -277,6 +277,7 @@ def forward_row(
 def _forward(
     obs: np.ndarray,
     weights: np.ndarray,
+    index: np.ndarray,
     sizes: np.ndarray,
     activation: int,
     box: bool,
@@ -284,7 +285,8 @@ def _forward(
     span: np.ndarray,
     done: np.ndarray,
 ) -> np.ndarray:
-    """`forward_row` for every row not marked `done` (their outputs read 0), float32."""
+    """`forward_row` with weights row `index[r]` for every row r not marked `done` (their
+    outputs read 0), float32."""
     n = obs.shape[0]
     out = np.zeros((n, sizes[-1]), dtype=np.float32)
     h = np.empty(sizes.max(), dtype=np.float32)
@@ -292,12 +294,13 @@ def _forward(
     for r in range(n):
         if not done[r]:
             h[: sizes[0]] = obs[r]
-            forward_row(weights[r], sizes, activation, box, low, span, h, acc, out[r])
+            forward_row(weights[index[r]], sizes, activation, box, low, span, h, acc, out[r])
     return out
 
 
 class BatchedPolicy:
-    """Forward pass for many episodes, each row with its own parameter vector.
+    """Forward pass for many episodes, each row with its own parameter vector: row r uses
+    weights row `index[r]` (by default r), so rows that share a policy share one copy.
 
     One compiled call per forward (`_forward`) runs every row's MLP on its own, so a row's
     output does not depend on which other rows share the batch: evaluation results stay a
@@ -307,7 +310,7 @@ class BatchedPolicy:
     bringing the numbers closer to the torch module's (the same floats up to round-off).
     """
 
-    def __init__(self, spec: PolicySpec, flats: np.ndarray):
+    def __init__(self, spec: PolicySpec, flats: np.ndarray, index: np.ndarray | None = None):
         self.spec = spec
         flats = np.asarray(flats, dtype=np.float32)
         if flats.ndim != 2 or flats.shape[1] != spec.num_params:
@@ -327,18 +330,19 @@ class BatchedPolicy:
         high = spec.action_high if self._box else (0.0,) * spec.act_dim
         self._low = np.asarray(low, dtype=np.float32)
         self._span = np.asarray(high, dtype=np.float32) - self._low
-        self._none_done = np.zeros(n, dtype=bool)
+        # which weights row each batch row uses (assigned anew where the batch's rows change)
+        self.index = np.arange(n) if index is None else np.asarray(index, dtype=np.int64)
 
     @property
     def packed(self) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
-        """What `forward_row` reads: (weights per row, layer sizes, activation code, action
-        low, action span)."""
+        """What `forward_row` reads: (weights, one row per distinct weights vector, layer sizes,
+        activation code, action low, action span)."""
         return self._weights, self._sizes, self._activation, self._low, self._span
 
     @property
     def rows(self) -> int:
-        """Number of rows (policies) in the batch."""
-        return int(self._weights.shape[0])
+        """Number of rows (episodes) in the batch."""
+        return int(self.index.size)
 
     def act(self, obs: np.ndarray, done: np.ndarray | None = None) -> np.ndarray:
         """Actions for one observation per row: low + (tanh(raw) + 1) * 0.5 * (high - low), or
@@ -347,11 +351,12 @@ class BatchedPolicy:
         out = _forward(
             obs,
             self._weights,
+            self.index,
             self._sizes,
             self._activation,
             self._box,
             self._low,
             self._span,
-            self._none_done if done is None else done,
+            np.zeros(obs.shape[0], dtype=bool) if done is None else done,
         )
         return out if self._box else out.argmax(axis=-1)

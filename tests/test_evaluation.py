@@ -124,7 +124,7 @@ def test_terrain_rows_in_one_call_equal_the_lockstep(hidden, steps_per_call, mon
     flats = [(rng.standard_normal(spec.num_params) * rng.choice([0.1, 1.0, 3.0])).astype(np.float32) for _ in range(n)]
     flats[3] = np.full(spec.num_params, np.float32(1e38))  # overflows to inf, then NaN
     flats[4][0] = np.nan
-    returns, lengths, bad = _step_batch(family, spec, params, seeds, caps, flats, None)
+    returns, lengths, bad = _step_batch(family, spec, params, seeds, caps, BatchedPolicy(spec, np.stack(flats)), None)
 
     env = family.make_batch(params, seeds, int(caps.max()))
     policy = BatchedPolicy(spec, np.stack(flats))
@@ -507,6 +507,11 @@ def test_batched_policy_matches_mlp_policy(fixture, request) -> None:
     np.testing.assert_array_equal(BatchedPolicy(spec, flats).act(obs, done)[[5, 2]], acts[[5, 2]])
     for i in (0, 3):
         np.testing.assert_array_equal(BatchedPolicy(spec, flats[i : i + 1]).act(obs[i : i + 1])[0], acts[i])
+    # rows that read their weights through an index: the same outputs as a copy per row
+    index = np.array([4, 0, 4, 6, 1, 1, 0])
+    np.testing.assert_array_equal(
+        BatchedPolicy(spec, flats, index).act(obs), BatchedPolicy(spec, flats[index]).act(obs)
+    )
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
@@ -758,9 +763,10 @@ def test_a_stop_request_ends_a_terrain_batch_between_its_compiled_calls(monkeypa
         polls.append(len(polls) + 1 == stop_at)
         return polls[-1]
 
+    policy = BatchedPolicy(spec, np.stack(flats))
     with pytest.raises(WaveInterrupted):
-        _step_batch(family, spec, params, seeds, caps, flats, lambda: look(stop_at=2))
+        _step_batch(family, spec, params, seeds, caps, policy, lambda: look(stop_at=2))
     assert polls == [False, True]
     polls.clear()
-    returns, lengths, bad = _step_batch(family, spec, params, seeds, caps, flats, lambda: look(stop_at=0))
+    returns, lengths, bad = _step_batch(family, spec, params, seeds, caps, policy, lambda: look(stop_at=0))
     assert polls == [False, False] and (lengths > 0).all()

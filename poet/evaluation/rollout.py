@@ -118,17 +118,25 @@ def _step_rows(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run every distinct episode of `reqs` to the end; returns per-row (returns, lengths, bad_value).
     Raises WaveInterrupted when `should_stop()` turns true."""
-    params, seeds, caps, row_flats = [], [], [], []
+    params, seeds, caps, index = [], [], [], []
+    # one copy of each distinct weights vector (requests of one policy share its array): a
+    # chunk's rows then read a few policies' weights instead of a copy per row
+    distinct: dict[int, int] = {}
+    unique: list[np.ndarray] = []
     for req, flat in zip(reqs, flats):
         rs = row_seeds(req)
         params.extend([req.env] * len(rs))
         seeds.extend(rs)
         caps.extend([req.max_steps] * len(rs))
-        row_flats.extend([flat] * len(rs))
+        k = distinct.setdefault(id(flat), len(unique))
+        if k == len(unique):
+            unique.append(flat)
+        index.extend([k] * len(rs))
+    policy = BatchedPolicy(spec, np.stack(unique), np.asarray(index, dtype=np.int64))
     caps_arr = np.asarray(caps, dtype=np.int64)
     if steps_in_slots(family):
-        return _step_slots(family, spec, params, seeds, caps_arr, row_flats, should_stop, env_cache)
-    return _step_batch(family, spec, params, seeds, caps_arr, row_flats, should_stop)
+        return _step_slots(family, spec, params, seeds, caps_arr, policy, should_stop, env_cache)
+    return _step_batch(family, spec, params, seeds, caps_arr, policy, should_stop)
 
 
 @numba.njit(cache=True)
@@ -170,7 +178,7 @@ def _step_batch(
     params: list,
     seeds: list[int],
     caps_arr: np.ndarray,
-    row_flats: list[np.ndarray],
+    policy: BatchedPolicy,
     should_stop: StopCheck,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All rows in lock-step through the family's batched path: three compiled calls per step
@@ -178,7 +186,6 @@ def _step_batch(
     n = len(params)
     env = family.make_batch(params, seeds, int(caps_arr.max()))
     try:
-        policy = BatchedPolicy(spec, np.stack(row_flats))
         if _runs_terrain_core(env) and spec.action_kind == "box":
             return _step_terrain_rows(env, policy, caps_arr, should_stop)
         obs = env.reset()
@@ -231,6 +238,7 @@ def _step_terrain_rows(
     n = caps_arr.size
     returns, lengths, bad = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
     weights, sizes, activation, low, span = policy.packed
+    index = policy.index
     ends = np.cumsum(caps_arr) // TERRAIN_STEPS_PER_CALL  # rows of one call share a value
     stop = 0
     while stop < n:
@@ -245,6 +253,7 @@ def _step_terrain_rows(
             env.progress_scale,
             caps_arr,
             weights,
+            index,
             sizes,
             activation,
             low,
@@ -267,6 +276,7 @@ def _terrain_rows(
     progress_scale: float,
     caps: np.ndarray,
     weights: np.ndarray,
+    index: np.ndarray,
     sizes: np.ndarray,
     activation: int,
     low: np.ndarray,
@@ -291,7 +301,7 @@ def _terrain_rows(
         terrain_core.observe_row(table, base, state, grounded, cell, obs)
         while True:
             h[: obs.size] = obs
-            forward_row(weights[r], sizes, activation, True, low, span, h, acc, action)
+            forward_row(weights[index[r]], sizes, activation, True, low, span, h, acc, action)
             reward, fell, finished, cell, grounded = terrain_core.step_row(
                 table,
                 base,
@@ -340,7 +350,7 @@ def _step_slots(
     params: list,
     seeds: list[int],
     caps_arr: np.ndarray,
-    row_flats: list[np.ndarray],
+    policy: BatchedPolicy,
     should_stop: StopCheck,
     env_cache: EnvCache | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -401,7 +411,8 @@ def _step_slots(
     try:
         while len(envs) < obs.shape[0]:
             start(len(envs))
-        policy = BatchedPolicy(spec, np.stack([row_flats[r] for r in rows]))
+        rows_index = policy.index  # each row's weights; the policy's index follows the slots' rows
+        policy.index = rows_index[rows]
         while envs:
             t += 1
             if should_stop is not None and t % STOP_POLL_STEPS == 0 and should_stop():
@@ -432,8 +443,7 @@ def _step_slots(
                     for values in slot_lists:
                         values[:] = [values[k] for k in keep]
                     obs = obs[keep]
-                if envs:
-                    policy = BatchedPolicy(spec, np.stack([row_flats[r] for r in rows]))
+                policy.index = rows_index[rows]
         return returns, lengths, bad
     except BaseException:
         for env in envs:
