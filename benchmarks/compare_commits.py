@@ -5,8 +5,8 @@
 Checks REV out into a temporary git worktree and runs `benchmarks/quickstart.py` alternately
 from it and from this tree (base, this, base, this, ...), each in a fresh process whose
 PYTHONPATH puts that tree first (Ray's local workers inherit it), so both see the same
-machine and the same load over time. Prints each run and the median of each side; nothing
-here is a pass/fail test.
+machine and the same load over time; a short untimed run from each tree first compiles its
+kernels. Prints each run and the median of each side; nothing here is a pass/fail test.
 """
 
 from __future__ import annotations
@@ -56,6 +56,10 @@ def main() -> None:
         base_tree = Path(tmp) / "base"
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base_tree), base_rev], cwd=ROOT, check=True)
         try:
+            # a short untimed run from each tree first: a fresh worktree compiles its numba
+            # kernels on first use (cache=True writes them into that tree), which no round should pay
+            for tree in (base_tree, ROOT):
+                run_quickstart(tree, ["--set", "iterations=2"])
             for rnd in range(args.rounds):
                 for side, tree in (("base", base_tree), ("this", ROOT)):
                     stats = run_quickstart(tree, args.extra)
