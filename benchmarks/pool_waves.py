@@ -16,6 +16,14 @@ The same ES-shaped terrain waves as `eval_pool.py` (32 policies x 8 envs, 400-st
    4 chunks per worker (`ray.chunks_per_worker`), switched wave by wave on one pool so that
    a machine whose speed drifts affects each setting alike: env steps per second of each.
 
+3. The time around the slower chunk, split. Each worker notes when its call starts and ends
+   (the clock is the machine's, shared by all processes) and the driver when it begins
+   sending each chunk, when the call is sent and when it takes each answer: medians of the
+   driver's planning and packing up to each call, Ray's delivery of the call to the worker
+   (from sending to the worker starting it), the worker's call beyond its rollouts
+   (unpacking the chunk, packing the results), Ray's return of the answer (from the worker's
+   end to the driver taking it) and the driver's work after the last answer.
+
 Nothing here is a pass/fail test.
 """
 
@@ -30,10 +38,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import ray
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import eval_pool as ep  # noqa: E402  (the same setup, waves and pool as the main benchmark)
+
+from poet.evaluation import ray_pool  # noqa: E402
 
 SETTINGS = (None, 2, 4)  # chunks per worker; None: the pool's own plan (one per worker for terrain)
 
@@ -93,6 +104,76 @@ def chunks_per_worker(pool, setup, refs, waves: int) -> dict:
     }
 
 
+class StampedWorker(ray_pool.RolloutWorker):
+    """The pool's worker, noting when each chunk call starts and ends (machine clock)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[float, float]] = []
+
+    def run(self, head: bytes, *weights: bytes) -> bytes:
+        started = time.time()
+        out = super().run(head, *weights)
+        self.calls.append((started, time.time()))
+        return out
+
+    def take_calls(self) -> list[tuple[float, float]]:
+        calls, self.calls = self.calls, []
+        return calls
+
+
+def wave_timeline(pool, setup, refs, waves: int) -> dict:
+    """Part 3: the driver's and the workers' time stamps of each wave, as medians in ms (a pool
+    of `StampedWorker`s, one chunk per worker)."""
+    sent: dict[int, float] = {}  # worker -> when its call was sent
+    answers: list[float] = []  # when the driver took each answer, in order
+    rollouts: list[float] = []  # each answer's rollout seconds, as its worker timed them
+    submit, unpack, observe = pool._submit, ray_pool.unpack_results, pool.deadlines.observe
+
+    def stamped_submit(wi, requests, chunk):
+        ref = submit(wi, requests, chunk)
+        sent[wi] = time.time()
+        return ref
+
+    def stamped_unpack(packed, requests):
+        answers.append(time.time())
+        return unpack(packed, requests)
+
+    def stamped_observe(kind, seconds, work):
+        rollouts.append(seconds)
+        observe(kind, seconds, work)
+
+    pool._submit, ray_pool.unpack_results, pool.deadlines.observe = stamped_submit, stamped_unpack, stamped_observe
+    names = ("wave", "driver_before_call", "ray_to_worker", "call", "call_beyond_rollouts", "ray_back", "driver_after")
+    parts: dict[str, list[float]] = {k: [] for k in names}
+    try:
+        for k in range(waves):
+            sent.clear()
+            answers.clear()
+            rollouts.clear()
+            began = time.time()
+            pool.evaluate(ep.matrix_requests(setup, refs, 3 * 10**7 + 1000 * k))
+            ended = time.time()
+            calls = {wi: ray.get(w.actor.take_calls.remote()) for wi, w in enumerate(pool.workers)}
+            if sorted(sent) != sorted(wi for wi, c in calls.items() if len(c) == 1) or len(answers) != len(sent):
+                continue  # not one call per worker (a re-run chunk): no clean timeline
+            last = max(sent, key=lambda wi: calls[wi][0][1])  # the worker that ended last ends the wave
+            sending, (start, end) = sent[last], calls[last][0]
+            parts["wave"].append(ended - began)
+            parts["driver_before_call"].append(sending - began)
+            parts["ray_to_worker"].append(start - sending)
+            parts["call"].append(end - start)
+            parts["call_beyond_rollouts"].append(end - start - rollouts[-1])
+            parts["ray_back"].append(answers[-1] - end)
+            parts["driver_after"].append(ended - answers[-1])
+    finally:
+        pool._submit, ray_pool.unpack_results, pool.deadlines.observe = submit, unpack, observe
+    return {
+        "waves": len(parts["wave"]),
+        "ms_median": {k: round(1e3 * statistics.median(v), 3) for k, v in parts.items()},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
@@ -124,12 +205,32 @@ def main() -> None:
             )
         finally:
             pool.close()
+        plain_worker, ray_pool.RolloutWorker = ray_pool.RolloutWorker, StampedWorker  # part 3's pool
+        try:
+            pool = ep.open_pool(setup, args.workers)
+        finally:
+            ray_pool.RolloutWorker = plain_worker
+        try:
+            refs = [pool.put(w) for w in setup.policies]
+            pool.evaluate(ep.matrix_requests(setup, refs, 1))  # warm-up, not counted
+            ray.get([w.actor.take_calls.remote() for w in pool.workers])
+            timeline = wave_timeline(pool, setup, refs, args.waves)
+            ms = timeline["ms_median"]
+            print(
+                f"a wave's time line over {timeline['waves']} waves (medians, ms): wave {ms['wave']}; before the "
+                f"last-ending chunk's call is sent {ms['driver_before_call']}, Ray's delivery to its worker "
+                f"{ms['ray_to_worker']}, the call {ms['call']} (of which beyond its rollouts "
+                f"{ms['call_beyond_rollouts']}), Ray's return {ms['ray_back']}, the driver after it {ms['driver_after']}"
+            )
+        finally:
+            pool.close()
     out = {
         "command": f"python benchmarks/pool_waves.py --workers {args.workers} --waves {args.waves}",
         "machine": {"platform": platform.platform(), "python": platform.python_version()},
         "matrix": {"policies": len(setup.policies), "envs": len(setup.envs), "max_steps": setup.max_steps},
         "chunk_speeds": speeds,
         "chunks_per_worker": chunking,
+        "wave_timeline": timeline,
         "wall_seconds": round(time.perf_counter() - t0, 1),
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -131,3 +131,6 @@ def test_pool_call_path_scripts_run_end_to_end(tmp_path, script, args):
         assert result["chunks"] == 2 and result["rows_per_chunk"] > 0 and result["framework_over_plain"] > 0
     else:
         assert result["chunk_speeds"]["waves"] == 2 and result["chunk_speeds"]["wave_ms_median"] > 0
+        # every wave of the time line had one call per worker, each inside its wave
+        timeline = result["wave_timeline"]
+        assert timeline["waves"] == 2 and 0 < timeline["ms_median"]["call"] < timeline["ms_median"]["wave"]

@@ -242,6 +242,20 @@ def pool_waves() -> Table:
         ("2 chunks per worker, rate over the default", src.num("chunks_per_worker.over_default.2_per_worker", ".3f")),
         ("4 chunks per worker, rate over the default", src.num("chunks_per_worker.over_default.4_per_worker", ".3f")),
     ]
+    t = "wave_timeline.ms_median."
+    rows += [
+        ("time line: waves timed", src.num("wave_timeline.waves")),
+        ("... a wave, median (ms)", src.num(t + "wave", ".2f")),
+        ("... the driver, until the last-ending chunk's call is sent (ms)", src.num(t + "driver_before_call", ".2f")),
+        ("... Ray, delivering that call to its worker (ms)", src.num(t + "ray_to_worker", ".2f")),
+        ("... the call in the worker (ms)", src.num(t + "call", ".2f")),
+        (
+            "... of which beyond its rollouts: unpacking, packing results (ms)",
+            src.num(t + "call_beyond_rollouts", ".2f"),
+        ),
+        ("... Ray, returning its answer to the driver (ms)", src.num(t + "ray_back", ".2f")),
+        ("... the driver, after that answer (ms)", src.num(t + "driver_after", ".2f")),
+    ]
     return Table(["measure", "value"], [[text(a), b] for a, b in rows], sources=[src.path])
 
 
