@@ -79,8 +79,9 @@ from poet.evaluation.protocol import EvalRequest, PolicyRef
 from poet.evaluation.ray_pool import RayEvaluator
 from poet.evaluation.rollout import _tally as tally
 from poet.evaluation.rollout import _terrain_rows, simulated_steps
-from poet.policies import BatchedPolicy, MLPPolicy, PolicySpec, init_flat, spec_for_spaces
+from poet.policies import BatchedPolicy, PolicySpec, init_flat, spec_for_spaces
 from poet.seeding import episode_seeds
+from poet.torch_policy import MLPPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))

@@ -1,21 +1,20 @@
-"""Torch MLP policies with flat parameter vectors, and a batched forward for evaluation.
+"""MLP policies with flat parameter vectors, and a batched forward for evaluation.
 
 A policy is described by a `PolicySpec` (sizes, activation, action kind) and its weights
 are one flat float32 numpy vector in the order of `torch.nn.utils.parameters_to_vector`.
+The torch module of a policy is in `poet.torch_policy`; this module needs no torch, so an
+evaluation worker that only runs rollouts never loads it.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import gymnasium as gym
 import numba
 import numpy as np
-import torch
-from torch import nn
 
-ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
+ACTIVATION_CODES = {"tanh": 0, "relu": 1}
 
 
 @dataclass(frozen=True)
@@ -71,8 +70,8 @@ def spec_for_spaces(
     observation_space: gym.Space, action_space: gym.Space, hidden: tuple[int, ...], activation: str
 ) -> PolicySpec:
     """The policy spec that fits an env's spaces."""
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {activation!r}; known: {', '.join(ACTIVATIONS)}")
+    if activation not in ACTIVATION_CODES:
+        raise ValueError(f"unknown activation {activation!r}; known: {', '.join(ACTIVATION_CODES)}")
     obs_dim = int(np.prod(observation_space.shape))
     if isinstance(action_space, gym.spaces.Discrete):
         return PolicySpec(obs_dim, int(action_space.n), tuple(hidden), activation, "discrete")
@@ -91,35 +90,6 @@ def spec_for_spaces(
             tuple(float(x) for x in high),
         )
     raise ValueError(f"unsupported action space {action_space}")
-
-
-class MLPPolicy(nn.Module):
-    """The torch module of a policy (used for training code and single-env rollouts)."""
-
-    def __init__(self, spec: PolicySpec):
-        super().__init__()
-        self.spec = spec
-        sizes = spec.layer_sizes
-        self.layers = nn.ModuleList(nn.Linear(sizes[i], sizes[i + 1]) for i in range(len(sizes) - 1))
-        self._act = ACTIVATIONS[spec.activation]
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Raw outputs (pre-squash) for a batch of observations."""
-        h = obs
-        for layer in self.layers[:-1]:
-            h = self._act(layer(h))
-        return self.layers[-1](h)
-
-    def load_flat(self, flat: np.ndarray) -> None:
-        """Copy a flat parameter vector into the module."""
-        vec = torch.as_tensor(np.asarray(flat, dtype=np.float32))
-        if vec.numel() != self.spec.num_params:
-            raise ValueError(f"flat vector has {vec.numel()} values, policy needs {self.spec.num_params}")
-        nn.utils.vector_to_parameters(vec, self.parameters())
-
-    def get_flat(self) -> np.ndarray:
-        """The module's parameters as a flat float32 vector."""
-        return nn.utils.parameters_to_vector(self.parameters()).detach().numpy().astype(np.float32)
 
 
 def init_reference(spec: PolicySpec, rng: np.random.Generator, std: float = 0.1) -> np.ndarray:
@@ -151,21 +121,6 @@ def init_flat(spec: PolicySpec, rng: np.random.Generator, scheme: str = "referen
         raise ValueError(f"unknown policy init {scheme!r}; known: {', '.join(INIT_SCHEMES)}") from None
 
 
-@functools.lru_cache(maxsize=64)
-def _bounds(spec: PolicySpec, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    # built once per spec: making them every step cost as much as the env step
-    return torch.tensor(spec.action_low, dtype=dtype), torch.tensor(spec.action_high, dtype=dtype)
-
-
-def to_actions(spec: PolicySpec, raw: torch.Tensor) -> np.ndarray:
-    """Map raw network outputs to env actions (tanh squashed to bounds, or argmax)."""
-    if spec.action_kind == "discrete":
-        return raw.argmax(dim=-1).numpy()
-    low, high = _bounds(spec, raw.dtype)
-    return (low + (torch.tanh(raw) + 1.0) * 0.5 * (high - low)).numpy()
-
-
-ACTIVATION_CODES = {"tanh": 0, "relu": 1}
 # tanh(x) ~ x P(s) / Q(s) with s = x^2 / 81 on [-9, 9] (beyond, tanh rounds to +-1 in float32):
 # a rational fit of ours (Lawson iterations on the relative error), evaluated in float64 and
 # rounded once, so it is within 0.85 ulp of the exact float32 tanh (numpy's float32 tanh: 1.37;

@@ -3,7 +3,10 @@ isolation, error policies, and the batched policy forward."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,10 +17,13 @@ from envs.base import EnvParams
 from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator, NoiseTable, Perturbation, perturb
 from poet.evaluation.protocol import EvalError
 from poet.evaluation.rollout import simulated_steps
-from poet.policies import BatchedPolicy, MLPPolicy, init_flat, spec_for_spaces, to_actions
+from poet.policies import BatchedPolicy, init_flat, spec_for_spaces
 from poet.seeding import episode_seeds
+from poet.torch_policy import MLPPolicy, to_actions
 from poet.trainers import ErrorPolicy, EvaluationFailed
 from tests.conftest import mutation_chain
+
+ROOT = Path(__file__).resolve().parents[1]
 
 NOISE_SIZE = 100_000
 
@@ -770,3 +776,17 @@ def test_a_stop_request_ends_a_terrain_batch_between_its_compiled_calls(monkeypa
     polls.clear()
     returns, lengths, bad = _step_batch(family, spec, params, seeds, caps, policy, lambda: look(stop_at=0))
     assert polls == [False, False] and (lengths > 0).all()
+
+
+def test_a_rollout_worker_does_not_load_torch() -> None:
+    """What a Ray worker imports to run rollouts (the pool's module, a family, the batched
+    policy) leaves torch unloaded: loading it would add to every worker's start."""
+    code = (
+        "import sys\n"
+        "import envs\n"
+        "from poet.evaluation.ray_pool import RolloutWorker\n"
+        "from poet.policies import BatchedPolicy\n"
+        "assert 'torch' not in sys.modules, 'torch was loaded'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]

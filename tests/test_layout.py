@@ -10,7 +10,18 @@ ROOT = Path(__file__).resolve().parents[1]
 # lowest first; a module belongs to the first layer with a prefix of its dotted name
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("envs", ("envs",)),
-    ("base", ("poet.config", "poet.errors", "poet.seeding", "poet.plugins", "poet.policies", "poet.ranking")),
+    (
+        "base",
+        (
+            "poet.config",
+            "poet.errors",
+            "poet.seeding",
+            "poet.plugins",
+            "poet.policies",
+            "poet.torch_policy",
+            "poet.ranking",
+        ),
+    ),
     ("evaluation", ("poet.evaluation",)),
     ("trainers", ("poet.trainers",)),
     (

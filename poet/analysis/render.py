@@ -23,8 +23,9 @@ from poet.analysis.images import check_figure_out, course_figure, write_figure, 
 from poet.config import ConfigError, load_config
 from poet.pair import Pair
 from poet.parts import RunParts, read_parts
-from poet.policies import MLPPolicy, PolicySpec, to_actions
+from poet.policies import PolicySpec
 from poet.runtime import checkpoint
+from poet.torch_policy import MLPPolicy, to_actions
 
 MAX_FRAMES = 300  # longer episodes are subsampled so GIFs stay small
 LISTED = 20  # ids named in an error message

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import pickle
 import resource
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -112,9 +113,12 @@ class RolloutWorker:
     """What runs inside each Ray actor: the family, the policy spec and the node's noise table."""
 
     def __init__(self, family: EnvFamily, spec: dict, noise: np.ndarray | None, batch_rows: int):
-        import torch
-
-        torch.set_num_threads(1)  # one core per worker; torch's own threads would fight the pool
+        # One core per worker: torch's own threads would fight the pool. torch takes its thread
+        # count from OMP_NUM_THREADS when it loads, so a rollout-only worker never loads torch;
+        # a family that loaded it while its arguments were unpickled is set here.
+        os.environ["OMP_NUM_THREADS"] = "1"
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(1)
         self.family = family
         self.spec = PolicySpec.from_dict(spec)
         self.noise = NoiseTable.from_array(noise) if noise is not None else None

@@ -42,7 +42,8 @@ from envs import EnvParams
 from poet.config import out_of_range
 from poet.evaluation import EvalRequest, Evaluator
 from poet.evaluation.jobs import Job, WorkerView
-from poet.policies import MLPPolicy, PolicySpec, init_flat, to_actions
+from poet.policies import PolicySpec, init_flat
+from poet.torch_policy import MLPPolicy, to_actions
 from poet.trainers.adam import adam_step
 from poet.trainers.base import EvaluationFailed, TrainerContext, TrainStep, TrainTask
 

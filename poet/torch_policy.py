@@ -1,0 +1,60 @@
+"""The torch module of a policy, for training code (PPO) and single-env rollouts.
+
+Its parameters are the flat weights of `poet.policies` in the order of
+`torch.nn.utils.parameters_to_vector`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+from torch import nn
+
+from poet.policies import PolicySpec
+
+ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
+
+
+class MLPPolicy(nn.Module):
+    """The torch module of a policy (used for training code and single-env rollouts)."""
+
+    def __init__(self, spec: PolicySpec):
+        super().__init__()
+        self.spec = spec
+        sizes = spec.layer_sizes
+        self.layers = nn.ModuleList(nn.Linear(sizes[i], sizes[i + 1]) for i in range(len(sizes) - 1))
+        self._act = ACTIVATIONS[spec.activation]
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Raw outputs (pre-squash) for a batch of observations."""
+        h = obs
+        for layer in self.layers[:-1]:
+            h = self._act(layer(h))
+        return self.layers[-1](h)
+
+    def load_flat(self, flat: np.ndarray) -> None:
+        """Copy a flat parameter vector into the module."""
+        vec = torch.as_tensor(np.asarray(flat, dtype=np.float32))
+        if vec.numel() != self.spec.num_params:
+            raise ValueError(f"flat vector has {vec.numel()} values, policy needs {self.spec.num_params}")
+        nn.utils.vector_to_parameters(vec, self.parameters())
+
+    def get_flat(self) -> np.ndarray:
+        """The module's parameters as a flat float32 vector."""
+        return nn.utils.parameters_to_vector(self.parameters()).detach().numpy().astype(np.float32)
+
+
+@functools.lru_cache(maxsize=64)
+def _bounds(spec: PolicySpec, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    # built once per spec: making them every step cost as much as the env step
+    return torch.tensor(spec.action_low, dtype=dtype), torch.tensor(spec.action_high, dtype=dtype)
+
+
+def to_actions(spec: PolicySpec, raw: torch.Tensor) -> np.ndarray:
+    """Map raw network outputs to env actions (tanh squashed to bounds, or argmax)."""
+    if spec.action_kind == "discrete":
+        return raw.argmax(dim=-1).numpy()
+    low, high = _bounds(spec, raw.dtype)
+    return (low + (torch.tanh(raw) + 1.0) * 0.5 * (high - low)).numpy()
