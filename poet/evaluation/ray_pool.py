@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
 import resource
@@ -167,7 +168,13 @@ class RolloutWorker:
         return ray.get_runtime_context().get_node_id()
 
     def memory(self) -> dict[str, float]:
-        """Resident memory now and at peak, in MB."""
+        """Resident memory now and at peak, in MB. "Now" is read after the C allocator hands
+        its free pages back to the OS (glibc's `malloc_trim`, where there is one): what the
+        worker holds, not what its allocator keeps for the next chunk."""
+        try:
+            ctypes.CDLL(None).malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc
+            pass
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         now_kb = 0
         try:
