@@ -16,13 +16,13 @@ The same ES-shaped terrain waves as `eval_pool.py` (32 policies x 8 envs, 400-st
    4 chunks per worker (`ray.chunks_per_worker`), switched wave by wave on one pool so that
    a machine whose speed drifts affects each setting alike: env steps per second of each.
 
-3. The time around the slower chunk, split. Each worker notes when its call starts and ends
-   (the clock is the machine's, shared by all processes) and the driver when it begins
-   sending each chunk, when the call is sent and when it takes each answer: medians of the
-   driver's planning and packing up to each call, Ray's delivery of the call to the worker
-   (from sending to the worker starting it), the worker's call beyond its rollouts
-   (unpacking the chunk, packing the results), Ray's return of the answer (from the worker's
-   end to the driver taking it) and the driver's work after the last answer.
+3. The time around the chunk that ends last, split. Each worker notes when its call starts
+   and ends (the clock is the machine's, shared by all processes) and the driver when it
+   sends each call and when it takes each answer: medians of the driver's work until that
+   chunk's call is sent (planning the wave, packing and sending it and the chunks before
+   it), Ray's delivery of the call (from sending to the worker starting it), the call and
+   its part beyond the rollouts (unpacking the chunk, packing the results), Ray's return of
+   the answer (from the worker's end to the driver taking it) and the driver's work after it.
 
 Nothing here is a pass/fail test.
 """
