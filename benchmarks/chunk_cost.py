@@ -57,14 +57,14 @@ def main() -> None:
     rows = []
     for reqs in chunks:
         params, seeds, caps, index = [], [], [], []
-        keys = list(dict.fromkeys(r.policy.key for r in reqs))  # each policy's weights once
+        position: dict[str, int] = {}  # each policy's weights once, rows read them by index
         for r in reqs:
             for seed in row_seeds(r):
                 params.append(r.env)
                 seeds.append(seed)
                 caps.append(r.max_steps)
-                index.append(keys.index(r.policy.key))
-        flats = np.stack([store.policies.get(k) for k in keys])
+                index.append(position.setdefault(r.policy.key, len(position)))
+        flats = np.stack([store.policies.get(k) for k in position])
         rows.append((params, seeds, flats, np.asarray(caps), np.asarray(index)))
 
     def framework() -> None:

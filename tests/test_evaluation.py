@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,9 +20,7 @@ from poet.policies import BatchedPolicy, init_flat, spec_for_spaces
 from poet.seeding import episode_seeds
 from poet.torch_policy import MLPPolicy, to_actions
 from poet.trainers import ErrorPolicy, EvaluationFailed
-from tests.conftest import mutation_chain
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT, mutation_chain
 
 NOISE_SIZE = 100_000
 
