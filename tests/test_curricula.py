@@ -230,12 +230,12 @@ def test_cli_run_with_ppo_writes_the_tables_and_report(name, tmp_path):
 
 def test_regret_scores_pinned_by_hand():
     from poet.curricula.plr import maxmc
-    from poet.trainers.ppo import _gae, positive_value_loss
+    from poet.trainers.ppo import gae, positive_value_loss
 
     # GAE with gamma 0.9, lambda 0.5 over one 3-step episode:
     # d2 = 2 - 0.2 = 1.8; d1 = 0 + 0.9 * 0.2 - 1.0 = -0.82; d0 = 1 + 0.9 * 1.0 - 0.5 = 1.4
     # A2 = 1.8; A1 = -0.82 + 0.45 * 1.8 = -0.01; A0 = 1.4 + 0.45 * -0.01 = 1.3955
-    adv = _gae(
+    adv = gae(
         np.array([[1.0], [0.0], [2.0]]),
         np.array([[0.5], [1.0], [0.2]]),
         np.array([[1.0], [0.2], [0.0]]),

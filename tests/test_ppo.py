@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import numpy as np
@@ -293,3 +294,20 @@ def test_quickstart_with_ppo_admits_new_envs(ray_local, tmp_path):
     train = run.phases[run.phases["phase"] == "train"]
     active = run.iterations.groupby("iteration")["pair_id"].nunique()
     assert (train.set_index("iteration")["env_steps"] >= 8 * 128 * active).all()
+
+
+def test_a_run_that_does_not_train_with_ppo_never_loads_torch(tmp_path) -> None:
+    """PPO's torch lives in its job module: an ES run, with a `trainer.ppo` section to check and
+    checkpoints to write, leaves torch unloaded (loading it costs every run about a second)."""
+    code = (
+        "import sys\n"
+        "import poet\n"
+        "from tests.conftest import tiny_config\n"
+        "cfg = tiny_config(iterations=3, trainer={'name': 'es', 'es': {'population': 4, 'noise_table_size': 10000},"
+        " 'ppo': {'n_envs': 2}}, checkpoint={'every': 1})\n"
+        f"poet.run(cfg, out={str(tmp_path / 'run')!r})\n"
+        "assert 'torch' not in sys.modules, 'torch was loaded'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "run" / "checkpoints").is_dir()

@@ -16,6 +16,7 @@ comes from the root seed and the (phase, iteration, pair) it is for.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -202,14 +203,13 @@ def write(ctx: RunContext, captured: Captured, run_dir: Path, config_text: str, 
 
 
 def _versions() -> dict[str, str]:
-    import gymnasium
-    import torch
-
+    """The installed versions that shape a run's numbers. torch's comes from its package
+    metadata: importing torch to read it would load torch into runs that never use it."""
     return {
         "poet": __version__,
         "numpy": np.__version__,
-        "torch": torch.__version__,
-        "gymnasium": gymnasium.__version__,
+        "torch": importlib.metadata.version("torch"),
+        "gymnasium": importlib.metadata.version("gymnasium"),
     }
 
 
