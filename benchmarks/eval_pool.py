@@ -5,7 +5,7 @@
 
 For each env the same matrix of P policies x E envs x n episodes (one EvalRequest per
 (policy, env)), shaped like an ES wave (terrain: 32 perturbations x 8 envs; BipedalWalker:
-a population of 64), is evaluated three ways, with W workers:
+a population of 64), is evaluated these ways, with W workers:
 
 - raw:   the limit, as the best plain code does the same work: W plain processes
          (multiprocessing, spawn), no Ray and no framework code, each given an equal share
@@ -25,6 +25,10 @@ a population of 64), is evaluated three ways, with W workers:
          row to its end in one compiled call as the pool runs terrain.
          Also reported, from the same run: raw as an ES loop would be, waiting for every
          process to finish a wave before the next (per wave, the longest process's time).
+- raw_ray: the raw processes' plain code in W plain Ray actors that hold the matrix, each
+         wave dealt in shares of equal steps (known from the warm-up wave) sent as one actor
+         call per worker, the next wave sent when all are back: the floor Ray itself sets for
+         waves (no framework code, no weights travelling).
 - pool:  `RayEvaluator(..., workers=W).evaluate(requests)`, one call per wave, after a
          warm-up wave of the same shape (raw processes run their share of one too).
 - naive: one `@ray.remote` task per episode that rebuilds the policy module and the env from
@@ -33,11 +37,11 @@ a population of 64), is evaluated three ways, with W workers:
          EvoTorch's GymNE + PGPE on the same network, step cap, population and workers, sampling
          the same weight distribution (i.i.d. N(0, 0.1)).
 
-All three run exactly the same episodes (same weights, env params and episode seeds, so the
+All ways run exactly the same episodes (same weights, env params and episode seeds, so the
 same step counts up to float round-off in the policy forward). Each is measured `repeats`
 times, interleaved (raw, pool, naive, raw, ...), each time on fresh episode seeds so that no
 way profits from a cache warmed by an earlier repetition; the table shows medians. Raw runs
-with no Ray running; pool and naive share one Ray instance per repetition. Before each timed
+with no Ray running; raw_ray, pool and naive share one Ray instance per repetition. Before each timed
 span the script waits for the machine to be quiet, and during it reads from /proc the CPU time
 of its own process tree and of the whole machine, so the load of other programs is on record.
 
@@ -84,8 +88,9 @@ from poet.seeding import episode_seeds
 from poet.torch_policy import MLPPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
+# the numpy core before compilation, frozen in tests/test_terrain_core.py (imported where it
+# runs: a Ray actor that unpickles this script's functions has no tests/ on its path)
 sys.path.insert(0, str(ROOT / "tests"))
-from test_terrain_core import FrozenNumpyCore  # noqa: E402  (the numpy core before compilation, frozen)
 
 TARGETS = {
     "efficiency": {"terrain": 0.85, "bipedal": 0.93},
@@ -454,6 +459,8 @@ def raw_rows(
             obs, rew, term, trunc = env.step(policy.act(obs, done))
             all_done = tally(rew, obs, term, trunc, caps, returns, lengths, done, bad)
         return int(lengths.sum())
+    from test_terrain_core import FrozenNumpyCore
+
     low, high = action_bounds(spec)
     env = FrozenNumpyCore([family.course(p, s) for p, s in zip(params, seeds)], int(caps.max()))
     flats = flats if index is None else flats[index]  # the numpy forward reads a weights row per row
@@ -642,6 +649,67 @@ def measure_raw(
     return Measurement(
         steps, wall, rate, cpu | quiet, {"wall_steps_per_s": steps / wall, "synced_steps_per_s": steps / synced}
     )
+
+
+class PlainRayWorker:
+    """The raw processes' plain code in a Ray actor. It gets the matrix (weights and envs) when
+    it is made; a call carries only its share of a wave's episodes, as (policy, env, seed)."""
+
+    def __init__(self, setup: Setup):
+        self.setup = setup
+        self.low, self.high = action_bounds(setup.spec)
+        self.walkers = None if hasattr(setup.family, "make_batch") else raw_walkers(setup, RAW_SLOTS)
+
+    def run(self, episodes: list[Episode]) -> int:
+        """Steps taken running `episodes`."""
+        if self.walkers is None:
+            return raw_batch(self.setup, episodes, self.low, self.high)
+        return self.walkers(episodes)
+
+
+def deal_by_length(episodes: list[Episode], length: dict[tuple[int, int], int], workers: int) -> list[list[Episode]]:
+    """`episodes` in `workers` shares of nearly equal steps: longest first, each to the share
+    with the fewest steps so far, an episode's steps taken as its (policy, env)'s `length`."""
+    shares: list[list[Episode]] = [[] for _ in range(workers)]
+    load = [0] * workers
+    for episode in sorted(episodes, key=lambda ep: -length[ep[0], ep[1]]):
+        k = load.index(min(load))
+        shares[k].append(episode)
+        load[k] += length[episode[0], episode[1]]
+    return shares
+
+
+def measure_raw_ray(setup: Setup, warmup: list[Episode], waves: list[list[Episode]], workers: int) -> Measurement:
+    """The raw processes' work on W plain Ray actors, one call per actor per wave, the next wave
+    sent when all are back: the floor Ray sets for waves of this work. No framework code, no
+    weights travelling (a run's change every wave, so the pool sends them), and each wave dealt
+    in shares of equal steps by each (policy, env)'s episode length in the warm-up wave, run
+    here first (exact for pinned courses, whose episodes repeat)."""
+    import ray
+
+    low, high = action_bounds(setup.spec)
+    walkers = None if hasattr(setup.family, "make_batch") else raw_walkers(setup, RAW_SLOTS)
+    length = {
+        (p, e): raw_batch(setup, [(p, e, seed)], low, high) if walkers is None else walkers([(p, e, seed)])
+        for p, e, seed in warmup
+    }
+    shares = [deal_by_length(episodes, length, workers) for episodes in waves]
+    actors = [ray.remote(num_cpus=1)(PlainRayWorker).remote(setup) for _ in range(workers)]
+
+    def wave(parts: list[list[Episode]]) -> int:
+        return sum(ray.get([actor.run.remote(part) for actor, part in zip(actors, parts)]))
+
+    try:
+        wave(deal_by_length(warmup, length, workers))  # not counted: loads the kernels, builds the envs
+        quiet = settle()
+        watch = CpuWatch()
+        t0 = time.perf_counter()
+        steps = sum(wave(parts) for parts in shares)
+        seconds = time.perf_counter() - t0
+        return Measurement(steps, seconds, steps / seconds, watch.stop() | quiet)
+    finally:
+        for actor in actors:
+            ray.kill(actor)
 
 
 def open_pool(setup: Setup, workers: int) -> RayEvaluator:
@@ -856,7 +924,7 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
     """Interleaved raw / pool / naive repetitions, then memory; returns the env's JSON entry."""
     setup = make_setup(name, sizes)
     n_waves = sizes.waves_for(name)
-    runs: dict[str, list[Measurement]] = {"raw": [], "pool": [], "naive": []}
+    runs: dict[str, list[Measurement]] = {"raw": [], "raw_ray": [], "pool": [], "naive": []}
     # a compiled family: also the numpy core it replaced (the previous limit) and the same
     # kernels in lock-step
     extra_cores = ["numpy", "lockstep"] if isinstance(setup.family, TerrainFamily) else []
@@ -873,6 +941,7 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         for core in extra_cores:
             runs[f"raw_{core}"].append(measure_raw(setup, matrix_episodes(setup, warmup_base), waves, workers, core))
         with ray_session(workers):
+            runs["raw_ray"].append(measure_raw_ray(setup, matrix_episodes(setup, warmup_base), waves, workers))
             runs["pool"].append(measure_pool(setup, warmup_base, seed_bases, workers))
             runs["naive"].append(measure_naive(setup, waves[0], workers))  # one wave: it is slow
             if "evotorch" in runs:
@@ -898,6 +967,10 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         "efficiency": round(median["pool"] / median["raw"], 3),
         # raw waiting for every wave to end before the next, as an ES loop must (supplementary)
         "raw_synced_steps_per_s": round(statistics.median(m.extra["synced_steps_per_s"] for m in runs["raw"]), 1),
+        # the same plain code on Ray actors that hold the weights, a call per worker per wave: Ray's floor
+        "raw_ray_steps_per_s": round(median["raw_ray"], 1),
+        "raw_ray_vs_raw": round(median["raw_ray"] / median["raw"], 3),
+        "pool_vs_raw_ray": round(median["pool"] / median["raw_ray"], 3),
         "speedup_vs_naive": round(median["pool"] / median["naive"], 3),
         "efficiency_per_repeat": [round(p.steps_per_s / r.steps_per_s, 3) for p, r in zip(runs["pool"], runs["raw"])],
         "speedup_vs_naive_per_repeat": [
@@ -1007,6 +1080,10 @@ def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
         marks.append(
             f"raw waiting for each wave {r['raw_synced_steps_per_s']:,.0f} steps/s "
             f"(pool / that {r['pool_steps_per_s'] / r['raw_synced_steps_per_s']:.2f})"
+        )
+        marks.append(
+            f"plain code on Ray actors {r['raw_ray_steps_per_s']:,.0f} steps/s ({r['raw_ray_vs_raw']:.2f} of raw; "
+            f"pool / that {r['pool_vs_raw_ray']:.2f})"
         )
         if "pool_vs_evotorch" in r:
             ok = r["pool_vs_evotorch"] >= TARGETS["pool_vs_evotorch"]

@@ -44,6 +44,7 @@ class WaveRecorder:
     def __init__(self) -> None:
         self.waves: list[list[tuple]] = []  # per wave: (weights key, perturbation, env, seed, step cap) per episode
         self.seconds: list[float] = []
+        self.own_seconds = 0.0  # the recorder's own work inside the run's phases (not the run's)
         self.weights: dict[str, np.ndarray] = {}
         self.noise: np.ndarray | None = None
         self.family_args: tuple[str, dict] | None = None
@@ -58,6 +59,7 @@ class WaveRecorder:
         recorder, original = self, RayEvaluator.evaluate
 
         def evaluate(pool, requests):
+            start = time.perf_counter()
             if recorder.noise is None and pool._noise_ref is not None:
                 recorder.noise = np.asarray(ray.get(pool._noise_ref))
             rows = []
@@ -69,8 +71,10 @@ class WaveRecorder:
                 rows.extend((r.policy.key, pert, r.env, seed, r.max_steps) for seed in row_seeds(r))
             t0 = time.perf_counter()
             out = original(pool, requests)
-            recorder.seconds.append(time.perf_counter() - t0)
+            end = time.perf_counter()
+            recorder.seconds.append(end - t0)
             recorder.waves.append(rows)
+            recorder.own_seconds += (t0 - start) + (time.perf_counter() - end)
             return out
 
         RayEvaluator.evaluate = evaluate
@@ -78,6 +82,35 @@ class WaveRecorder:
 
     def __exit__(self, *exc) -> None:
         self._cls.evaluate = self._original
+
+
+def replay_wave(
+    family: Any, spec: Any, weights: dict[str, np.ndarray], noise: np.ndarray | None, rows: list[tuple], core: str
+) -> int:
+    """One process's share of a wave in one batch (`eval_pool.raw_rows` with `core`); its steps."""
+    if not rows:
+        return 0
+    distinct: dict[tuple, int] = {}  # each distinct weights vector once, rows read it by index
+    flats, index = [], []
+    for key, pert, _, _, _ in rows:
+        if (key, pert) not in distinct:
+            distinct[key, pert] = len(flats)
+            theta = weights[key]
+            if pert is not None:
+                offset, sigma, sign = pert
+                theta = (theta + np.float32(sign * sigma) * noise[offset : offset + theta.size]).astype(np.float32)
+            flats.append(theta)
+        index.append(distinct[key, pert])
+    return raw_rows(
+        family,
+        spec,
+        [r[2] for r in rows],
+        [r[3] for r in rows],
+        np.stack(flats),
+        np.array([r[4] for r in rows]),
+        core,
+        np.array(index),
+    )
 
 
 def replay_process(
@@ -90,38 +123,14 @@ def replay_process(
     barrier: Any,
     results: Any,
 ) -> None:
-    """One plain process: its share of every wave, in one batch per wave (`eval_pool.raw_rows`
-    with `core`), meeting the others between waves."""
+    """One plain process: its share of every wave (`replay_wave`), meeting the others between waves."""
     from envs import make_family
 
     family = make_family(*family_args)
     barrier.wait()
     t0, steps = time.monotonic(), 0
     for rows in waves:
-        if rows:
-            distinct: dict[tuple, int] = {}  # each distinct weights vector once, rows read it by index
-            flats, index = [], []
-            for key, pert, _, _, _ in rows:
-                if (key, pert) not in distinct:
-                    distinct[key, pert] = len(flats)
-                    theta = weights[key]
-                    if pert is not None:
-                        offset, sigma, sign = pert
-                        theta = (theta + np.float32(sign * sigma) * noise[offset : offset + theta.size]).astype(
-                            np.float32
-                        )
-                    flats.append(theta)
-                index.append(distinct[key, pert])
-            steps += raw_rows(
-                family,
-                spec,
-                [r[2] for r in rows],
-                [r[3] for r in rows],
-                np.stack(flats),
-                np.array([r[4] for r in rows]),
-                core,
-                np.array(index),
-            )
+        steps += replay_wave(family, spec, weights, noise, rows, core)
         barrier.wait()  # the run's next wave starts when this one is done everywhere
     results.put((steps, time.monotonic() - t0))
 
@@ -154,6 +163,55 @@ def replay(
     for proc in procs:
         proc.join()
     return {"steps": sum(r[0] for r in reports), "seconds": max(r[1] for r in reports)}
+
+
+class ReplayActor:
+    """`replay_wave` in a plain Ray actor that holds its share of every wave and every weights
+    vector from the start: a call names the wave, nothing else travels."""
+
+    def __init__(self, family_args: tuple[str, dict], spec: Any, weights: dict, noise: Any, waves: list[list[tuple]]):
+        from envs import make_family
+
+        self.family, self.spec, self.weights, self.waves = make_family(*family_args), spec, weights, waves
+        self.noise = noise
+
+    def ready(self) -> bool:
+        return True
+
+    def run(self, wave: int) -> int:
+        return replay_wave(self.family, self.spec, self.weights, self.noise, self.waves[wave], "compiled")
+
+
+def replay_on_ray(recorder: WaveRecorder, family_args: tuple[str, dict], spec: Any, workers: int) -> dict:
+    """The replay's plain code on `workers` plain Ray actors on a new local Ray, one call per
+    actor per wave, the next wave sent when all are back: the floor Ray sets for the run's
+    waves, with the same shares as the plain processes and nothing travelling but the wave's
+    number."""
+    import ray
+
+    ray.init(
+        address="local",
+        _node_ip_address="127.0.0.1",
+        num_cpus=workers,
+        include_dashboard=False,
+        logging_level="ERROR",
+        log_to_driver=False,
+    )
+    try:
+        weights, noise = ray.put(recorder.weights), ray.put(recorder.noise)
+        cls = ray.remote(num_cpus=1)(ReplayActor)
+        actors = [
+            cls.remote(family_args, spec, weights, noise, [w[i::workers] for w in recorder.waves])
+            for i in range(workers)
+        ]
+        # made, not yet run: the first wave loads the compiled kernels, as in the processes and the run
+        ray.get([actor.ready.remote() for actor in actors])
+        t0, steps = time.perf_counter(), 0
+        for wave in range(len(recorder.waves)):
+            steps += sum(ray.get([actor.run.remote(wave) for actor in actors]))
+        return {"steps": steps, "seconds": time.perf_counter() - t0}
+    finally:
+        ray.shutdown()
 
 
 def measure(config: Path, seed: int | None, sets: list[str] = (), recorder: WaveRecorder | None = None) -> dict:
@@ -233,10 +291,23 @@ def main() -> None:
                 "raw_steps_same_waves": limit["steps"],
                 "raw_same_waves_steps_per_s": round(limit["steps"] / limit["seconds"]),
                 "pool_share_of_raw_same_waves": round(limit["seconds"] / pool_seconds, 3),
-                "run_share_of_raw_same_waves": round(stats["env_steps_per_s"] / (limit["steps"] / limit["seconds"]), 3),
+                # the run's phases without the recorder's own work in them
+                "recorder_seconds": round(recorder.own_seconds, 2),
+                "run_share_of_raw_same_waves": round(
+                    limit["seconds"] / (stats["env_steps"] / stats["env_steps_per_s"] - recorder.own_seconds), 3
+                ),
                 "episodes_replayed": pool_steps,
             }
         )
+        floor = replay_on_ray(recorder, (cfg.env.family, cfg.env.options), parts.spec, workers)
+        stats.update(
+            {
+                "raw_ray_seconds_same_waves": round(floor["seconds"], 2),
+                "raw_ray_share_of_raw_same_waves": round(limit["seconds"] / floor["seconds"], 3),
+                "pool_share_of_raw_ray_same_waves": round(floor["seconds"] / pool_seconds, 3),
+            }
+        )
+        assert floor["steps"] == limit["steps"], (floor["steps"], limit["steps"])
         if cfg.env.family == "terrain":  # the numpy core it had before it was compiled
             numpy_limit = replay(recorder, (cfg.env.family, cfg.env.options), parts.spec, workers, "numpy")
             stats.update(

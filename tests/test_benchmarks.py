@@ -82,7 +82,7 @@ def test_evotorch_peer_runs_the_same_shape_of_work(ray_local):
 
 @pytest.mark.slow
 def test_benchmark_script_runs_end_to_end(tmp_path):
-    """The script as docs/benchmarks.md runs it (smoke sizes): raw, pool, naive, memory, JSON."""
+    """The script as docs/benchmarks.md runs it (smoke sizes): raw, Ray's floor, pool, naive, memory, JSON."""
     import json
     import subprocess
 
@@ -97,7 +97,7 @@ def test_benchmark_script_runs_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     terrain = json.loads(out.read_text())["envs"]["terrain"]
     runs = terrain["runs"]
-    assert runs["raw"][0]["steps"] == runs["pool"][0]["steps"] > 0  # the same episodes
+    assert runs["raw"][0]["steps"] == runs["raw_ray"][0]["steps"] == runs["pool"][0]["steps"] > 0  # the same episodes
     assert terrain["efficiency"] > 0 and terrain["worker_rss_mb_1000"] > 0
     assert 0 < terrain["raw_synced_steps_per_s"] <= 1.05 * terrain["raw_steps_per_s"]  # waiting costs, never pays
 
@@ -134,3 +134,26 @@ def test_pool_call_path_scripts_run_end_to_end(tmp_path, script, args):
         # every wave of the time line had one call per worker, each inside its wave
         timeline = result["wave_timeline"]
         assert timeline["waves"] == 2 and 0 < timeline["ms_median"]["call"] < timeline["ms_median"]["wave"]
+
+
+@pytest.mark.slow
+def test_quickstart_replays_its_waves_in_plain_code_and_on_plain_ray(tmp_path):
+    """`benchmarks/quickstart.py --raw-limit` (3 iterations): the replay in plain processes and on
+    plain Ray actors takes exactly the run's env steps, and the shares come out in the JSON."""
+    import json
+    import subprocess
+
+    out = tmp_path / "quickstart.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "quickstart.py"), "--raw-limit", "--set", "iterations=3"]
+        + ["--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["raw_steps_same_waves"] == result["env_steps"] > 0
+    for key in ("pool_share_of_raw_same_waves", "raw_ray_share_of_raw_same_waves", "pool_share_of_raw_ray_same_waves"):
+        assert result[key] > 0, key
