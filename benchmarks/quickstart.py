@@ -34,7 +34,7 @@ from poet.analysis import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eval_pool import raw_rows  # noqa: E402  (plain code, no framework)
+from eval_pool import raw_rows, ray_session  # noqa: E402  (plain code, no framework)
 
 
 class WaveRecorder:
@@ -189,15 +189,7 @@ def replay_on_ray(recorder: WaveRecorder, family_args: tuple[str, dict], spec: A
     number."""
     import ray
 
-    ray.init(
-        address="local",
-        _node_ip_address="127.0.0.1",
-        num_cpus=workers,
-        include_dashboard=False,
-        logging_level="ERROR",
-        log_to_driver=False,
-    )
-    try:
+    with ray_session(workers):
         weights, noise = ray.put(recorder.weights), ray.put(recorder.noise)
         cls = ray.remote(num_cpus=1)(ReplayActor)
         actors = [
@@ -210,8 +202,6 @@ def replay_on_ray(recorder: WaveRecorder, family_args: tuple[str, dict], spec: A
         for wave in range(len(recorder.waves)):
             steps += sum(ray.get([actor.run.remote(wave) for actor in actors]))
         return {"steps": steps, "seconds": time.perf_counter() - t0}
-    finally:
-        ray.shutdown()
 
 
 def measure(config: Path, seed: int | None, sets: list[str] = (), recorder: WaveRecorder | None = None) -> dict:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 
 import numpy as np
@@ -14,6 +16,20 @@ import eval_pool as ep  # noqa: E402
 
 from poet.evaluation import InProcessEvaluator  # noqa: E402
 from poet.evaluation.rollout import simulated_steps  # noqa: E402
+
+
+def run_script(tmp_path, script: str, *args: str) -> dict:
+    """Run `benchmarks/<script>` with `args` and `--json`; the JSON it wrote."""
+    out = tmp_path / "out.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args, "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(out.read_text())
 
 
 def _sizes(**shapes) -> ep.Sizes:
@@ -83,19 +99,7 @@ def test_evotorch_peer_runs_the_same_shape_of_work(ray_local):
 @pytest.mark.slow
 def test_benchmark_script_runs_end_to_end(tmp_path):
     """The script as docs/benchmarks.md runs it (smoke sizes): raw, Ray's floor, pool, naive, memory, JSON."""
-    import json
-    import subprocess
-
-    out = tmp_path / "eval_pool.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "eval_pool.py"), "--quick", "--envs", "terrain", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    terrain = json.loads(out.read_text())["envs"]["terrain"]
+    terrain = run_script(tmp_path, "eval_pool.py", "--quick", "--envs", "terrain")["envs"]["terrain"]
     runs = terrain["runs"]
     assert runs["raw"][0]["steps"] == runs["raw_ray"][0]["steps"] == runs["pool"][0]["steps"] > 0  # the same episodes
     assert terrain["efficiency"] > 0 and terrain["worker_rss_mb_1000"] > 0
@@ -112,19 +116,7 @@ def test_benchmark_script_runs_end_to_end(tmp_path):
 )
 def test_pool_call_path_scripts_run_end_to_end(tmp_path, script, args):
     """The scripts behind the per-wave tables of docs/benchmarks.md run (2 waves) and write their JSON."""
-    import json
-    import subprocess
-
-    out = tmp_path / "out.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), *args, "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(out.read_text())
+    result = run_script(tmp_path, script, *args)
     if script == "compiled_graph.py":
         assert result["waves"] == 2 and all(v > 0 for v in result["wave_ms_median"].values())
     elif script == "chunk_cost.py":
@@ -140,20 +132,7 @@ def test_pool_call_path_scripts_run_end_to_end(tmp_path, script, args):
 def test_quickstart_replays_its_waves_in_plain_code_and_on_plain_ray(tmp_path):
     """`benchmarks/quickstart.py --raw-limit` (3 iterations): the replay in plain processes and on
     plain Ray actors takes exactly the run's env steps, and the shares come out in the JSON."""
-    import json
-    import subprocess
-
-    out = tmp_path / "quickstart.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "quickstart.py"), "--raw-limit", "--set", "iterations=3"]
-        + ["--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(out.read_text())
+    result = run_script(tmp_path, "quickstart.py", "--raw-limit", "--set", "iterations=3")
     assert result["raw_steps_same_waves"] == result["env_steps"] > 0
     for key in ("pool_share_of_raw_same_waves", "raw_ray_share_of_raw_same_waves", "pool_share_of_raw_ray_same_waves"):
         assert result[key] > 0, key
