@@ -39,11 +39,12 @@ a population of 64), is evaluated these ways, with W workers:
 
 All ways run exactly the same episodes (same weights, env params and episode seeds, so the
 same step counts up to float round-off in the policy forward). Each is measured `repeats`
-times, interleaved (raw, pool, naive, raw, ...), each time on fresh episode seeds so that no
-way profits from a cache warmed by an earlier repetition; the table shows medians. Raw runs
-with no Ray running; raw_ray, pool and naive share one Ray instance per repetition. Before each timed
-span the script waits for the machine to be quiet, and during it reads from /proc the CPU time
-of its own process tree and of the whole machine, so the load of other programs is on record.
+times, interleaved (raw, raw_ray, pool, naive, raw, ...), each time on fresh episode seeds so
+that no way profits from a cache warmed by an earlier repetition; the table shows medians.
+Raw runs with no Ray running; raw_ray, pool and naive share one Ray instance per repetition.
+Before each timed span the script waits for the machine to be quiet, and during it reads from
+/proc the CPU time of its own process tree and of the whole machine, so the load of other
+programs is on record.
 
 Then the pool's worker memory: after a warm-up, two waves of identical shape (R requests of
 one short episode each on one env, fresh seeds per request) that differ only in the number of

@@ -11,9 +11,11 @@ the same waves with plain code (no Ray, no framework: W spawned processes, each 
 episodes dealt round-robin, each process stepping its share in one batch with the same
 compiled kernels as the run, the processes meeting at a barrier between waves as the run's
 waves follow one another). It prints the pool's time inside its waves, the replay's, and their
-ratio; the replay must take exactly the run's env steps. The replay runs a second time on the
-numpy terrain core the family had before it was compiled, with a batched numpy MLP (the
-previous limit, `raw_numpy_*`).
+ratio; the replay must take exactly the run's env steps. The replay runs again on W plain
+Ray actors, each holding its shares of every wave and every weights vector from the start,
+one call per actor per wave (Ray's floor for the run's waves, `raw_ray_*`), and on the numpy
+terrain core the family had before it was compiled, with a batched numpy MLP (the previous
+limit, `raw_numpy_*`). The run's share leaves out the recorder's own work.
 """
 
 from __future__ import annotations
@@ -172,8 +174,13 @@ class ReplayActor:
     def __init__(self, family_args: tuple[str, dict], spec: Any, weights: dict, noise: Any, waves: list[list[tuple]]):
         from envs import make_family
 
-        self.family, self.spec, self.weights, self.waves = make_family(*family_args), spec, weights, waves
-        self.noise = noise
+        self.family, self.spec, self.weights, self.noise, self.waves = (
+            make_family(*family_args),
+            spec,
+            weights,
+            noise,
+            waves,
+        )
 
     def ready(self) -> bool:
         return True
@@ -297,7 +304,8 @@ def main() -> None:
                 "pool_share_of_raw_ray_same_waves": round(floor["seconds"] / pool_seconds, 3),
             }
         )
-        assert floor["steps"] == limit["steps"], (floor["steps"], limit["steps"])
+        if floor["steps"] != limit["steps"]:
+            raise RuntimeError(f"the replay on Ray took {floor['steps']} steps, the plain one {limit['steps']}")
         if cfg.env.family == "terrain":  # the numpy core it had before it was compiled
             numpy_limit = replay(recorder, (cfg.env.family, cfg.env.options), parts.spec, workers, "numpy")
             stats.update(

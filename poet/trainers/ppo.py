@@ -26,9 +26,10 @@ How it fits POET's agents (a plain MLP `theta` that the evaluators run on raw ob
   the task's seed through numpy; torch runs on one thread, so a job's result depends on
   its payload only, in-process or on any Ray worker.
 
-This module is what the driver needs: the options, the trainer and the numpy arithmetic
-both sides share. The job a worker runs, with torch, is in `poet.trainers.ppo_job`, so a
-run that does not train with PPO never loads torch.
+This module holds the options, the trainer and the numpy arithmetic (the normaliser and
+its folding into the first layer, running moments, GAE, level scores). The job a worker
+runs, with torch, is in `poet.trainers.ppo_job`, so a run that does not train with PPO
+never loads torch.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """PPO's job: one pair's training (or one regret rollout) on a pool worker, with torch.
 
-The trainer, its options and the arithmetic shared with the driver are in
-`poet.trainers.ppo`, whose docstring says how PPO fits POET's agents.
+The trainer, its options and the numpy arithmetic are in `poet.trainers.ppo`, whose
+docstring says how PPO fits POET's agents.
 """
 
 from __future__ import annotations
