@@ -29,6 +29,9 @@ a population of 64), is evaluated these ways, with W workers:
          wave dealt in shares of equal steps (known from the warm-up wave) sent as one actor
          call per worker, the next wave sent when all are back: the floor Ray itself sets for
          waves (no framework code, no weights travelling).
+- raw_ray_weights: the same, each call also carrying its share's weights (float32 bytes in
+         parts under Ray's inline limit), as a run must send new weights every wave: plain
+         code on Ray doing the pool's work.
 - pool:  `RayEvaluator(..., workers=W).evaluate(requests)`, one call per wave, after a
          warm-up wave of the same shape (raw processes run their share of one too).
 - naive: one `@ray.remote` task per episode that rebuilds the policy module and the env from
@@ -39,9 +42,9 @@ a population of 64), is evaluated these ways, with W workers:
 
 All ways run exactly the same episodes (same weights, env params and episode seeds, so the
 same step counts up to float round-off in the policy forward). Each is measured `repeats`
-times, interleaved (raw, raw_ray, pool, naive, raw, ...), each time on fresh episode seeds so
+times, interleaved (raw, raw_ray, raw_ray_weights, pool, naive, raw, ...), each time on fresh episode seeds so
 that no way profits from a cache warmed by an earlier repetition; the table shows medians.
-Raw runs with no Ray running; raw_ray, pool and naive share one Ray instance per repetition.
+Raw runs with no Ray running; the others share one Ray instance per repetition.
 Before each timed span the script waits for the machine to be quiet, and during it reads from
 /proc the CPU time of its own process tree and of the whole machine, so the load of other
 programs is on record.
@@ -652,17 +655,25 @@ def measure_raw(
     )
 
 
+PART_BYTES = 96 * 1024  # a part of the weights sent inline: under Ray's 100 KB limit for an argument
+
+
 class PlainRayWorker:
     """The raw processes' plain code in a Ray actor. It gets the matrix (weights and envs) when
-    it is made; a call carries only its share of a wave's episodes, as (policy, env, seed)."""
+    it is made; a call carries its share of a wave's episodes, as (policy, env, seed), and,
+    where asked, the weights of the policies they use (`used`) as float32 bytes."""
 
     def __init__(self, setup: Setup):
         self.setup = setup
         self.low, self.high = action_bounds(setup.spec)
         self.walkers = None if hasattr(setup.family, "make_batch") else raw_walkers(setup, RAW_SLOTS)
 
-    def run(self, episodes: list[Episode]) -> int:
-        """Steps taken running `episodes`."""
+    def run(self, episodes: list[Episode], used: Sequence[int] = (), *weights: bytes) -> int:
+        """Steps taken running `episodes`, after taking the weights sent for the `used` policies."""
+        if used:
+            rows = np.frombuffer(b"".join(weights), dtype=np.float32).reshape(len(used), -1)
+            for p, row in zip(used, rows):
+                self.setup.policies[p] = row
         if self.walkers is None:
             return raw_batch(self.setup, episodes, self.low, self.high)
         return self.walkers(episodes)
@@ -680,12 +691,16 @@ def deal_by_length(episodes: list[Episode], length: dict[tuple[int, int], int], 
     return shares
 
 
-def measure_raw_ray(setup: Setup, warmup: list[Episode], waves: list[list[Episode]], workers: int) -> Measurement:
+def measure_raw_ray(
+    setup: Setup, warmup: list[Episode], waves: list[list[Episode]], workers: int, send_weights: bool
+) -> Measurement:
     """The raw processes' work on W plain Ray actors, one call per actor per wave, the next wave
-    sent when all are back: the floor Ray sets for waves of this work. No framework code, no
-    weights travelling (a run's change every wave, so the pool sends them), and each wave dealt
-    in shares of equal steps by each (policy, env)'s episode length in the warm-up wave, run
-    here first (exact for pinned courses, whose episodes repeat)."""
+    sent when all are back, with no framework code, each wave dealt in shares of equal steps by
+    each (policy, env)'s episode length in the warm-up wave, run here first (exact for pinned
+    courses, whose episodes repeat). `send_weights`: each call also carries the weights of its
+    share's policies as float32 bytes in parts under Ray's 100 KB inline limit, as a run must
+    send new weights every wave (the same work as the pool); else nothing but the episodes
+    travels (Ray's floor)."""
     import ray
 
     low, high = action_bounds(setup.spec)
@@ -697,8 +712,16 @@ def measure_raw_ray(setup: Setup, warmup: list[Episode], waves: list[list[Episod
     shares = [deal_by_length(episodes, length, workers) for episodes in waves]
     actors = [ray.remote(num_cpus=1)(PlainRayWorker).remote(setup) for _ in range(workers)]
 
+    def call(actor: Any, share: list[Episode]) -> Any:
+        if not send_weights:
+            return actor.run.remote(share)
+        used = sorted({p for p, _, _ in share})
+        data = np.stack([setup.policies[p] for p in used]).tobytes()
+        parts = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
+        return actor.run.remote(share, used, *parts)
+
     def wave(parts: list[list[Episode]]) -> int:
-        return sum(ray.get([actor.run.remote(part) for actor, part in zip(actors, parts)]))
+        return sum(ray.get([call(actor, part) for actor, part in zip(actors, parts)]))
 
     try:
         wave(deal_by_length(warmup, length, workers))  # not counted: loads the kernels, builds the envs
@@ -925,7 +948,7 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
     """Interleaved raw / pool / naive repetitions, then memory; returns the env's JSON entry."""
     setup = make_setup(name, sizes)
     n_waves = sizes.waves_for(name)
-    runs: dict[str, list[Measurement]] = {"raw": [], "raw_ray": [], "pool": [], "naive": []}
+    runs: dict[str, list[Measurement]] = {"raw": [], "raw_ray": [], "raw_ray_weights": [], "pool": [], "naive": []}
     # a compiled family: also the numpy core it replaced (the previous limit) and the same
     # kernels in lock-step
     extra_cores = ["numpy", "lockstep"] if isinstance(setup.family, TerrainFamily) else []
@@ -942,7 +965,8 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         for core in extra_cores:
             runs[f"raw_{core}"].append(measure_raw(setup, matrix_episodes(setup, warmup_base), waves, workers, core))
         with ray_session(workers):
-            runs["raw_ray"].append(measure_raw_ray(setup, matrix_episodes(setup, warmup_base), waves, workers))
+            for way, send in (("raw_ray", False), ("raw_ray_weights", True)):
+                runs[way].append(measure_raw_ray(setup, matrix_episodes(setup, warmup_base), waves, workers, send))
             runs["pool"].append(measure_pool(setup, warmup_base, seed_bases, workers))
             runs["naive"].append(measure_naive(setup, waves[0], workers))  # one wave: it is slow
             if "evotorch" in runs:
@@ -968,10 +992,14 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         "efficiency": round(median["pool"] / median["raw"], 3),
         # raw waiting for every wave to end before the next, as an ES loop must (supplementary)
         "raw_synced_steps_per_s": round(statistics.median(m.extra["synced_steps_per_s"] for m in runs["raw"]), 1),
-        # the same plain code on Ray actors that hold the weights, a call per worker per wave: Ray's floor
+        # the same plain code on Ray actors, a call per worker per wave: with nothing but the
+        # episodes travelling (Ray's floor), and with the weights sent as a run must send them
         "raw_ray_steps_per_s": round(median["raw_ray"], 1),
         "raw_ray_vs_raw": round(median["raw_ray"] / median["raw"], 3),
         "pool_vs_raw_ray": round(median["pool"] / median["raw_ray"], 3),
+        "raw_ray_weights_steps_per_s": round(median["raw_ray_weights"], 1),
+        "raw_ray_weights_vs_raw": round(median["raw_ray_weights"] / median["raw"], 3),
+        "pool_vs_raw_ray_weights": round(median["pool"] / median["raw_ray_weights"], 3),
         "speedup_vs_naive": round(median["pool"] / median["naive"], 3),
         "efficiency_per_repeat": [round(p.steps_per_s / r.steps_per_s, 3) for p, r in zip(runs["pool"], runs["raw"])],
         "speedup_vs_naive_per_repeat": [
@@ -1084,7 +1112,8 @@ def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
         )
         marks.append(
             f"plain code on Ray actors {r['raw_ray_steps_per_s']:,.0f} steps/s ({r['raw_ray_vs_raw']:.2f} of raw; "
-            f"pool / that {r['pool_vs_raw_ray']:.2f})"
+            f"pool / that {r['pool_vs_raw_ray']:.2f}), sending the weights {r['raw_ray_weights_steps_per_s']:,.0f} "
+            f"({r['raw_ray_weights_vs_raw']:.2f} of raw; pool / that {r['pool_vs_raw_ray_weights']:.2f})"
         )
         if "pool_vs_evotorch" in r:
             ok = r["pool_vs_evotorch"] >= TARGETS["pool_vs_evotorch"]

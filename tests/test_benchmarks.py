@@ -101,7 +101,8 @@ def test_benchmark_script_runs_end_to_end(tmp_path):
     """The script as docs/benchmarks.md runs it (smoke sizes): raw, Ray's floor, pool, naive, memory, JSON."""
     terrain = run_script(tmp_path, "eval_pool.py", "--quick", "--envs", "terrain")["envs"]["terrain"]
     runs = terrain["runs"]
-    assert runs["raw"][0]["steps"] == runs["raw_ray"][0]["steps"] == runs["pool"][0]["steps"] > 0  # the same episodes
+    steps = {way: runs[way][0]["steps"] for way in ("raw", "raw_ray", "raw_ray_weights", "pool")}
+    assert len(set(steps.values())) == 1 and steps["raw"] > 0, steps  # the same episodes
     assert terrain["efficiency"] > 0 and terrain["worker_rss_mb_1000"] > 0
     assert 0 < terrain["raw_synced_steps_per_s"] <= 1.05 * terrain["raw_steps_per_s"]  # waiting costs, never pays
 
