@@ -381,13 +381,18 @@ def raw_slots(
 
 def raw_walkers(setup: Setup, copies: int) -> Callable[..., int]:
     """Plain code for a gymnasium family: `run(episodes, width=RAW_SLOTS)` steps them with
-    `raw_slots` on envs built once here (`copies` per env params, reused from call to call)."""
+    `raw_slots` on envs built once here (`copies` per env params, reused from call to call),
+    with the weights `setup.policies` holds at the call."""
     low, high = action_bounds(setup.spec)
     envs = [[setup.family.make_env(p) for _ in range(copies)] for p in setup.envs]
-    layers = [numpy_layers(setup.spec, w) for w in setup.policies]
+    sources = list(setup.policies)
+    layers = [numpy_layers(setup.spec, w) for w in sources]
     renew = getattr(setup.family, "renew", None)
 
     def run(episodes: list[Episode], width: int = RAW_SLOTS) -> int:
+        for p, w in enumerate(setup.policies):  # weights sent since (plain code on Ray): their layers anew
+            if w is not sources[p]:
+                sources[p], layers[p] = w, numpy_layers(setup.spec, w)
         return raw_slots(envs, episodes, layers, low, high, setup.max_steps, renew, width)
 
     return run
@@ -570,6 +575,15 @@ class Measurement:
     extra: dict[str, float] = field(default_factory=dict)
 
 
+def plain_runner(setup: Setup, core: str = "compiled") -> Callable[[list[Episode]], int]:
+    """The limit's plain code for `setup`: episodes in -> env steps taken. One `raw_batch` batch
+    with `core` for a batched family, else RAW_SLOTS reused gymnasium envs at a time."""
+    if not hasattr(setup.family, "make_batch"):
+        return raw_walkers(setup, RAW_SLOTS)
+    low, high = action_bounds(setup.spec)
+    return lambda episodes: raw_batch(setup, episodes, low, high, core)
+
+
 def raw_process(
     setup: Setup,
     warmup: list[Episode],
@@ -581,12 +595,7 @@ def raw_process(
 ) -> None:
     """Body of one raw process: its share of a warm-up wave, wait for the others, its share of every
     timed wave, report, wait to exit."""
-    low, high = action_bounds(setup.spec)
-    walkers = None if hasattr(setup.family, "make_batch") else raw_walkers(setup, RAW_SLOTS)
-
-    def run(episodes: list[Episode]) -> int:
-        return raw_batch(setup, episodes, low, high, core) if walkers is None else walkers(episodes)
-
+    run = plain_runner(setup, core)
     run(warmup)  # not counted
     barrier.wait()
     t0, cpu0, steps, wave_seconds = time.monotonic(), time.process_time(), 0, []
@@ -665,8 +674,7 @@ class PlainRayWorker:
 
     def __init__(self, setup: Setup):
         self.setup = setup
-        self.low, self.high = action_bounds(setup.spec)
-        self.walkers = None if hasattr(setup.family, "make_batch") else raw_walkers(setup, RAW_SLOTS)
+        self.plain = plain_runner(setup)
 
     def run(self, episodes: list[Episode], used: Sequence[int] = (), *weights: bytes) -> int:
         """Steps taken running `episodes`, after taking the weights sent for the `used` policies."""
@@ -674,9 +682,7 @@ class PlainRayWorker:
             rows = np.frombuffer(b"".join(weights), dtype=np.float32).reshape(len(used), -1)
             for p, row in zip(used, rows):
                 self.setup.policies[p] = row
-        if self.walkers is None:
-            return raw_batch(self.setup, episodes, self.low, self.high)
-        return self.walkers(episodes)
+        return self.plain(episodes)
 
 
 def deal_by_length(episodes: list[Episode], length: dict[tuple[int, int], int], workers: int) -> list[list[Episode]]:
@@ -703,12 +709,8 @@ def measure_raw_ray(
     travels (Ray's floor)."""
     import ray
 
-    low, high = action_bounds(setup.spec)
-    walkers = None if hasattr(setup.family, "make_batch") else raw_walkers(setup, RAW_SLOTS)
-    length = {
-        (p, e): raw_batch(setup, [(p, e, seed)], low, high) if walkers is None else walkers([(p, e, seed)])
-        for p, e, seed in warmup
-    }
+    run = plain_runner(setup)
+    length = {(p, e): run([(p, e, seed)]) for p, e, seed in warmup}
     shares = [deal_by_length(episodes, length, workers) for episodes in waves]
     actors = [ray.remote(num_cpus=1)(PlainRayWorker).remote(setup) for _ in range(workers)]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 # Never open windows from gymnasium/pygame during tests.
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+
+def assert_torch_stays_unloaded(code: str) -> None:
+    """Run `code` in a fresh interpreter at the repository root; it must end with torch not imported."""
+    check = "\nimport sys\nassert 'torch' not in sys.modules, 'torch was loaded'\n"
+    proc = subprocess.run([sys.executable, "-c", code + check], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def mutation_chain(family, n: int, seed: int) -> list:

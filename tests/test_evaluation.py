@@ -3,8 +3,6 @@ isolation, error policies, and the batched policy forward."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,7 +18,7 @@ from poet.policies import BatchedPolicy, init_flat, spec_for_spaces
 from poet.seeding import episode_seeds
 from poet.torch_policy import MLPPolicy, to_actions
 from poet.trainers import ErrorPolicy, EvaluationFailed
-from tests.conftest import ROOT, mutation_chain
+from tests.conftest import assert_torch_stays_unloaded, mutation_chain
 
 NOISE_SIZE = 100_000
 
@@ -778,12 +776,6 @@ def test_a_stop_request_ends_a_terrain_batch_between_its_compiled_calls(monkeypa
 def test_a_rollout_worker_does_not_load_torch() -> None:
     """What a Ray worker imports to run rollouts (the pool's module, a family, the batched
     policy) leaves torch unloaded: loading it would add to every worker's start."""
-    code = (
-        "import sys\n"
-        "import envs\n"
-        "from poet.evaluation.ray_pool import RolloutWorker\n"
-        "from poet.policies import BatchedPolicy\n"
-        "assert 'torch' not in sys.modules, 'torch was loaded'\n"
+    assert_torch_stays_unloaded(
+        "import envs\nfrom poet.evaluation.ray_pool import RolloutWorker\nfrom poet.policies import BatchedPolicy\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
