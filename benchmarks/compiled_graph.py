@@ -1,4 +1,4 @@
-"""Ray Compiled Graphs against plain actor tasks for the pool's terrain waves.
+"""Ray Compiled Graphs and a driver share against plain actor tasks for the pool's terrain waves.
 
     python benchmarks/compiled_graph.py [--workers 2] [--waves 40] [--repeats 5] [--json PATH]
 
@@ -6,11 +6,14 @@ The pool sends each wave's chunks as Ray actor tasks. Ray's low-latency path for
 pattern of calls is a compiled graph (`ray.dag`, `experimental_compile`): the driver writes
 each call's input into a channel the actor reads, with no task submission per call. A
 terrain wave is such a pattern: one chunk per worker, every wave. This script sends the
-same chunks (the pool's own plan and packing of `eval_pool.py`'s ES-shaped waves) three
+same chunks (the pool's own plan and packing of `eval_pool.py`'s ES-shaped waves) four
 ways, interleaved, on one local Ray:
 
 - tasks:    one `run_chunk.remote(chunk)` per worker and wave, then `ray.get` of all;
 - compiled: the same calls as a compiled graph, `ray.get(graph.execute(*chunks))`;
+- driver:   the driver runs the first chunk itself (the same worker code, in this process)
+            while W - 1 actors run the others: one call fewer per wave, and the driver's
+            share hides the others' round trip (W rollout processes, as for the others);
 - pool:     `RayEvaluator.evaluate(requests)` on the same requests (its own workers).
 
 The chunk argument is identical for tasks and compiled (one tuple: the pickled requests and
@@ -64,7 +67,7 @@ def main() -> None:
     from ray.dag import InputNode, MultiOutputNode
 
     t0 = time.perf_counter()
-    seconds: dict[str, list[float]] = {"tasks": [], "compiled": [], "pool": []}
+    seconds: dict[str, list[float]] = {"tasks": [], "compiled": [], "driver": [], "pool": []}
     with ep.ray_session(args.workers):
         setup = ep.make_setup("terrain", ep.Sizes())
         pool = RayEvaluator(setup.family, setup.spec, noise=None, workers=args.workers)
@@ -79,6 +82,8 @@ def main() -> None:
             requests = [ep.matrix_requests(setup, refs, 1000 + k) for k in range(args.waves)]
             chunks = [packed_chunks(pool, r, args.workers) for r in requests]
             ray.get([a.run_chunk.remote(c) for a, c in zip(actors, chunks[0])], timeout=300)  # warm-up
+            local = ChunkWorker(setup.family, setup.spec.to_dict(), None, pool.batch_rows)
+            local.run_chunk(chunks[0][0])
             pool.evaluate(requests[0])
             with InputNode() as inp:
                 graph = MultiOutputNode([a.run_chunk.bind(inp[i]) for i, a in enumerate(actors)])
@@ -93,12 +98,18 @@ def main() -> None:
                 for wave in chunks:
                     ray.get(graph.execute(*wave))
 
+            def driver() -> None:
+                for wave in chunks:
+                    refs = [a.run_chunk.remote(c) for a, c in zip(actors[1:], wave[1:])]
+                    local.run_chunk(wave[0])
+                    ray.get(refs)
+
             def pooled() -> None:
                 for wave in requests:
                     pool.evaluate(wave)
 
             for rep in range(args.repeats):
-                for name, way in (("tasks", tasks), ("compiled", compiled), ("pool", pooled)):
+                for name, way in (("tasks", tasks), ("compiled", compiled), ("driver", driver), ("pool", pooled)):
                     start = time.perf_counter()
                     way()
                     seconds[name].append(time.perf_counter() - start)
@@ -116,6 +127,7 @@ def main() -> None:
         "median ms per wave: "
         + ", ".join(f"{k} {v}" for k, v in wave_ms.items())
         + f"; compiled / tasks {wave_ms['compiled'] / wave_ms['tasks']:.3f}"
+        + f", driver / tasks {wave_ms['driver'] / wave_ms['tasks']:.3f}"
     )
     out = {
         "command": " ".join(["python", "benchmarks/compiled_graph.py", *sys.argv[1:]]),
@@ -125,6 +137,7 @@ def main() -> None:
         "repeats": args.repeats,
         "wave_ms_median": wave_ms,
         "compiled_over_tasks": round(wave_ms["compiled"] / wave_ms["tasks"], 3),
+        "driver_over_tasks": round(wave_ms["driver"] / wave_ms["tasks"], 3),
         "seconds": {k: [round(x, 4) for x in v] for k, v in seconds.items()},
         "wall_s": round(time.perf_counter() - t0, 1),
     }
