@@ -226,6 +226,7 @@ def measure(config: Path, seed: int | None, sets: list[str] = (), recorder: Wave
     first = run.iterations[run.iterations["pair_id"] == "p0"]
     solved_at = first[first["score"] >= 230]["iteration"]
     children = run.envs[run.envs["parent_env_id"].notna()]
+    throughput = run.throughput()
     return {
         # relative to the checkout where it lies inside it: the JSON names no machine's paths
         "config": str(Path(config).resolve().relative_to(ROOT))
@@ -240,9 +241,18 @@ def measure(config: Path, seed: int | None, sets: list[str] = (), recorder: Wave
         "transfer_attempts": int(len(run.transfers)),
         "annecs": int(run.annecs.iloc[-1]),
         # from the run's own records: every phase's env steps and wall time (Ray start-up excluded)
-        "env_steps": int(run.throughput().loc["all", "env_steps"]),
-        "phase_seconds": round(float(run.throughput().loc["all", "seconds"]), 1),
-        "env_steps_per_s": round(float(run.throughput().loc["all", "steps_per_second"])),
+        "env_steps": int(throughput.loc["all", "env_steps"]),
+        "phase_seconds": round(float(throughput.loc["all", "seconds"]), 1),
+        "env_steps_per_s": round(float(throughput.loc["all", "steps_per_second"])),
+        "throughput": [  # per phase, and "all"
+            {
+                "phase": phase,
+                "seconds": round(r.seconds, 1),
+                "env_steps": int(r.env_steps),
+                "steps_per_second": round(r.steps_per_second, 1),
+            }
+            for phase, r in throughput.iterrows()
+        ],
         "max_roughness": float(run.envs["roughness"].max()),
         "max_pit_gap_hi": float(run.envs["pit_gap_hi"].max()),
         "max_stump_height_hi": float(run.envs["stump_height_hi"].max()),

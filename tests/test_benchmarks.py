@@ -137,3 +137,13 @@ def test_quickstart_replays_its_waves_in_plain_code_and_on_plain_ray(tmp_path):
     assert result["raw_steps_same_waves"] == result["env_steps"] > 0
     for key in ("pool_share_of_raw_same_waves", "raw_ray_share_of_raw_same_waves", "pool_share_of_raw_ray_same_waves"):
         assert result[key] > 0, key
+
+
+@pytest.mark.slow
+def test_backends_runs_both_backends_to_the_same_records(tmp_path):
+    """`benchmarks/backends.py` (2 iterations, one round): a run on the Ray pool and one
+    in-process, the same records from both, and each backend's timings in the JSON."""
+    result = run_script(tmp_path, "backends.py", "--set", "iterations=2", "--rounds", "1")
+    assert result["records"]["iterations"] == 2 and result["records"]["env_steps"] > 0
+    for backend in ("ray", "inprocess"):
+        assert len(result["runs"][backend]) == 1 and result["median"][backend]["wall_seconds"] > 0

@@ -345,6 +345,34 @@ def quickstart_waves() -> Table:
     return Table(["measure", "value"], [[text(a), b] for a, b in rows], sources=[src.path])
 
 
+def backends() -> Table:
+    """Runs on the Ray pool and in-process, alternating: wall time, phase time, steps/s."""
+    cases = [
+        ("the quickstart", "benchmarks/results/backends_quickstart.json"),
+        ("`reproduce_poet.yaml`, 200 iterations, capacity 20", "benchmarks/results/backends_cap20_200.json"),
+        ("the same, 1,000 iterations (one round)", "benchmarks/results/backends_cap20_1000.json"),
+    ]
+    table = Table(
+        ["run", "backend", "wall seconds", "seconds in its phases", "env steps/s in them"],
+        sources=[path for _, path in cases],
+        note="medians; every run of a file gave the same records",
+    )
+    for name, path in cases:
+        src = Source(path)
+        for backend, label in (("ray", "Ray pool"), ("inprocess", "in-process")):
+            k = f"median.{backend}."
+            table.rows.append(
+                [
+                    text(name if backend == "ray" else ""),
+                    text(label),
+                    src.num(k + "wall_seconds", ".1f"),
+                    src.num(k + "phase_seconds", ".1f"),
+                    src.num(k + "env_steps_per_s", ",.0f"),
+                ]
+            )
+    return table
+
+
 def quickstart_vs_numpy_core() -> Table:
     """The quickstart before and after the compiled terrain core, alternating on one machine."""
     src = Source("benchmarks/results/quickstart_vs_numpy_core.json")
@@ -399,7 +427,7 @@ def ppo_lunar_lander() -> Table:
 def poet_cap20_1000() -> Table:
     """Throughput per phase of a 1,000-iteration POET run at the study's settings."""
     src = Source("experiments/results/poet_cap20_1000.json")
-    table = Table(["phase", "seconds", "env steps", "steps/s"], sources=[src.path], note=src.get("note"))
+    table = Table(["phase", "seconds", "env steps", "steps/s"], sources=[src.path])
     for i, _ in enumerate(src.get("throughput")):
         k = f"throughput.{i}."
         table.rows.append(
@@ -630,6 +658,7 @@ TABLES: dict[str, Callable[[], Table]] = {
         chunk_cost,
         quickstart,
         quickstart_waves,
+        backends,
         quickstart_vs_numpy_core,
         bipedal_step,
         ppo_lunar_lander,
