@@ -27,7 +27,8 @@ from compare_commits import run_quickstart
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ("ray", "inprocess")
 TIMINGS = ("wall_seconds", "phase_seconds", "env_steps_per_s")
-NOT_RECORDS = (*TIMINGS, "overrides", "throughput")  # the other keys of a measurement are the run's records
+# the other keys of a measurement are the run's records
+NOT_RECORDS = (*TIMINGS, "overrides", "throughput", "full_collections", "full_collection_seconds")
 
 
 def main() -> None:

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -1182,6 +1183,9 @@ def main() -> None:
             args.json.write_text(json.dumps({"machine": machine_info(1), "raw_widths": widths}, indent=2))
             print(f"wrote {args.json}")
         return
+    # the script's long-lived objects (torch, Ray, gymnasium) frozen, as `poet.run` freezes a
+    # run's before its loop: a full collection then does not walk them inside a timed span
+    gc.freeze()
     info = machine_info(args.workers)
     results = {}
     for name in [n.strip() for n in args.envs.split(",") if n.strip()]:

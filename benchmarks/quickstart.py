@@ -21,6 +21,7 @@ limit, `raw_numpy_*`). The run's share leaves out the recorder's own work.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import multiprocessing as mp
 import sys
@@ -211,10 +212,33 @@ def replay_on_ray(recorder: WaveRecorder, family_args: tuple[str, dict], spec: A
         return {"steps": steps, "seconds": time.perf_counter() - t0}
 
 
+class FullCollections:
+    """Counts Python's full garbage collections (generation 2) while active, and their time."""
+
+    def __init__(self) -> None:
+        self.count, self.seconds, self._start = 0, 0.0, 0.0
+
+    def _note(self, phase: str, info: dict) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.count += 1
+            self.seconds += time.perf_counter() - self._start
+
+    def __enter__(self) -> FullCollections:
+        gc.callbacks.append(self._note)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.callbacks.remove(self._note)
+
+
 def measure(config: Path, seed: int | None, sets: list[str] = (), recorder: WaveRecorder | None = None) -> dict:
     """Run the config once in a scratch directory and summarise it."""
     overrides = ([f"seed={seed}"] if seed is not None else []) + list(sets)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, FullCollections() as collections:
         t0 = time.perf_counter()
         if recorder is not None:
             with recorder:
@@ -253,6 +277,9 @@ def measure(config: Path, seed: int | None, sets: list[str] = (), recorder: Wave
             }
             for phase, r in throughput.iterrows()
         ],
+        # inside poet.run, Ray's start included: the driver's pauses for full garbage collections
+        "full_collections": collections.count,
+        "full_collection_seconds": round(collections.seconds, 2),
         "max_roughness": float(run.envs["roughness"].max()),
         "max_pit_gap_hi": float(run.envs["pit_gap_hi"].max()),
         "max_stump_height_hi": float(run.envs["stump_height_hi"].max()),
@@ -278,6 +305,9 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    # what is loaded now lives as long as the script: frozen, as `poet.run` freezes a run's
+    # before its loop, so that no full collection walks it during the run or a replay
+    gc.freeze()
     recorder = WaveRecorder() if args.raw_limit else None
     stats = measure(args.config, args.seed, args.sets, recorder)
     if recorder is not None:

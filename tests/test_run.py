@@ -164,6 +164,47 @@ def test_run_records_its_throughput_per_phase(tiny, tmp_path):
     assert "train: wall time, env steps, steps/s" in summary(run)
 
 
+@pytest.mark.parametrize("interrupted", [False, True])
+def test_the_run_freezes_what_precedes_its_loop_and_thaws_it_after(tiny, tmp_path, monkeypatch, interrupted):
+    """Full collections during the loop skip what existed before it (frozen), and the freeze
+    ends with the loop, also when a stop interrupts a wave."""
+    import gc
+
+    from poet.errors import RunInterrupted, WaveInterrupted
+    from poet.runtime.orchestrator import Orchestrator
+
+    seen = []
+    original = Orchestrator.run
+
+    def run(self, iterations):
+        seen.append(gc.get_freeze_count())
+        if interrupted:
+            raise WaveInterrupted("a stop during the first wave")
+        return original(self, iterations)
+
+    monkeypatch.setattr(Orchestrator, "run", run)
+    assert gc.get_freeze_count() == 0
+    if interrupted:
+        with pytest.raises(RunInterrupted):
+            poet.run(tiny(iterations=2), out=tmp_path / "r", progress=False)
+    else:
+        poet.run(tiny(iterations=2), out=tmp_path / "r", progress=False)
+    assert seen and seen[0] > 10_000  # the interpreter's and the libraries' objects at least
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_callers_own_freeze_is_left_to_the_caller(tiny, tmp_path):
+    import gc
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        poet.run(tiny(iterations=1), out=tmp_path / "r", progress=False)
+        assert gc.get_freeze_count() >= frozen
+    finally:
+        gc.unfreeze()
+
+
 BOOM = """
 class Boom:
     name = "boom"

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import math
 import signal
@@ -465,10 +466,18 @@ def _drive(
                 orch.start()
             boundary[:] = [checkpoint.capture(ctx)]
             ctx.evaluator.should_stop = lambda: stop.requested
+            # What exists now (imported modules, Ray's client, the run's parts) lives as long as
+            # the run. Frozen, it is left out of the collector's full passes, each of which would
+            # otherwise walk all of it while the workers wait for their next chunk.
+            thaw = gc.get_freeze_count() == 0  # a caller's own freeze is the caller's to lift
+            gc.freeze()
             try:
                 orch.run(cfg.iterations)
             except WaveInterrupted:
                 dropped = True
+            finally:
+                if thaw:  # collectable again once the run is over (a notebook goes on)
+                    gc.unfreeze()
             save()
         finally:
             bar.close()
