@@ -173,6 +173,26 @@ def eval_pool_ratios() -> Table:
     return table
 
 
+def eval_pool_one_worker() -> Table:
+    """Terrain with one worker: the second core left to the driver and Ray's own processes."""
+    src = Source("benchmarks/results/eval_pool_one_worker.json")
+    k = "envs.terrain."
+    rows = [
+        ("raw limit (1 plain process)", "raw_steps_per_s", None),
+        ("plain code on Ray, nothing sent (Ray's floor)", "raw_ray_steps_per_s", "raw_ray_vs_raw"),
+        ("plain code on Ray, weights sent", "raw_ray_weights_steps_per_s", "raw_ray_weights_vs_raw"),
+        ("pool (1 worker)", "pool_steps_per_s", "efficiency"),
+    ]
+    return Table(
+        ["way", "steps/s", "share of the raw limit"],
+        [
+            [text(label), src.num(k + key), src.num(k + share, ".2f") if share else text("")]
+            for label, key, share in rows
+        ],
+        sources=[src.path],
+    )
+
+
 EVAL_POOL_ENVS = {"terrain": "terrain (compiled core)", "bipedal": "BipedalWalker-v3"}
 
 
@@ -651,6 +671,7 @@ TABLES: dict[str, Callable[[], Table]] = {
         eval_pool,
         eval_pool_ratios,
         eval_pool_ways,
+        eval_pool_one_worker,
         eval_pool_bipedal_family,
         raw_widths,
         pool_waves,
