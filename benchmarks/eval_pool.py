@@ -85,7 +85,7 @@ from envs.base import EnvParamError
 from envs.generic import renew_gym_env
 from envs.terrain import TerrainBatch, TerrainFamily
 from poet.evaluation.protocol import EvalRequest, PolicyRef
-from poet.evaluation.ray_pool import RayEvaluator
+from poet.evaluation.ray_pool import INLINE_PART_BYTES, RayEvaluator
 from poet.evaluation.rollout import _tally as tally
 from poet.evaluation.rollout import _terrain_rows, simulated_steps
 from poet.policies import BatchedPolicy, PolicySpec, init_flat, spec_for_spaces
@@ -665,9 +665,6 @@ def measure_raw(
     )
 
 
-PART_BYTES = 96 * 1024  # a part of the weights sent inline: under Ray's 100 KB limit for an argument
-
-
 class PlainRayWorker:
     """The raw processes' plain code in a Ray actor. It gets the matrix (weights and envs) when
     it is made; a call carries its share of a wave's episodes, as (policy, env, seed), and,
@@ -720,7 +717,8 @@ def measure_raw_ray(
             return actor.run.remote(share)
         used = sorted({p for p, _, _ in share})
         data = np.stack([setup.policies[p] for p in used]).tobytes()
-        parts = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
+        # parts the size the pool sends: each under Ray's limit for an argument sent inline
+        parts = [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
         return actor.run.remote(share, used, *parts)
 
     def wave(parts: list[list[Episode]]) -> int:

@@ -175,13 +175,8 @@ class ReplayActor:
     def __init__(self, family_args: tuple[str, dict], spec: Any, weights: dict, noise: Any, waves: list[list[tuple]]):
         from envs import make_family
 
-        self.family, self.spec, self.weights, self.noise, self.waves = (
-            make_family(*family_args),
-            spec,
-            weights,
-            noise,
-            waves,
-        )
+        self.family = make_family(*family_args)
+        self.spec, self.weights, self.noise, self.waves = spec, weights, noise, waves
 
     def ready(self) -> bool:
         return True
