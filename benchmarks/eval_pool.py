@@ -442,27 +442,8 @@ def raw_rows(
     if core in ("compiled", "lockstep"):
         env, policy = family.make_batch(params, seeds, int(caps.max())), BatchedPolicy(spec, flats, index)
         if core == "compiled" and isinstance(env, TerrainBatch):
-            weights, sizes, activation, low, span = policy.packed
-            bad = np.zeros(n, dtype=bool)
-            _terrain_rows(
-                env.table,
-                env.bases,
-                env.max_cell,
-                env.course_length,
-                env.progress_scale,
-                caps,
-                weights,
-                policy.index,
-                sizes,
-                activation,
-                low,
-                span,
-                0,
-                n,
-                returns,
-                lengths,
-                bad,
-            )
+            course = env.table, env.bases, env.max_cell, env.course_length, env.progress_scale
+            _terrain_rows(*course, *policy.packed, policy.index, caps, 0, n, returns, lengths, np.zeros(n, dtype=bool))
             return int(lengths.sum())
         obs, bad, all_done = env.reset(), np.zeros(n, dtype=bool), False
         while not all_done:

@@ -109,7 +109,7 @@ def test_terrain_rows_in_one_call_equal_the_lockstep(hidden, steps_per_call, mon
     calls of a few rows) against the same kernels in lock-step (batch step, batched forward,
     tally): the same returns, lengths and bad flags bit for bit, on mutated courses with mixed
     step caps, and with weights large enough to give non-finite actions."""
-    from poet.evaluation.rollout import _step_batch, _tally
+    from poet.evaluation.rollout import Rows, _step_batch, _tally
 
     monkeypatch.setattr("poet.evaluation.rollout.TERRAIN_STEPS_PER_CALL", steps_per_call)
 
@@ -125,7 +125,7 @@ def test_terrain_rows_in_one_call_equal_the_lockstep(hidden, steps_per_call, mon
     flats = [(rng.standard_normal(spec.num_params) * rng.choice([0.1, 1.0, 3.0])).astype(np.float32) for _ in range(n)]
     flats[3] = np.full(spec.num_params, np.float32(1e38))  # overflows to inf, then NaN
     flats[4][0] = np.nan
-    returns, lengths, bad = _step_batch(family, spec, params, seeds, caps, BatchedPolicy(spec, np.stack(flats)), None)
+    returns, lengths, bad = _step_batch(family, Rows(params, seeds, caps, BatchedPolicy(spec, np.stack(flats))), None)
 
     env = family.make_batch(params, seeds, int(caps.max()))
     policy = BatchedPolicy(spec, np.stack(flats))
@@ -747,7 +747,7 @@ def test_a_stop_request_ends_a_terrain_batch_between_its_compiled_calls(monkeypa
     """The terrain path looks at a stop request between its compiled calls (each of up to
     TERRAIN_STEPS_PER_CALL step caps): never before the first, then before each next one."""
     from poet.errors import WaveInterrupted
-    from poet.evaluation.rollout import _step_batch
+    from poet.evaluation.rollout import Rows, _step_batch
 
     monkeypatch.setattr("poet.evaluation.rollout.TERRAIN_STEPS_PER_CALL", 250)
     family = envs.make_family("terrain", {"course_length": 30.0})
@@ -764,12 +764,12 @@ def test_a_stop_request_ends_a_terrain_batch_between_its_compiled_calls(monkeypa
         polls.append(len(polls) + 1 == stop_at)
         return polls[-1]
 
-    policy = BatchedPolicy(spec, np.stack(flats))
+    batch = Rows(params, seeds, caps, BatchedPolicy(spec, np.stack(flats)))
     with pytest.raises(WaveInterrupted):
-        _step_batch(family, spec, params, seeds, caps, policy, lambda: look(stop_at=2))
+        _step_batch(family, batch, lambda: look(stop_at=2))
     assert polls == [False, True]
     polls.clear()
-    returns, lengths, bad = _step_batch(family, spec, params, seeds, caps, policy, lambda: look(stop_at=0))
+    returns, lengths, bad = _step_batch(family, batch, lambda: look(stop_at=0))
     assert polls == [False, False] and (lengths > 0).all()
 
 
