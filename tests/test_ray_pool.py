@@ -94,8 +94,8 @@ def test_batched_waves_go_in_one_chunk_per_worker(ray_local):
     params = _params(TERRAIN, 4)
     ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
     chunk_counts = []
-    original = ev._wave
-    ev._wave = lambda units, *args: (chunk_counts.append(len(units)), original(units, *args))[1]
+    original = ev._dispatch
+    ev._dispatch = lambda units, *args: (chunk_counts.append(len(units)), original(units, *args))[1]
     try:
         refs = [ev.put(init_flat(spec, np.random.default_rng(i))) for i in range(8)]
         for wave, cap in enumerate([40, 120, 80, 160, 60, 140, 100, 100]):  # rows and lengths vary: a, b identified

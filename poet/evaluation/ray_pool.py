@@ -59,18 +59,10 @@ def pack_requests(requests: Sequence[EvalRequest]) -> tuple:
     envs: dict[EnvParams, int] = {}
     rows = []
     for r in requests:
-        e = envs.setdefault(r.env, len(envs))
         p = r.perturbation
+        perturbation = None if p is None else (p.offset, p.sigma, p.sign)
         rows.append(
-            (
-                r.policy.key,
-                e,
-                r.episodes,
-                r.seed,
-                r.max_steps,
-                None if p is None else (p.offset, p.sigma, p.sign),
-                r.tag,
-            )
+            (r.policy.key, envs.setdefault(r.env, len(envs)), r.episodes, r.seed, r.max_steps, perturbation, r.tag)
         )
     return list(envs), rows
 
@@ -330,23 +322,6 @@ class RayEvaluator:
         self.workers[wi] = self._spawn(1)[0]
         self.restarts += 1
 
-    def _wave(
-        self,
-        units: list[list[int]],
-        submit: Callable[[int, list[int]], Any],
-        deliver: Callable[[list[int], Any, float], None],
-        give_up: Callable[[list[int], str], None],
-        budget: Callable[[list[int]], float],
-    ) -> None:
-        """`_dispatch` the units; if the wave is given up (a stop request, an error), the
-        answers still to come belong to no one and are skipped, not taken for the next wave's."""
-        try:
-            self._dispatch(units, submit, deliver, give_up, budget)
-        except BaseException:
-            for worker in self.workers:
-                worker.queue.clear()
-            raise
-
     def _dispatch(
         self,
         units: list[list[int]],
@@ -363,7 +338,9 @@ class RayEvaluator:
         its deadline more than `max_chunk_retries` times. Such a worker is killed and
         replaced; the unit that was running on it is re-run in halves (so in the end only a
         request that kills workers or never finishes fails), the units queued behind it are
-        re-run as they were. Each unit is delivered exactly once.
+        re-run as they were. Each unit is delivered exactly once. If the wave is given up (a
+        stop request, an error), the answers still to come belong to no one and are skipped,
+        not taken for the next wave's.
         """
         queue = deque((unit, 0) for unit in units)
 
@@ -383,53 +360,59 @@ class RayEvaluator:
             else:
                 queue.appendleft((head.items, head.attempt + 1))
 
-        while queue or any(w.queue for w in self.workers):
-            if self.should_stop is not None and self.should_stop():
-                raise WaveInterrupted("stop requested during a wave")
-            # The next unit (the costliest left) goes to the least busy worker, so a wave of
-            # a few big chunks spreads over all workers instead of queueing on the first.
-            while queue:
-                wi = min(range(len(self.workers)), key=lambda w: self.workers[w].inflight)
-                worker = self.workers[wi]
-                # Queueing a unit behind a running one hides the call's latency, but the last
-                # units of a wave go only to idle workers: queued behind a long unit, one would
-                # keep its worker busy while the others have nothing left to do.
-                if worker.inflight >= (self.inflight_per_worker if len(queue) > len(self.workers) else 1):
-                    break
-                unit, attempt = queue.popleft()
-                if not worker.queue:
-                    worker.started = time.monotonic()
-                worker.queue.append(_Unit(unit, attempt, budget(unit), submit(wi, unit)))
-            now = time.monotonic()
-            due = min((w.started + w.queue[0].budget for w in self.workers if w.queue), default=now)
-            busy = [wi for wi, w in enumerate(self.workers) if w.queue]
-            heads = {self.workers[wi].queue[0].answer: wi for wi in busy}
-            ready, _ = self._ray.wait(list(heads), num_returns=1, timeout=min(POLL_SECONDS, max(0.0, due - now)))
-            for ref in ready:
-                wi = heads[ref]
-                worker = self.workers[wi]
-                try:
-                    out = self._ray.get(ref)
-                except (
-                    self._ray.exceptions.RayActorError,
-                    self._ray.exceptions.WorkerCrashedError,
-                    self._ray.exceptions.ObjectLostError,
-                ) as exc:
-                    reason = ray_failure(exc)
-                    fail(wi, lambda n, r=reason: f"the worker died {_times(n)} running it ({r})")
-                    continue
-                entry = worker.queue.popleft()
+        try:
+            while queue or any(w.queue for w in self.workers):
+                if self.should_stop is not None and self.should_stop():
+                    raise WaveInterrupted("stop requested during a wave")
+                # The next unit (the costliest left) goes to the least busy worker, so a wave of
+                # a few big chunks spreads over all workers instead of queueing on the first.
+                while queue:
+                    wi = min(range(len(self.workers)), key=lambda w: self.workers[w].inflight)
+                    worker = self.workers[wi]
+                    # Queueing a unit behind a running one hides the call's latency, but the last
+                    # units of a wave go only to idle workers: queued behind a long unit, one would
+                    # keep its worker busy while the others have nothing left to do.
+                    if worker.inflight >= (self.inflight_per_worker if len(queue) > len(self.workers) else 1):
+                        break
+                    unit, attempt = queue.popleft()
+                    if not worker.queue:
+                        worker.started = time.monotonic()
+                    worker.queue.append(_Unit(unit, attempt, budget(unit), submit(wi, unit)))
                 now = time.monotonic()
-                seconds, worker.started = now - worker.started, now  # the next unit starts now
-                deliver(entry.items, out, seconds)
-            now = time.monotonic()
-            for wi, worker in enumerate(self.workers):
-                if worker.queue and now > worker.started + worker.queue[0].budget:
-                    limit = worker.queue[0].budget
-                    fail(
-                        wi,
-                        lambda n, t=limit: f"it ran past its deadline of {t:.3g} s {_times(n)} (its worker was killed)",
-                    )
+                due = min((w.started + w.queue[0].budget for w in self.workers if w.queue), default=now)
+                busy = [wi for wi, w in enumerate(self.workers) if w.queue]
+                heads = {self.workers[wi].queue[0].answer: wi for wi in busy}
+                ready, _ = self._ray.wait(list(heads), num_returns=1, timeout=min(POLL_SECONDS, max(0.0, due - now)))
+                for ref in ready:
+                    wi = heads[ref]
+                    worker = self.workers[wi]
+                    try:
+                        out = self._ray.get(ref)
+                    except (
+                        self._ray.exceptions.RayActorError,
+                        self._ray.exceptions.WorkerCrashedError,
+                        self._ray.exceptions.ObjectLostError,
+                    ) as exc:
+                        reason = ray_failure(exc)
+                        fail(wi, lambda n, r=reason: f"the worker died {_times(n)} running it ({r})")
+                        continue
+                    entry = worker.queue.popleft()
+                    now = time.monotonic()
+                    seconds, worker.started = now - worker.started, now  # the next unit starts now
+                    deliver(entry.items, out, seconds)
+                now = time.monotonic()
+                for wi, worker in enumerate(self.workers):
+                    if worker.queue and now > worker.started + worker.queue[0].budget:
+                        limit = worker.queue[0].budget
+                        fail(
+                            wi,
+                            lambda n, t=limit: (
+                                f"it ran past its deadline of {t:.3g} s {_times(n)} (its worker was killed)"
+                            ),
+                        )
+        finally:  # a wave given up (a stop request, an error): its answers still to come are skipped
+            for worker in self.workers:
+                worker.queue.clear()
 
     def _plan(self, requests: Sequence[EvalRequest]) -> list[list[int]]:
         """The wave's chunks."""
@@ -471,7 +454,7 @@ class RayEvaluator:
                 "chunk", longest + sum(requests[i].rows * requests[i].max_steps for i in chunk)
             )
 
-        self._wave(chunks, lambda wi, chunk: self._submit(wi, requests, chunk), deliver, give_up, budget)
+        self._dispatch(chunks, lambda wi, chunk: self._submit(wi, requests, chunk), deliver, give_up, budget)
         self.env_steps += steps
         return results  # type: ignore[return-value]
 
@@ -492,7 +475,7 @@ class RayEvaluator:
             for i in unit:
                 results[i] = JobResult.failed(jobs[i], message)
 
-        self._wave(
+        self._dispatch(
             [[i] for i in order],
             submit,
             deliver,
