@@ -779,3 +779,30 @@ def test_a_rollout_worker_does_not_load_torch() -> None:
     assert_torch_stays_unloaded(
         "import envs\nfrom poet.evaluation.ray_pool import RolloutWorker\nfrom poet.policies import BatchedPolicy\n"
     )
+
+
+@pytest.mark.parametrize("fixture", ["terrain", "cartpole"])
+def test_a_wave_leaves_no_reference_cycles(fixture, request) -> None:
+    """What a wave allocates is freed when the wave ends, in this process and in a pool worker:
+    nothing waits for the cyclic garbage collector, whose full passes walk every object of the
+    process. (A recursive closure in `run_requests` once left a cycle per chunk and cost the
+    pool 15% on the terrain benchmark's waves.)"""
+    import gc
+
+    from poet.evaluation.ray_pool import RolloutWorker, pack_chunk
+
+    family, spec = request.getfixturevalue(fixture)
+    ev = InProcessEvaluator(family, spec)
+    reqs = _requests(family, spec, ev, seed=4, max_steps=[30, 50, 20])
+    worker = RolloutWorker(family, spec.to_dict(), None, 4096)
+    head, parts = pack_chunk(reqs, ev.policies)
+    ev.evaluate(reqs), worker.run(head, *parts)  # first calls: caches filled once
+    gc.collect()
+    gc.disable()
+    try:
+        ev.evaluate(reqs)
+        assert gc.collect() == 0, "the in-process evaluator left reference cycles"
+        worker.run(head, *parts)
+        assert gc.collect() == 0, "a pool worker's chunk left reference cycles"
+    finally:
+        gc.enable()

@@ -3,6 +3,7 @@ env errors, memory that does not grow with policies, and a 2-node cluster."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -108,6 +109,26 @@ def test_batched_waves_go_in_one_chunk_per_worker(ray_local):
     finally:
         ev.close()
     assert chunk_counts == [2] * 8
+
+
+def test_a_wave_leaves_no_reference_cycles_in_the_driver(ray_local):
+    """The pool's side of a wave frees what it allocates when the wave ends (the workers'
+    side: tests/test_evaluation.py), so no wave leaves work for the cyclic collector."""
+    spec, noise = _setup(TERRAIN)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
+    try:
+        reqs = _requests(ev, spec, _params(TERRAIN, 4))
+        ev.evaluate(reqs)
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(3):
+                ev.evaluate(reqs)
+            assert gc.collect() == 0
+        finally:
+            gc.enable()
+    finally:
+        ev.close()
 
 
 def test_a_pool_whose_wave_was_stopped_answers_the_next_wave_right(ray_local):

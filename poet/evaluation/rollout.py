@@ -438,9 +438,9 @@ def run_requests(
     `tally`, if given, is added what the batches simulated."""
     results: list[EvalResult | None] = [None] * len(requests)
     tally = RolloutTally() if tally is None else tally
-
-    def run(idx: list[int]) -> None:
-        """The requests at `idx` as one batch; if an env raises, each of them alone."""
+    batches = _batches(requests, batch_rows)
+    while batches:
+        idx = batches.pop(0)
         reqs = [requests[i] for i in idx]
         # Outside the try: a missing policy or noise table is a caller bug, not an env failure.
         flats = [request_weights(r, lookup, noise) for r in reqs]
@@ -452,13 +452,12 @@ def run_requests(
                 returns, lengths, bad = _step_batch(family, batch, should_stop)
         except WaveInterrupted:
             raise
-        except Exception as exc:  # an env raised: isolate the culprit by running requests alone
+        except Exception as exc:  # an env raised: find the culprit by running the requests alone, next
             if len(idx) == 1:
                 results[idx[0]] = error_result(reqs[0], f"{type(exc).__name__}: {exc}")
             else:
-                for i in idx:
-                    run([i])
-            return
+                batches[:0] = [[i] for i in idx]
+            continue
         any_bad = bool(bad.any())  # almost never: one look for the whole batch
         row = 0
         for i, r in zip(idx, reqs):
@@ -475,7 +474,4 @@ def run_requests(
         if lengths.size:
             tally.steps += int(lengths.sum())
             tally.longest = max(tally.longest, int(lengths.max()))
-
-    for idx in _batches(requests, batch_rows):
-        run(idx)
     return results  # type: ignore[return-value]
