@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 from typing import Any  # noqa: E402
 
 from poet import analysis  # noqa: E402
-from poet.config import ConfigError, RunConfig, load_config  # noqa: E402
+from poet.config import ConfigError, RunConfig  # noqa: E402
 from poet.errors import RunInterrupted  # noqa: E402
 
 _RUNNER = ("RunResult", "resume", "run")
@@ -22,6 +22,10 @@ def __getattr__(name: str) -> Any:
         from poet.runtime import runner
 
         return getattr(runner, name)
+    if name == "load_config":  # with each curriculum's defaults, which need the curricula
+        from poet.parts import load_config
+
+        return load_config
     raise AttributeError(f"module 'poet' has no attribute {name!r}")
 
 

@@ -6,6 +6,7 @@ naming the field, before any work starts.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import typing
@@ -44,7 +45,9 @@ class EnvConfig:
 class PolicyConfig:
     """Policy architecture (POET: 40-40 hidden units, tanh)."""
 
-    hidden: list[int] = field(default_factory=lambda: [40, 40])  # hidden layer sizes (the reference's model.py)
+    # hidden layer sizes; unset: the curriculum's default (POET's model.py: 40-40; dcd's
+    # BipedalWalker policy for ACCEL, robust PLR and DR: 64-64)
+    hidden: list[int] | None = None
     # the hidden layers' nonlinearity; the output is squashed by tanh to the action bounds
     # (argmax for discrete actions) whatever this is
     activation: Literal["tanh", "relu"] = "tanh"
@@ -113,21 +116,26 @@ class TrainerConfig:
     user's `package.module:Class` trainer (setting it for a built-in one is a ConfigError).
     """
 
-    name: str = "es"  # a built-in trainer ("es", "ppo"; poet.trainers.TRAINERS) or package.module:Class
+    # a built-in trainer ("es", "ppo"; poet.trainers.TRAINERS) or package.module:Class; unset:
+    # the curriculum's default (ES for the POETs and their controls, PPO for dcd's curricula)
+    name: str | None = None
     options: dict[str, Any] = field(default_factory=dict)  # a package.module:Class trainer's options
     # the ES trainer's options (ESOptions, below); each built-in trainer's section is checked
     # even when another trainer runs
     es: dict[str, Any] = field(default_factory=dict)
-    ppo: dict[str, Any] = field(default_factory=dict)  # the PPO trainer's options (PPOOptions, below)
+    # the PPO trainer's options (PPOOptions, below), over the curriculum's own (dcd's PPO
+    # settings for ACCEL, robust PLR and DR)
+    ppo: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class ReproductionConfig:
     """POET's reproduction step: eligibility, mutation, minimal criterion, novelty, capacity."""
 
-    # iterations between reproduction steps, none at iteration 0 (Enhanced POET's run_poet_local.sh:
-    # --adjust_interval=6 x --steps_before_transfer=25; POET's: 8 x 25 = 200)
-    every: int = 150
+    # iterations between reproduction steps, none at iteration 0; unset: the curriculum's default
+    # (POET's run_poet_local.sh: --adjust_interval=8 x --steps_before_transfer=25 = 200;
+    # Enhanced POET's: 6 x 25 = 150)
+    every: int | None = None
     threshold: float = 200.0  # a pair may reproduce when its agent scores at least this on its env (--repro_threshold)
     # mutations of random eligible parents proposed per reproduction step; a duplicate env is
     # dropped (the reference's adjust_envs_niches, max_children=8)
@@ -139,8 +147,9 @@ class ReproductionConfig:
     mc_lower: float = 25.0
     mc_upper: float = 340.0  # the minimal criterion's upper bound: above it a child is too easy
     # most active pairs: beyond it the oldest move to the archive at the end of a reproduction
-    # step (the POET paper's text: 20; --max_num_envs: 25 in POET's run script, 40 in Enhanced POET's)
-    capacity: int = 20
+    # step; unset: the curriculum's default (--max_num_envs: 25 in POET's run script, 40 in
+    # Enhanced POET's; the POET paper's text says 20)
+    capacity: int | None = None
     # nearest neighbours a child's novelty averages the distance to (compute_novelty_vs_archive,
     # k=5): env features for POET, PATA-EC vectors for Enhanced POET
     novelty_k: int = 5
@@ -343,9 +352,10 @@ def validate(cfg: RunConfig) -> RunConfig:
     """Reject impossible values; returns cfg unchanged."""
     _check(cfg.seed >= 0, f"seed: must be >= 0, got {cfg.seed}")
     _check(cfg.iterations >= 0, f"iterations: must be >= 0, got {cfg.iterations}")
+    hidden = cfg.policy.hidden
     _check(
-        len(cfg.policy.hidden) >= 1 and all(h >= 1 for h in cfg.policy.hidden),
-        f"policy.hidden: needs at least one layer, all sizes >= 1, got {cfg.policy.hidden}",
+        hidden is None or (len(hidden) >= 1 and all(h >= 1 for h in hidden)),
+        f"policy.hidden: needs at least one layer, all sizes >= 1, got {hidden}",
     )
     ev = cfg.evaluation
     _check(1 <= ev.max_steps <= MAX_STEPS, f"evaluation.max_steps: must be in [1, {MAX_STEPS:,}], got {ev.max_steps}")
@@ -367,11 +377,12 @@ def validate(cfg: RunConfig) -> RunConfig:
     _check(rc.deadline_floor_s > 0, f"ray.deadline_floor_s: must be > 0, got {rc.deadline_floor_s}")
     _check(rc.deadline_factor >= 1, f"ray.deadline_factor: must be >= 1, got {rc.deadline_factor}")
     rp = cfg.reproduction
-    _check(rp.every >= 1, f"reproduction.every: must be >= 1, got {rp.every}")
+    _check(rp.every is None or rp.every >= 1, f"reproduction.every: must be >= 1, got {rp.every}")
     _check(rp.max_children >= 1, f"reproduction.max_children: must be >= 1, got {rp.max_children}")
     _check(rp.max_admitted >= 1, f"reproduction.max_admitted: must be >= 1, got {rp.max_admitted}")
     _check(
-        rp.capacity >= 2, f"reproduction.capacity: the population needs room for at least 2 pairs, got {rp.capacity}"
+        rp.capacity is None or rp.capacity >= 2,
+        f"reproduction.capacity: the population needs room for at least 2 pairs, got {rp.capacity}",
     )
     _check(rp.novelty_k >= 1, f"reproduction.novelty_k: must be >= 1, got {rp.novelty_k}")
     _check(
@@ -522,16 +533,39 @@ def read_yaml(path: str | Path) -> dict:
 
 
 def load_config(
-    path: str | Path | None = None, overrides: Sequence[str] = (), data: Mapping | None = None
+    path: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    data: Mapping | None = None,
+    defaults: Callable[[str], Mapping] | None = None,
 ) -> RunConfig:
-    """Load, override and validate a RunConfig from a YAML file and/or a mapping."""
+    """Load, override and validate a RunConfig from a YAML file and/or a mapping.
+
+    `defaults(curriculum)` gives the settings the named curriculum runs with where the config
+    leaves them unset (absent or None; `poet.load_config` passes each curriculum's own,
+    `poet.curricula.curriculum_defaults`). Without it, such settings stay None.
+    """
     raw: dict = read_yaml(path) if path is not None else {}
     if data is not None:
         raw = _deep_merge(raw, dict(data))
     for text in overrides:
         parts, value = parse_override(text)
         apply_override(raw, parts, value)
+    if defaults is not None:
+        curriculum = raw.get("curriculum", RunConfig.curriculum)
+        if isinstance(curriculum, str):  # else build_dataclass names the field's type error
+            raw = under(defaults(curriculum), raw)
     return validate(build_dataclass(RunConfig, _drop_retired(raw)))
+
+
+def under(defaults: Mapping, raw: Mapping) -> dict:
+    """`raw` with `defaults` filling what it leaves unset (absent or None), section by section."""
+    out = dict(raw)
+    for key, value in defaults.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = under(value, out[key])
+        elif out.get(key) is None:
+            out[key] = copy.deepcopy(value)  # a run's config never shares a list with a class's defaults
+    return out
 
 
 # Where-only settings of earlier versions, no longer read: a run saved with one still resumes.

@@ -8,15 +8,18 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import envs
 from envs import EnvFamily
 from poet import heldout
+from pathlib import Path
+
+from poet import config
 from poet.config import ConfigError, RunConfig, build_dataclass
-from poet.curricula import resolve_curriculum
+from poet.curricula import curriculum_defaults, resolve_curriculum
 from poet.curricula.common import start_params
 from poet.plugins import import_named
 from poet.policies import PolicySpec, spec_for_spaces
@@ -37,6 +40,15 @@ class RunParts:
 
 FAMILY_METHODS = ("initial", "mutate", "make_env", "features", "validate", "flat")
 TRUST_CODE_VAR = "POET_TRUST_CODE"  # set to 1 to let reading a run import its `env.family: module:Factory`
+
+
+def load_config(
+    path: str | Path | None = None, overrides: Sequence[str] = (), data: Mapping | None = None
+) -> RunConfig:
+    """Load, override and validate a run's config (`poet.config.load_config`), each setting it
+    leaves unset taking its curriculum's default (`poet.curricula.curriculum_defaults`: the
+    authors' shipped script)."""
+    return config.load_config(path, overrides, data, defaults=curriculum_defaults)
 
 
 def build_family(cfg: RunConfig, import_code: bool = True) -> EnvFamily:

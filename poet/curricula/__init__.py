@@ -5,6 +5,7 @@ Adding one is a file here and a line below.
 
 from __future__ import annotations
 
+from poet.config import under
 from poet.curricula.base import Curriculum, PhaseTimer
 from poet.curricula.direct import DirectCurriculum
 from poet.curricula.dr import DomainRandomization
@@ -22,6 +23,17 @@ CURRICULA: dict[str, type] = {
     "accel": ACCEL,
     "path": DirectPath,
 }
+
+
+def curriculum_defaults(name: str) -> dict:
+    """The settings curriculum `name` runs with where a config leaves them unset: its class's
+    `defaults` (its authors' shipped script), over POET's for what they do not name. An unknown
+    name gets POET's: building the run then says what is wrong with it."""
+    try:
+        own = getattr(resolve_curriculum(name), "defaults", {})
+    except ValueError:
+        own = {}
+    return under(PoetCurriculum.defaults, own)
 
 
 def resolve_curriculum(name: str) -> type:
@@ -46,6 +58,7 @@ __all__ = [
     "DirectPath",
     "RobustPLR",
     "Curriculum",
+    "curriculum_defaults",
     "DirectCurriculum",
     "DomainRandomization",
     "EnhancedPoetCurriculum",

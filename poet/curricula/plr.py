@@ -34,13 +34,14 @@ a level seen once scores 0, and ACCEL edits the levels with the lowest returns.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from envs import EnvFamily, EnvParams
 from poet.config import ConfigError, out_of_range
 from poet.context import RunContext
+from poet.curricula import dcd
 from poet.curricula.base import PhaseTimer
 from poet.curricula.common import (
     course_seed_for,
@@ -76,7 +77,7 @@ class PLROptions:
     temperature: float = 0.1
     # share of staleness in the replay distribution, (1 - c) P_score + c P_staleness (dcd's staleness_coef)
     staleness_coef: float = 0.5
-    num_levels: int = 16  # levels per cycle, replayed or new (dcd's num_processes)
+    num_levels: int = dcd.NUM_PROCESSES  # levels per cycle, replayed or new (dcd's num_processes)
     # a level's score: "positive_value_loss" (dcd's level_replay_strategy; needs a trainer with
     # a value function, PPO), "maxmc" (from returns), or "auto": the first when the trainer can
     score: Literal["auto", "positive_value_loss", "maxmc"] = "auto"
@@ -111,6 +112,7 @@ class RobustPLR:
 
     name = "robust_plr"
     Options = PLROptions
+    defaults: ClassVar[dict] = dcd.DEFAULTS  # PPO and the policy as dcd's BipedalWalker configs
 
     def __init__(self, options: PLROptions | None = None):
         self.options = options if options is not None else self.Options()
@@ -255,7 +257,9 @@ class RobustPLR:
                 seed=ctx.seeds.integer(f"plr.{kind}", iteration),
                 levels=list(levels),
             )
-            scores = [m["scores"] for m in ctx.trainer.regret([task], ctx.evaluator)[0]]
+            scored = ctx.trainer.regret([task], ctx.evaluator)[0]
+            agent.state = scored.state  # dcd's return statistics move in scoring rollouts too
+            scores = [m["scores"] for m in scored.levels]
             returns: list[float | None] = [None] * len(levels)
         else:  # MaxMC: the return is all that is known of a new level, so its regret is 0
             returns = [

@@ -21,12 +21,12 @@ import numpy as np
 
 from envs import EnvFamily
 from poet import __version__
-from poet.config import ConfigError, RunConfig, changes_results, load_config, save_config, where_only_settings
+from poet.config import ConfigError, RunConfig, changes_results, save_config, where_only_settings
 from poet.context import RunContext
 from poet.curricula import PoetCurriculum
 from poet.errors import RunInterrupted, WaveInterrupted
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
-from poet.parts import RunParts, check_parts
+from poet.parts import RunParts, check_parts, load_config
 from poet.records import RecordWriter, complete_rows, truncate_tables
 from poet.runtime import checkpoint
 from poet.runtime.orchestrator import Orchestrator, annecs

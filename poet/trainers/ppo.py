@@ -21,7 +21,8 @@ How it fits POET's agents (a plain MLP `theta` that the evaluators run on raw ob
   (No clipping of normalised observations, which would not fold; instead the std is
   floored at `obs_std_floor`, so a feature that was constant in training, e.g. a look-ahead
   over flat ground, is not blown up when a harder env makes it vary.)
-* Rewards are scaled by the running standard deviation of the discounted return.
+* Rewards are scaled by the running standard deviation of the discounted return, updated
+  at every env step and optionally clipped (dcd's and baselines' `VecNormalize(ret=True)`).
 * All randomness (env seeds, action noise, value-net init, minibatch order) comes from
   the task's seed through numpy; torch runs on one thread, so a job's result depends on
   its payload only, in-process or on any Ray worker.
@@ -37,7 +38,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -49,6 +50,7 @@ from poet.trainers.base import EvaluationFailed, TrainerContext, TrainStep, Trai
 JOB_FN = "poet.trainers.ppo_job:ppo_job"
 REGRET_FN = "poet.trainers.ppo_job:ppo_regret_job"
 STD_EPS = 1e-8
+RETURN_COUNT_INIT = 1e-4  # baselines' RunningMeanStd starts at this count (mean 0, variance 1)
 
 
 @dataclass
@@ -66,7 +68,13 @@ class PPOOptions:
     gae_lambda: float = 0.95  # GAE's lambda
     clip: float = 0.2  # the policy ratio's clipping range: [1 - clip, 1 + clip]
     ent_coef: float = 0.0  # weight of the entropy bonus in the loss
-    vf_coef: float = 0.5  # weight of the value loss (half the mean squared error) in the loss
+    vf_coef: float = 0.5  # weight of the value loss in the loss
+    # the value loss: "mse", half the mean squared error; "huber", the mean smooth L1 (beta 1)
+    # error (dcd's algos/ppo.py without value clipping)
+    value_loss: Literal["mse", "huber"] = "mse"
+    # advantages are standardised per "minibatch" (std + 1e-8), or over the whole "batch" of
+    # an update before the minibatches are cut (dcd: std + 1e-5)
+    advantage_norm: Literal["minibatch", "batch"] = "minibatch"
     max_grad_norm: float = 0.5  # the gradient of actor, log-std and value net together is clipped to this norm
     init_log_std: float = -0.5  # initial log-std of the Gaussian over the pre-squash actions (learned, per action)
     # hidden layer sizes of the value network (the policy's activation); it lives in the
@@ -74,7 +82,13 @@ class PPOOptions:
     value_hidden: list[int] = field(default_factory=lambda: [64, 64])
     normalize_obs: bool = True  # running mean/std normalisation of observations, folded into theta's first layer
     obs_std_floor: float = 0.1  # a feature constant so far is scaled by at most 1 / floor when it varies later
-    normalize_rewards: bool = True  # rewards divided by the running std of the discounted return
+    # rewards divided by the running std of the discounted return, updated at every env step
+    # (baselines' and dcd's VecNormalize(ret=True))
+    normalize_rewards: bool = True
+    reward_clip: float | None = None  # normalised rewards clipped to [-reward_clip, reward_clip]; None: not clipped
+    # a scoring rollout (`regret`: robust PLR's and ACCEL's new levels) updates the agent's
+    # reward statistics, as every rollout through dcd's VecNormalize does; false: it changes nothing
+    scoring_updates_stats: bool = False
     beta1: float = 0.9  # Adam's first-moment decay
     beta2: float = 0.999  # Adam's second-moment decay
     adam_eps: float = 1e-5  # Adam's epsilon, added to sqrt(v)
@@ -92,6 +106,7 @@ class PPOOptions:
             *out_of_range(self, ("gamma", "gae_lambda"), lambda v: 0 <= v <= 1, "in [0, 1]"),
             *out_of_range(self, ("beta1", "beta2"), lambda v: 0 <= v < 1, "in [0, 1)"),
             *out_of_range(self, ("ent_coef", "vf_coef"), lambda v: v >= 0, ">= 0"),
+            *out_of_range(self, ["reward_clip"], lambda v: v is None or v > 0, "> 0 (or unset: no clipping)"),
             *out_of_range(
                 self, ["value_hidden"], lambda v: len(v) > 0 and min(v) >= 1, "at least one layer, all sizes >= 1"
             ),
@@ -230,7 +245,7 @@ class PPOTrainer:
             "adam_v": np.zeros(0, dtype=np.float32),
             "ret_mean": 0.0,
             "ret_var": 1.0,
-            "ret_count": 0.0,
+            "ret_count": RETURN_COUNT_INIT,
             "updates": 0,
             "env_steps": 0,
         }
@@ -315,11 +330,12 @@ class PPOTrainer:
                 steps.append(TrainStep(theta=task.theta, state=task.state, score=score, metrics={"ppo_failed": 1.0}))
         return steps
 
-    def regret(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[list[dict[str, Any]]]:
+    def regret(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> list[TrainStep]:
         """Each task's agent on its batch of levels (`levels`, else its env) without training,
-        one env per level and one job per task, all in one wave: each level's metrics
-        (`_level_metrics`: its episodes' scores, mean return, value loss). What robust PLR
-        and ACCEL score new levels by."""
+        one env per level and one job per task, all in one wave: what robust PLR and ACCEL
+        score new levels by. Each step keeps the task's theta; its `levels` hold each level's
+        metrics (`_level_metrics`: its episodes' scores, mean return, value loss), its state
+        the agent's reward statistics after the rollout (`scoring_updates_stats`)."""
         o, ctx = self.options, self.context
         self._check_rollout_for_levels(tasks)
         options = asdict(o)
@@ -342,13 +358,14 @@ class PPOTrainer:
             for t, levels in zip(tasks, batches)
         ]
         out = []
-        for levels, result in zip(batches, evaluator.run_jobs(jobs)):
+        for task, levels, result in zip(tasks, batches, evaluator.run_jobs(jobs)):
             if result.ok:
-                out.append(result.value["levels"])
+                out.append(TrainStep(task.theta, result.value["state"], None, {}, result.value["levels"]))
             elif ctx.errors.on_error == "stop":
                 raise EvaluationFailed(
                     f"scoring a level failed for {result.error} (set evaluation.on_error=score_as_failure to go on)"
                 )
             else:  # a level the agent cannot even be run on is not worth replaying
-                out.append([{"scores": [0.0], "mean_return": 0.0, "value_loss": 0.0} for _ in levels])
+                failed = [{"scores": [0.0], "mean_return": 0.0, "value_loss": 0.0} for _ in levels]
+                out.append(TrainStep(task.theta, task.state, None, {}, failed))
         return out

@@ -201,25 +201,29 @@ def _level_metrics(batch: _Batch, rewards: np.ndarray, o: PPOOptions) -> list[di
     return out
 
 
-def _scale_rewards(batch: _Batch, state: dict[str, Any], o: PPOOptions, acc: np.ndarray) -> np.ndarray:
-    """Rewards divided by the running std of the discounted return (updated with this batch).
+def _scale_rewards(batch: _Batch, state: dict[str, Any], o: PPOOptions, acc: np.ndarray, update: bool) -> np.ndarray:
+    """Rewards as dcd's `VecNormalize(ret=True)` (baselines' rule) gives them: at every step the
+    envs' discounted returns so far update the running moments (in `state`, if `update`), and
+    the step's rewards are divided by their std and clipped to +-`reward_clip`.
 
     `acc` holds each env's discounted return so far and is carried in place across the
     updates of a job (a job starts fresh episodes, so it starts at zero).
     """
     if not o.normalize_rewards:
         return batch.rewards
-    disc = np.empty_like(batch.rewards)
+    mean, var = np.array([state["ret_mean"]]), np.array([state["ret_var"]])
+    count = float(state["ret_count"])
+    scaled = np.empty_like(batch.rewards)
     for t in range(batch.rewards.shape[0]):
         acc *= o.gamma
         acc += batch.rewards[t]
-        disc[t] = acc
+        if update:
+            mean, var, count = merge_moments(mean, var, count, acc.reshape(-1, 1))
+        scaled[t] = batch.rewards[t] / math.sqrt(float(var[0]) + STD_EPS)
         acc *= batch.continues[t]
-    mean, var, count = merge_moments(
-        np.array([state["ret_mean"]]), np.array([state["ret_var"]]), float(state["ret_count"]), disc.reshape(-1, 1)
-    )
-    state["ret_mean"], state["ret_var"], state["ret_count"] = float(mean[0]), float(var[0]), count
-    return batch.rewards / math.sqrt(state["ret_var"] + STD_EPS)
+    if update:
+        state["ret_mean"], state["ret_var"], state["ret_count"] = float(mean[0]), float(var[0]), count
+    return scaled if o.reward_clip is None else np.clip(scaled, -o.reward_clip, o.reward_clip)
 
 
 def _update(
@@ -235,6 +239,8 @@ def _update(
     adv = gae(rewards, batch.values, batch.next_values, batch.continues, o.gamma, o.gae_lambda)
     pvl = positive_value_loss(adv)  # of the rollouts, under the value net that collected them
     returns = adv + batch.values
+    if o.advantage_norm == "batch":  # torch's std: n - 1 in the denominator
+        adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-5) if adv.size > 1 else adv
     n = adv.size
     zt = torch.as_tensor(z.reshape(n, -1))
     ut = torch.as_tensor(batch.u.reshape(n, *batch.u.shape[2:]).astype(np.float32))
@@ -249,12 +255,17 @@ def _update(
         for start in range(0, n - size + 1, size):  # full minibatches only
             idx = torch.as_tensor(order[start : start + size])
             a = adv_t[idx]
-            a = (a - a.mean()) / (a.std() + 1e-8) if size > 1 else a
+            if o.advantage_norm == "minibatch" and size > 1:
+                a = (a - a.mean()) / (a.std() + 1e-8)
             logp, ent = learner.log_prob_entropy(learner.actor(zt[idx]), ut[idx])
             log_ratio = logp - old_logp[idx]
             ratio = torch.exp(log_ratio)
             policy_loss = -torch.min(ratio * a, torch.clamp(ratio, 1 - o.clip, 1 + o.clip) * a).mean()
-            value_loss = 0.5 * (learner.value(zt[idx]).squeeze(-1) - ret_t[idx]).pow(2).mean()
+            predicted = learner.value(zt[idx]).squeeze(-1)
+            if o.value_loss == "huber":
+                value_loss = torch.nn.functional.smooth_l1_loss(predicted, ret_t[idx])
+            else:
+                value_loss = 0.5 * (predicted - ret_t[idx]).pow(2).mean()
             entropy = ent.mean()
             loss = policy_loss + o.vf_coef * value_loss - o.ent_coef * entropy
             for p in learner.params:
@@ -344,7 +355,7 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
             # New statistics, same functions: re-express the networks in the new coordinates.
             norm.update(batch.obs.reshape(-1, batch.obs.shape[-1]))
             _load_networks(learner, spec, theta, state, norm)
-            rewards = _scale_rewards(batch, state, o, ret_acc)
+            rewards = _scale_rewards(batch, state, o, ret_acc, update=True)
             if payload.get("levels") and update == o.updates_per_iteration - 1:  # the last rollout's
                 level_metrics = _level_metrics(batch, rewards, o)
             z = norm.apply(batch.obs.reshape(-1, batch.obs.shape[-1])).reshape(*batch.obs.shape[:2], -1)
@@ -386,7 +397,8 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
 def ppo_regret_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
     """An agent's level metrics (`_level_metrics`) on a batch of levels without training: one
     rollout of n_steps in one env per level with its policy and value net, rewards scaled by
-    its running return statistics as they are (nothing is updated)."""
+    its running return statistics, which the rollout updates (`scoring_updates_stats`, as
+    dcd's VecNormalize does in every rollout) or leaves as they are."""
     o, state, theta, rng, learner = _job_setup(worker, payload)
     norm = Normaliser(state, o.normalize_obs, o.obs_std_floor)
     _load_networks(learner, worker.spec, theta, state, norm)
@@ -396,5 +408,5 @@ def ppo_regret_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any
         batch = rollouts.collect(learner, norm, o.n_steps)
     finally:
         rollouts.close()
-    rewards = batch.rewards / math.sqrt(float(state["ret_var"]) + STD_EPS) if o.normalize_rewards else batch.rewards
-    return {"levels": _level_metrics(batch, rewards, o), "env_steps_taken": o.n_steps * len(levels)}
+    rewards = _scale_rewards(batch, state, o, np.zeros(len(levels)), update=o.scoring_updates_stats)
+    return {"levels": _level_metrics(batch, rewards, o), "state": state, "env_steps_taken": o.n_steps * len(levels)}

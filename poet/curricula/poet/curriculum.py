@@ -8,6 +8,8 @@ reproduction.py and transfer.py (child duplicates, novelty, transfer bar, ANNECS
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
 from poet.curricula.common import start_pair, train_pairs
@@ -20,6 +22,17 @@ class PoetCurriculum:
 
     name = "poet"
     enhanced = False
+    # What a config that leaves them unset runs with: `original_poet`'s run_poet_local.sh and
+    # master.py (every other setting's built-in default is already the reference's; a
+    # curriculum that names no default of its own takes these).
+    defaults: ClassVar[dict] = {
+        "trainer": {"name": "es"},  # poet_distributed/es.py
+        "policy": {"hidden": [40, 40]},  # niches/box2d/model.py: 40-40 tanh
+        "reproduction": {
+            "every": 200,  # --adjust_interval=8 x --steps_before_transfer=25 (poet_algo.py optimize)
+            "capacity": 25,  # --max_num_envs=25
+        },
+    }
 
     def start(self, ctx: RunContext) -> None:
         start_pair(ctx)
@@ -44,3 +57,10 @@ class EnhancedPoetCurriculum(PoetCurriculum):
 
     name = "enhanced_poet"
     enhanced = True
+    # `master`'s run_poet_local.sh; the rest as POET's
+    defaults: ClassVar[dict] = {
+        "reproduction": {
+            "every": 150,  # --adjust_interval=6 x --steps_before_transfer=25
+            "capacity": 40,  # --max_num_envs=40
+        },
+    }
