@@ -113,6 +113,8 @@ def control_overrides(name: str, target: EnvParams, seed: int, quick: bool) -> l
         over.append(f"curriculum_options={json.dumps({'target': target.to_dict(), 'stages': 10})}")
     if name == "accel":
         over.append("curriculum_options={buffer_size: 100}")  # dcd's 16 levels per cycle, a buffer scaled down
+    if name == "dr":
+        over.append("curriculum_options={num_levels: 1}")  # one new level per ES step (dcd trains on 16 with PPO)
     return over
 
 

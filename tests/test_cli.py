@@ -341,7 +341,7 @@ def test_tiny_run_writes_the_run_directory(tiny_run):
 
 
 def test_tiny_run_saves_the_resolved_config(tiny_run):
-    from poet.config import load_config
+    from poet.parts import load_config
 
     cfg = load_config(tiny_run / "config.yaml")
     assert cfg.iterations == 3
@@ -402,7 +402,7 @@ def test_tiny_run_loads_with_analysis(tiny_run):
 
 
 def test_no_config_uses_quickstart(jobs):
-    from poet.config import load_config
+    from poet.parts import load_config
 
     proc = jobs.result("no_config")
     assert proc.returncode == 0, proc.stderr

@@ -22,6 +22,7 @@ TABLES = ("iterations", "envs", "transfers", "events")
 OPTIONS = {
     "robust_plr": {"buffer_size": 6, "num_levels": 3},
     "accel": {"buffer_size": 6, "num_levels": 3},
+    "dr": {"num_levels": 2},
     "path": {"target": {"roughness": 2.0, "pit_gap": [0.4, 1.2], "stump_height": [0.2, 0.8]}, "stages": 4},
 }
 
@@ -106,12 +107,15 @@ def test_every_curriculum_gives_the_same_tables_on_the_ray_pool(name, ray_local,
         pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table), check_exact=True, obj=table)
 
 
-def test_dr_trains_on_a_new_random_level_every_iteration(tiny, tmp_path):
-    poet.run(_cfg(tiny, "dr"), out=tmp_path / "r", progress=False)
+def test_dr_trains_on_new_random_levels_every_iteration(tiny, tmp_path):
+    poet.run(_cfg(tiny, "dr"), out=tmp_path / "r", progress=False)  # 2 levels an iteration
     run = load_run(tmp_path / "r")
-    assert run.envs["env_id"].nunique() == 8 and run.envs["parent_env_id"].isna().all()
-    assert run.iterations["env_id"].tolist() == run.envs["env_id"].tolist()
-    assert run.envs["created_iteration"].tolist() == list(range(8))
+    assert run.envs["env_id"].nunique() == 16 and run.envs["parent_env_id"].isna().all()
+    assert run.iterations["env_id"].tolist() == run.envs["env_id"].tolist()[::2]
+    assert run.iterations["level_ids"].tolist() == [
+        " ".join(run.envs["env_id"].iloc[2 * i : 2 * i + 2]) for i in range(8)
+    ]
+    assert run.envs["created_iteration"].tolist() == [i // 2 for i in range(16)]
 
 
 def test_direct_trains_on_env_start(tiny, tmp_path):
@@ -404,7 +408,7 @@ class _StepTrainer:
 
 def _plr_ctx(tmp_path, curriculum, levels=(), **options):
     import envs
-    from poet.config import load_config
+    from poet.parts import load_config
     from poet.context import RunContext
     from poet.curricula.level_buffer import LevelBuffer
     from poet.pair import Pair
@@ -534,14 +538,17 @@ def test_accel_cycle_trains_on_a_batch_and_its_children_enter_with_dcds_stalenes
 
 def test_dr_draws_the_iterations_level_and_trains_on_it_with_fake_services(tmp_path):
     ctx, _, family = _plr_ctx(tmp_path, "robust_plr")  # the fake services; the curriculum under test is DR
-    dr = CURRICULA["dr"]()
+    dr = CURRICULA["dr"](CURRICULA["dr"].Options(num_levels=3))
+    trainer = ctx.trainer
     for iteration in (1, 2):
         dr.run_iteration(ctx, iteration, _phase)
         agent = ctx.state.population.active[0]
-        assert agent.env == dr.level(ctx, iteration)  # a function of the iteration only
-        assert agent.env.with_course_seed(None) == family.sample(ctx.seeds.rng("dr.level", iteration))
+        levels = dr.levels(ctx, iteration)  # a function of the iteration only
+        assert trainer.tasks[0].levels == levels and agent.env == levels[0]
+        rng = ctx.seeds.rng("dr.level", iteration)
+        assert [level.with_course_seed(None) for level in levels] == [family.sample(rng) for _ in range(3)]
     assert agent.scores == [10.0, 10.0] and agent.theta.tolist() == [2.0, 2.0, 2.0]
-    assert ctx.state.population.active[0].env != dr.level(ctx, 1)
+    assert ctx.state.population.active[0].env != dr.levels(ctx, 1)[0]
 
 
 def test_direct_trains_on_its_one_env_with_fake_services(tmp_path):
@@ -689,7 +696,7 @@ UED = ROOT / "experiments" / "ued_terrain.yaml"
 def test_ued_terrain_config_is_the_quickstart_with_a_buffer_scaled_to_the_run():
     """Same env, policy, evaluation and ES as the quickstart; its buffer lets replays start within
     the first tenth of the run, where dcd's 1000 levels would take a third of it."""
-    from poet.config import load_config
+    from poet.parts import load_config
     from poet.curricula.level_buffer import LevelBuffer
     from poet.parts import check_parts
 

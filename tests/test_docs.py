@@ -89,7 +89,8 @@ def test_every_config_field_is_in_the_configuration_reference():
 
 
 def test_the_configuration_reference_states_the_bounds_the_checks_enforce():
-    from poet.config import ConfigError, load_config
+    from poet.config import ConfigError
+    from poet.parts import load_config
 
     fields = {f.key: f for s in docs_config.sections() for f in s.fields}
     assert fields["evaluation.max_steps"].bounds == "must be in [1, 10,000,000]"

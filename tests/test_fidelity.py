@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from envs import EnvParams
-from poet.config import load_config
+from poet.parts import load_config
 from poet.context import RunContext
 from poet.curricula.common import train_pairs
 from poet.curricula.poet.novelty import pata_ec

@@ -6,7 +6,7 @@ import pytest
 
 import poet
 from poet.analysis import load_run
-from poet.config import load_config
+from poet.parts import load_config
 from tests.conftest import ROOT
 
 CONFIGS = {

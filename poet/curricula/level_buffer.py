@@ -104,6 +104,7 @@ class LevelBuffer:
 
     def insert(self, level: Any, score: float, timestamp: int) -> int | None:
         """Offer a scored new level; returns its index, or None when it does not get in."""
+        score = finite(score)
         if len(self.levels) < self.capacity:
             self.levels.append(level)
             self.scores.append(float(score))
@@ -120,6 +121,7 @@ class LevelBuffer:
         """A new level with its episodes' scores in order: the first decides whether it enters
         (`insert`), the later ones replace its score; with none it does not enter. Returns its
         index or None."""
+        scores = [finite(s) for s in scores]  # all checked before the buffer changes
         if not scores:
             return None
         index = self.insert(level, scores[0], timestamp)
@@ -129,7 +131,7 @@ class LevelBuffer:
 
     def update(self, index: int, score: float) -> None:
         """A replayed level's new score."""
-        self.scores[index] = float(score)
+        self.scores[index] = finite(score)
 
     def to_data(self) -> dict[str, Any]:
         """Plain data for the run state (checkpoints)."""
@@ -157,6 +159,15 @@ class LevelBuffer:
             [float(s) for s in data["staleness"]],
             int(data["samples"]),
         )
+
+
+def finite(score: float) -> float:
+    """A level's score as a float; a non-finite one is refused (a NaN would rank first for good,
+    an infinity swamp the ranks: jaxued PR 6's `-inf` from levels with no finished episode)."""
+    value = float(score)
+    if not math.isfinite(value):
+        raise ValueError(f"a level's score must be a finite number, got {value!r}")
+    return value
 
 
 def _normalised(w: np.ndarray) -> np.ndarray:
