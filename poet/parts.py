@@ -10,14 +10,12 @@ import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import envs
 from envs import EnvFamily
-from poet import heldout
-from pathlib import Path
-
-from poet import config
+from poet import config, heldout
 from poet.config import ConfigError, RunConfig, build_dataclass
 from poet.curricula import curriculum_defaults, resolve_curriculum
 from poet.curricula.common import start_params

@@ -408,10 +408,10 @@ class _StepTrainer:
 
 def _plr_ctx(tmp_path, curriculum, levels=(), **options):
     import envs
-    from poet.parts import load_config
     from poet.context import RunContext
     from poet.curricula.level_buffer import LevelBuffer
     from poet.pair import Pair
+    from poet.parts import load_config
     from poet.population import Population
     from poet.records import RecordWriter
     from poet.seeding import Seeds
@@ -696,9 +696,8 @@ UED = ROOT / "experiments" / "ued_terrain.yaml"
 def test_ued_terrain_config_is_the_quickstart_with_a_buffer_scaled_to_the_run():
     """Same env, policy, evaluation and ES as the quickstart; its buffer lets replays start within
     the first tenth of the run, where dcd's 1000 levels would take a third of it."""
-    from poet.parts import load_config
     from poet.curricula.level_buffer import LevelBuffer
-    from poet.parts import check_parts
+    from poet.parts import check_parts, load_config
 
     ued, quick = load_config(UED), load_config(ROOT / "experiments" / "quickstart.yaml")
     assert ued.curriculum == "accel" and ued.env == quick.env and ued.policy == quick.policy

@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 from envs import EnvParams
-from poet.parts import load_config
 from poet.context import RunContext
 from poet.curricula.common import train_pairs
 from poet.curricula.poet.novelty import pata_ec
@@ -27,6 +26,7 @@ from poet.curricula.poet.reproduction import Child, consider, reproduce
 from poet.curricula.poet.transfer import transfer
 from poet.evaluation import EvalResult, PolicyRef
 from poet.pair import Pair
+from poet.parts import load_config
 from poet.policies import PolicySpec, init_flat
 from poet.population import Population
 from poet.records import RecordWriter

@@ -62,5 +62,5 @@ class EnhancedPoetCurriculum(PoetCurriculum):
         "reproduction": {
             "every": 150,  # --adjust_interval=6 x --steps_before_transfer=25
             "capacity": 40,  # --max_num_envs=40
-        },
+        }
     }
