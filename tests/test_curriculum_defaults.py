@@ -10,14 +10,19 @@ length and seed (`n_iterations`, `master_seed`) are not algorithm settings and a
 from __future__ import annotations
 
 import dataclasses
+import re
+import sys
 from functools import cache
 
 import pytest
+import yaml
 
 import poet
 from poet.config import RunConfig
 from poet.curricula import CURRICULA, curriculum_defaults
 from poet.parts import RunParts, check_parts
+from poet.trainers import TRAINERS
+from tests.conftest import ROOT
 
 RUN_SH = "run_poet_local.sh"
 ES_AND_POET = [
@@ -199,3 +204,121 @@ def test_a_saved_config_holds_every_resolved_default(tmp_path):
     assert again == cfg
     unset = [f.name for f in dataclasses.fields(again.reproduction) if getattr(again.reproduction, f.name) is None]
     assert unset == [] and again.trainer.name == "es" and again.policy.hidden == [40, 40]
+
+
+# ------------------------------------------------------------------ the docs against the code
+DOCS = ROOT / "docs" / "curricula"
+PAGES = {
+    "poet.md": "poet",
+    "enhanced-poet.md": "enhanced_poet",
+    "accel.md": "accel",
+    "robust-plr.md": "robust_plr",
+    "dr.md": "dr",
+    "direct.md": "direct",
+    "path.md": "path",
+}
+KEY = re.compile(r"^`([\w.]+)`$")
+VALUE = re.compile(r"^`([^`]*)`|^(-?[\d.]+(?:e-?\d+)?)\b")
+
+
+def tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Each markdown table of a page: its header cells and its rows' cells (lower-case header)."""
+    out, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("|") and i + 1 < len(lines) and set(lines[i + 1].replace("|", "").strip()) <= {"-", ":"}:
+            if i > 0 and lines[i - 1].startswith("|"):
+                continue
+            head = [c.strip().lower() for c in line.strip("|").split("|")]
+            rows = []
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                rows.append([c.strip() for c in row.strip().strip("|").split(" | ")])
+            out.append((head, rows))
+    return out
+
+
+def number_or_yaml(text: str) -> object:
+    """A value as the docs write it (YAML 1.1 reads `1e-08` as a string; it is a number)."""
+    try:
+        return float(text) if re.fullmatch(r"-?\d+(\.\d*)?e-?\d+", text) else yaml.safe_load(text)
+    except ValueError:
+        return text
+
+
+def documented_defaults(page: str) -> list[tuple[str, object]]:
+    """(setting, value) of every row of the page's tables with a `default` column: a `setting`
+    table names config keys, an `option` table the curriculum's options."""
+    found = []
+    for head, rows in tables((DOCS / page).read_text()):
+        column = next((i for i, h in enumerate(head) if h.startswith("default")), None)
+        if column is None or head[0] not in ("setting", "option"):
+            continue
+        for row in rows:
+            key, value = KEY.match(row[0]), VALUE.match(row[column])
+            if key and value:
+                name = key.group(1) if head[0] == "setting" else f"curriculum.{key.group(1)}"
+                found.append((name, number_or_yaml(value.group(1) or value.group(2))))
+    return found
+
+
+DOCUMENTED = [(page, key, value) for page in PAGES for key, value in documented_defaults(page)]
+
+
+@pytest.mark.parametrize(("page", "key", "value"), DOCUMENTED, ids=[f"{p}-{k}" for p, k, _ in DOCUMENTED])
+def test_a_default_the_docs_state_is_the_codes(page, key, value):
+    got = setting(built(PAGES[page]), key)
+    assert got == value, f"docs/curricula/{page} says {key} defaults to {value!r}; the code runs {got!r}"
+
+
+def test_the_docs_state_every_default_checked_against_the_authors():
+    stated = {(PAGES[p], k) for p, k, _ in DOCUMENTED}
+    for name, rows in REFERENCE.items():
+        home = {"enhanced_poet": "poet", "direct": "poet", "path": "poet", "robust_plr": "accel", "dr": "accel"}
+        missing = [k for k, _, _ in rows if k != "scores" and (name, k) not in stated and (home.get(name), k) not in stated]
+        assert not missing, f"{name}: no docs page states the default of {missing}"
+
+
+def test_a_changed_value_fails_the_docs_check(tmp_path, monkeypatch):
+    page = (DOCS / "poet.md").read_text().replace("| `reproduction.capacity` | `25` |", "| `reproduction.capacity` | `20` |")
+    (tmp_path / "poet.md").write_text(page)
+    monkeypatch.setattr(sys.modules[__name__], "DOCS", tmp_path)
+    (key, value) = next((k, v) for k, v in documented_defaults("poet.md") if k == "reproduction.capacity")
+    assert value == 20 != setting(built("poet"), key)
+
+
+def departure_options(page: str) -> list[str]:
+    """Every option a departures table names (its `option` column): `key` or `key: value`."""
+    found = []
+    for head, rows in tables((DOCS / page).read_text()):
+        if head[0] != "rule" or head[-1] != "option":
+            continue
+        for row in rows:
+            found += re.findall(r"`([^`]+)`", row[-1])
+    return found
+
+
+DEPARTURES = [(page, option) for page in PAGES for option in departure_options(page)]
+
+
+@pytest.mark.parametrize(("page", "option"), DEPARTURES, ids=[f"{p}-{o}" for p, o in DEPARTURES])
+def test_an_option_a_departure_names_exists_and_takes_its_value(page, option):
+    name = PAGES[page]
+    key, _, value = (part.strip() for part in option.partition(":"))
+    if "." not in key:  # one of the curriculum's options
+        options = built(name).curriculum.options
+        assert key in {f.name for f in dataclasses.fields(options)}, f"{page}: {name} has no option {key!r}"
+        key = f"curriculum_options.{key}"
+    given = {"curriculum": name, "curriculum_options": NEEDED.get(name, {})}
+    sets = [f"{key}={value}"] if value else []
+    if value and key.startswith("trainer."):
+        sets.append(f"trainer.name={key.split('.')[1]}")
+    parts = check_parts(poet.load_config(data=given, overrides=sets))  # a ConfigError names a bad key or value
+    head, *rest = key.split(".")
+    if head == "trainer" and len(rest) == 2:  # an option of that trainer
+        assert rest[1] in {f.name for f in dataclasses.fields(TRAINERS[rest[0]].Options)}, f"{page}: no {key}"
+    elif head != "curriculum_options":
+        value_of: object = parts.cfg
+        for part in key.split("."):
+            assert hasattr(value_of, part), f"{page}: no setting {key}"
+            value_of = getattr(value_of, part)
