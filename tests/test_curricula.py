@@ -694,15 +694,20 @@ UED = ROOT / "experiments" / "ued_terrain.yaml"
 
 
 def test_ued_terrain_config_is_the_quickstart_with_a_buffer_scaled_to_the_run():
-    """Same env, policy, evaluation and ES as the quickstart; its buffer lets replays start within
-    the first tenth of the run, where dcd's 1000 levels would take a third of it."""
+    """Same env, policy, evaluation and ES as the quickstart, dcd's PPO with a rollout as long as
+    an episode; its buffer lets replays start within the first tenth of the run, where dcd's 1000
+    levels would take a third of it."""
     from poet.curricula.level_buffer import LevelBuffer
     from poet.parts import check_parts, load_config
 
     ued, quick = load_config(UED), load_config(ROOT / "experiments" / "quickstart.yaml")
     assert ued.curriculum == "accel" and ued.env == quick.env and ued.policy == quick.policy
     assert (ued.evaluation.max_steps, ued.evaluation.eval_episodes, ued.evaluation.test_every) == (400, 3, 20)
-    assert ued.trainer.name == "es" and ued.trainer.es == quick.trainer.es
+    assert ued.trainer.name == "ppo" and ued.trainer.es == quick.trainer.es
+    from poet.curricula import dcd
+
+    scaled = {"n_steps": 400, "minibatch_size": 200}  # 16 levels x 400 steps / dcd's 32 minibatches
+    assert ued.trainer.ppo == {**dcd.DEFAULTS["trainer"]["ppo"], **scaled}
     accel = check_parts(ued).curriculum.options
     cycles = -(-LevelBuffer.levels_to_replay(accel.buffer_size, accel.min_fill) // accel.num_levels)
     assert cycles <= ued.iterations // 10
