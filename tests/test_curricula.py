@@ -456,6 +456,30 @@ def _phase(name):
     return contextlib.nullcontext()
 
 
+class _RegretTrainer(_StepTrainer):
+    """Scores every level 1.5 per finished episode and hands back the agent's state moved on."""
+
+    def regret(self, tasks, evaluator):
+        from poet.trainers import TrainStep
+
+        metrics = {"scores": [1.5], "mean_return": 0.0, "value_loss": 0.0}
+        return [TrainStep(t.theta, {**t.state, "moved": True}, None, {}, [metrics] * len(t.levels)) for t in tasks]
+
+
+def test_scoring_new_levels_keeps_the_state_the_trainer_hands_back(tmp_path):
+    """dcd's return statistics move in every rollout, scoring ones too: the agent takes the state
+    its trainer's `regret` gives back (PPO's `scoring_updates_stats`), and nothing trains."""
+    from poet.curricula.level_buffer import LevelBuffer
+
+    ctx, cur, _ = _plr_ctx(tmp_path, "robust_plr", buffer_size=10, num_levels=3, score="positive_value_loss")
+    ctx.trainer = _RegretTrainer(best=50.0)
+    theta = ctx.state.population.active[0].theta.copy()
+    cur.run_iteration(ctx, 0, _phase)  # an empty buffer: explore
+    agent = ctx.state.population.active[0]
+    assert agent.state == {"moved": True} and agent.scores == [] and np.array_equal(agent.theta, theta)
+    assert LevelBuffer.from_data(ctx.state.curriculum_data["level_buffer"]).scores == [1.5, 1.5, 1.5]
+
+
 def test_robust_plr_explores_new_levels_without_training(tmp_path):
     from poet.curricula.level_buffer import LevelBuffer
 

@@ -275,12 +275,18 @@ def test_the_docs_state_every_default_checked_against_the_authors():
     stated = {(PAGES[p], k) for p, k, _ in DOCUMENTED}
     for name, rows in REFERENCE.items():
         home = {"enhanced_poet": "poet", "direct": "poet", "path": "poet", "robust_plr": "accel", "dr": "accel"}
-        missing = [k for k, _, _ in rows if k != "scores" and (name, k) not in stated and (home.get(name), k) not in stated]
+        missing = [
+            k for k, _, _ in rows if k != "scores" and (name, k) not in stated and (home.get(name), k) not in stated
+        ]
         assert not missing, f"{name}: no docs page states the default of {missing}"
 
 
 def test_a_changed_value_fails_the_docs_check(tmp_path, monkeypatch):
-    page = (DOCS / "poet.md").read_text().replace("| `reproduction.capacity` | `25` |", "| `reproduction.capacity` | `20` |")
+    page = (
+        (DOCS / "poet.md")
+        .read_text()
+        .replace("| `reproduction.capacity` | `25` |", "| `reproduction.capacity` | `20` |")
+    )
     (tmp_path / "poet.md").write_text(page)
     monkeypatch.setattr(sys.modules[__name__], "DOCS", tmp_path)
     (key, value) = next((k, v) for k, v in documented_defaults("poet.md") if k == "reproduction.capacity")

@@ -307,3 +307,74 @@ def test_a_run_that_does_not_train_with_ppo_never_loads_torch(tmp_path) -> None:
     )
     assert_torch_stays_unloaded(code)
     assert (tmp_path / "run" / "checkpoints").is_dir()
+
+
+# ------------------------------------------------------------------ dcd's PPO rules
+GOLD_REWARDS = 20.0 * np.array(
+    [
+        [1.0, 1.0, 1.0],
+        [3.0, 0.0, -1.0],
+        [-0.5, 4.0, 2.0],
+        [2.0, 1.0, -3.0],
+        [0.0, -1.5, 1.0],
+        [5.0, 2.5, 0.25],
+        [-1.0, 0.5, 3.5],
+        [0.75, -0.25, 6.0],
+        [-900.0, 0.1, 0.2],
+    ]
+)
+GOLD_DONES = [(2, 0), (4, 1), (5, 0), (6, 2)]
+# dcd's envs/wrappers/vec_normalize.py VecNormalize(ob=False, ret=True) with baselines'
+# running_mean_std.py RunningMeanStd, stepped with GOLD_REWARDS and GOLD_DONES: the rewards
+# it hands PPO, and its return statistics after the last step.
+GOLD_SCALED = np.array(
+    [
+        [1.0000000000000000e01, 1.0000000000000000e01, 1.0000000000000000e01],
+        [2.4079103223812677e00, 0.0, -8.0263677412708923e-01],
+        [-3.1285718981228761e-01, 2.5028575184983008e00, 1.2514287592491504e00],
+        [1.0053305461913824e00, 5.0266527309569120e-01, -1.5079958192870737e00],
+        [0.0, -7.6843192639189506e-01, 5.1228795092793011e-01],
+        [2.3180394460056868e00, 1.1590197230028434e00, 1.1590197230028434e-01],
+        [-4.6515778308836320e-01, 2.3257889154418160e-01, 1.6280522408092712e00],
+        [3.3906298070611957e-01, -1.1302099356870651e-01, 2.7125038456489565e00],
+        [-5.2787841620035172e00, 5.8653157355594639e-04, 1.1730631471118928e-03],
+    ]
+)
+GOLD_STATS = (-619.1513989360033, 11627255.080559127, 27.0001)
+
+
+def _context() -> TrainerContext:
+    import gymnasium as gym
+
+    spec = spec_for_spaces(gym.spaces.Box(-1.0, 1.0, (2,)), gym.spaces.Box(-1.0, 1.0, (1,)), (4,), "tanh")
+    return TrainerContext(spec=spec, max_steps=10, errors=ErrorPolicy())
+
+
+def _gold_batch():
+    from types import SimpleNamespace
+
+    continues = np.ones_like(GOLD_REWARDS)
+    for t, i in GOLD_DONES:
+        continues[t, i] = 0.0
+    return SimpleNamespace(rewards=GOLD_REWARDS.copy(), continues=continues)
+
+
+def test_rewards_are_scaled_and_clipped_as_dcds_vecnormalize_does():
+    from poet.trainers.ppo_job import _scale_rewards
+
+    state = PPOTrainer(PPOOptions(), _context()).init_state(np.zeros(1))
+    o = PPOOptions(reward_clip=10.0)
+    scaled = _scale_rewards(_gold_batch(), state, o, np.zeros(3), update=True)
+    np.testing.assert_allclose(scaled, GOLD_SCALED, rtol=1e-12, atol=1e-15)
+    got = (state["ret_mean"], state["ret_var"], state["ret_count"])
+    np.testing.assert_allclose(got, GOLD_STATS, rtol=1e-12)
+
+
+def test_a_scoring_rollout_moves_the_statistics_only_when_asked():
+    from poet.trainers.ppo_job import _scale_rewards
+
+    for update in (True, False):
+        state = PPOTrainer(PPOOptions(), _context()).init_state(np.zeros(1))
+        before = dict(state)
+        _scale_rewards(_gold_batch(), state, PPOOptions(), np.zeros(3), update=update)
+        assert (state["ret_count"] == GOLD_STATS[2]) is update and (state == before) is not update
