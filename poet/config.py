@@ -52,8 +52,9 @@ class PolicyConfig:
     # (argmax for discrete actions) whatever this is
     activation: Literal["tanh", "relu"] = "tanh"
     # initial weights: "reference" i.i.d. N(0, 0.1) (uber-research/poet `get_random_model_params`),
-    # or "normc" (normalised columns, small last layer, zero biases; OpenAI ES)
-    init: Literal["reference", "normc"] = "reference"
+    # "normc" (normalised columns, small last layer, zero biases; OpenAI ES) or "orthogonal"
+    # (gain sqrt 2, last layer 1, zero biases: dcd's BipedalWalker policy); unset: the curriculum's
+    init: Literal["reference", "normc", "orthogonal"] | None = None
 
 
 @dataclass

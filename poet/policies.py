@@ -110,11 +110,33 @@ def init_normc(spec: PolicySpec, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(parts).astype(np.float32)
 
 
-INIT_SCHEMES = {"reference": init_reference, "normc": init_normc}
+def orthogonal(rng: np.random.Generator, rows: int, cols: int, gain: float) -> np.ndarray:
+    """A (rows, cols) matrix with orthonormal rows or columns times `gain`, built as torch's
+    `nn.init.orthogonal_` builds it (QR of a standard Gaussian, each column's sign set by R's
+    diagonal), from a numpy stream."""
+    a = rng.standard_normal((rows, cols))
+    a = a if rows >= cols else a.T
+    q, r = np.linalg.qr(a)
+    q *= np.sign(np.diag(r))
+    return gain * (q if rows >= cols else q.T)
+
+
+def init_orthogonal(spec: PolicySpec, rng: np.random.Generator, last_gain: float = 1.0) -> np.ndarray:
+    """dcd's BipedalWalker start (`models/walker_models.py`): orthogonal weights with gain
+    sqrt(2) in the hidden layers and `last_gain` in the last (1: the actor's mean head), zero biases."""
+    parts = []
+    sizes = spec.layer_sizes
+    for i in range(len(sizes) - 1):
+        gain = last_gain if i == len(sizes) - 2 else float(np.sqrt(2.0))
+        parts.extend([orthogonal(rng, sizes[i + 1], sizes[i], gain).ravel(), np.zeros(sizes[i + 1])])
+    return np.concatenate(parts).astype(np.float32)
+
+
+INIT_SCHEMES = {"reference": init_reference, "normc": init_normc, "orthogonal": init_orthogonal}
 
 
 def init_flat(spec: PolicySpec, rng: np.random.Generator, scheme: str = "reference") -> np.ndarray:
-    """Initial weights by scheme name (`policy.init`): "reference" (default) or "normc"."""
+    """Initial weights by scheme name (`policy.init`): "reference", "normc" or "orthogonal"."""
     try:
         return INIT_SCHEMES[scheme](spec, rng)
     except KeyError:

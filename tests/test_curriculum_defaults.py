@@ -92,6 +92,8 @@ DCD_PPO = [
     ("trainer.ppo.updates_per_iteration", 1, "envs/runners/adversarial_runner.py run(): one update per cycle"),
     ("policy.hidden", [64, 64], "models/walker_models.py:346,355-357 MLPBase actor, hidden_size=64"),
     ("policy.activation", "tanh", "models/walker_models.py:356 nn.Tanh()"),
+    ("policy.init", "orthogonal", "models/walker_models.py:352-357 orthogonal_, gain sqrt 2; :53-55 mean head, gain 1"),
+    ("trainer.ppo.value_init", "orthogonal", "models/walker_models.py:352-363 critic and critic_linear, gain sqrt 2"),
     ("evaluation.max_steps", 2000, "envs/bipedalwalker/adversarial.py:573 max_episode_steps=2000"),
 ]
 LEVEL_BUFFER = [

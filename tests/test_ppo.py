@@ -378,3 +378,26 @@ def test_a_scoring_rollout_moves_the_statistics_only_when_asked():
         before = dict(state)
         _scale_rewards(_gold_batch(), state, PPOOptions(), np.zeros(3), update=update)
         assert (state["ret_count"] == GOLD_STATS[2]) is update and (state == before) is not update
+
+
+@pytest.mark.parametrize(("rows", "cols", "gain"), [(6, 4, 2**0.5), (3, 7, 1.0), (5, 5, 2**0.5)])
+def test_orthogonal_init_is_torchs_orthogonal_on_the_same_gaussian(rows, cols, gain):
+    """dcd's start (walker_models.py: nn.init.orthogonal_): given torch's own Gaussian draw, our
+    construction gives torch's matrix."""
+    from poet.policies import orthogonal
+
+    torch.manual_seed(rows * 10 + cols)
+    expected = torch.nn.init.orthogonal_(torch.empty(rows, cols, dtype=torch.float64), gain=gain)
+    torch.manual_seed(rows * 10 + cols)
+    drawn = torch.empty(rows, cols, dtype=torch.float64).normal_(0, 1).numpy()
+
+    class Replay:
+        def standard_normal(self, shape):
+            assert tuple(shape) == (rows, cols)
+            return drawn.copy()
+
+    np.testing.assert_allclose(orthogonal(Replay(), rows, cols, gain), expected.numpy(), atol=1e-12)
+    flat = orthogonal(np.random.default_rng(0), rows, cols, gain)
+    small = min(rows, cols)
+    gram = flat.T @ flat if rows >= cols else flat @ flat.T
+    np.testing.assert_allclose(gram, gain**2 * np.eye(small), atol=1e-12)

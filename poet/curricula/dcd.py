@@ -33,6 +33,7 @@ DEFAULTS: dict = {
             "adam_eps": 1e-5,  # arguments.py --eps
             "init_log_std": 0.0,  # walker_models.py DiagGaussian: AddBias(torch.zeros(...))
             "value_hidden": [64, 64],  # walker_models.py MLPBase(hidden_size=64): the critic's 64-64 tanh
+            "value_init": "orthogonal",  # walker_models.py MLPBase: orthogonal, gain sqrt 2 (critic_linear too)
             "value_loss": "huber",  # "clip_value_loss": false -> algos/ppo.py F.smooth_l1_loss
             "advantage_norm": "batch",  # algos/ppo.py: over the whole rollout, std + 1e-5
             "normalize_obs": False,  # util/__init__.py VecNormalize(ob=False, ...)
@@ -41,6 +42,8 @@ DEFAULTS: dict = {
             "scoring_updates_stats": True,  # every rollout steps the VecNormalize, scoring ones too
         },
     },
-    "policy": {"hidden": [64, 64]},  # walker_models.py MLPBase(hidden_size=64): the actor's 64-64 tanh
+    # walker_models.py MLPBase(hidden_size=64): the actor's 64-64 tanh, orthogonal weights
+    # (gain sqrt 2; DiagGaussian's mean head gain 1), zero biases
+    "policy": {"hidden": [64, 64], "init": "orthogonal"},
     "evaluation": {"max_steps": 2000},  # envs/bipedalwalker/adversarial.py register(max_episode_steps=2000)
 }

@@ -80,6 +80,9 @@ class PPOOptions:
     # hidden layer sizes of the value network (the policy's activation); it lives in the
     # trainer's state, not in the agent's theta
     value_hidden: list[int] = field(default_factory=lambda: [64, 64])
+    # the value network's first weights: "normc" (normalised columns, a small last layer), or
+    # "orthogonal" with gain sqrt 2 in every layer (dcd's critic)
+    value_init: Literal["normc", "orthogonal"] = "normc"
     normalize_obs: bool = True  # running mean/std normalisation of observations, folded into theta's first layer
     obs_std_floor: float = 0.1  # a feature constant so far is scaled by at most 1 / floor when it varies later
     # rewards divided by the running std of the discounted return, updated at every env step

@@ -16,7 +16,7 @@ import torch
 
 from envs import EnvParams
 from poet.evaluation.jobs import WorkerView
-from poet.policies import PolicySpec, init_flat
+from poet.policies import PolicySpec, init_flat, init_orthogonal
 from poet.torch_policy import MLPPolicy, to_actions
 from poet.trainers.adam import adam_step
 from poet.trainers.ppo import (
@@ -305,7 +305,10 @@ def _job_setup(
     rng = np.random.Generator(np.random.PCG64(int(payload["seed"])))
     learner = _Learner(worker.spec, o.value_hidden)
     if state["value"].size == 0:  # first job of this agent: a fresh value net
-        state["value"] = init_flat(learner.value_spec, rng, "normc")
+        if o.value_init == "orthogonal":
+            state["value"] = init_orthogonal(learner.value_spec, rng, last_gain=math.sqrt(2.0))
+        else:
+            state["value"] = init_flat(learner.value_spec, rng, o.value_init)
     return o, state, np.asarray(payload["theta"], dtype=np.float32), rng, learner
 
 

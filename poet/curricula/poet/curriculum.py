@@ -27,7 +27,8 @@ class PoetCurriculum:
     # curriculum that names no default of its own takes these).
     defaults: ClassVar[dict] = {
         "trainer": {"name": "es"},  # poet_distributed/es.py
-        "policy": {"hidden": [40, 40]},  # niches/box2d/model.py: 40-40 tanh
+        # niches/box2d/env.py: 40-40 tanh; --init=random: model.py get_random_model_params
+        "policy": {"hidden": [40, 40], "init": "reference"},
         "reproduction": {
             "every": 200,  # --adjust_interval=8 x --steps_before_transfer=25 (poet_algo.py optimize)
             "capacity": 25,  # --max_num_envs=25
