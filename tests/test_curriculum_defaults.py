@@ -330,3 +330,49 @@ def test_an_option_a_departure_names_exists_and_takes_its_value(page, option):
         for part in key.split("."):
             assert hasattr(value_of, part), f"{page}: no setting {key}"
             value_of = getattr(value_of, part)
+
+
+# ------------------------------------------------------------------ shipped configs
+NOT_ALGORITHM = ("seed", "iterations", "progress", "env.", "evaluation.test_every", "evaluation.backend", "checkpoint.")
+
+
+def flat(data: dict, prefix: str = "") -> dict[str, object]:
+    """A nested mapping as dotted keys (a trainer's section and curriculum_options stay whole)."""
+    out = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and name not in ("curriculum_options", "trainer.es", "trainer.ppo"):
+            out.update(flat(value, name + "."))
+        elif isinstance(value, dict):
+            out.update({f"{name}.{k}": v for k, v in value.items()})
+        else:
+            out[name] = value
+    return out
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.yaml")), ids=lambda p: p.name)
+def test_a_shipped_config_says_where_it_departs_from_its_curriculums_defaults(path):
+    """Every algorithm setting a shipped config gives another value than its curriculum's
+    default is named in the file's comments (which value, and why)."""
+    cfg = poet.load_config(path)
+    given = flat(yaml.safe_load(path.read_text()))
+    defaults = flat(
+        poet.load_config(
+            data={
+                "curriculum": cfg.curriculum,
+                **({"curriculum_options": NEEDED[cfg.curriculum]} if cfg.curriculum in NEEDED else {}),
+            }
+        ).to_dict()
+    )
+    comments = "\n".join(line.partition("#")[2] for line in path.read_text().splitlines() if "#" in line)
+    trainer = f"trainer.{cfg.trainer.name}."
+    silent = [
+        key
+        for key, value in given.items()
+        if not key.startswith(NOT_ALGORITHM)
+        and not (key.startswith("trainer.") and key.count(".") == 2 and not key.startswith(trainer))
+        and key in defaults
+        and defaults[key] != value
+        and key.rpartition(".")[2] not in comments
+    ]
+    assert not silent, f"{path.name} departs from {cfg.curriculum}'s defaults without a word on {silent}"
