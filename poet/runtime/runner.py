@@ -22,6 +22,7 @@ import numpy as np
 from envs import EnvFamily
 from poet import __version__
 from poet.config import ConfigError, RunConfig, changes_results, save_config, where_only_settings
+from poet.config import load_config as load_as_saved
 from poet.context import RunContext
 from poet.curricula import PoetCurriculum
 from poet.errors import RunInterrupted, WaveInterrupted
@@ -336,9 +337,11 @@ def resume(
                 f"--set {key}: a resumed run keeps every setting that changes results; only "
                 f"{', '.join(where_only_settings())} may change"
             )
-    saved = load_config(config_path)
+    # As saved: a run's config.yaml holds every setting resolved, and a curriculum's defaults
+    # changed since (a newer version) must not change a run half-way.
+    saved = load_as_saved(config_path)
     extra = [f"iterations={iterations}"] if iterations is not None else []
-    cfg = load_config(data=saved.to_dict(), overrides=[*overrides, *extra])
+    cfg = load_as_saved(data=saved.to_dict(), overrides=[*overrides, *extra])
     parts = check_parts(cfg)
     with RunDirLock(run_dir):  # before touching tables: another process may be writing them
         if checkpoint.checkpoints(run_dir):
