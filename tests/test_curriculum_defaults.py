@@ -376,3 +376,31 @@ def test_a_shipped_config_says_where_it_departs_from_its_curriculums_defaults(pa
         and key.rpartition(".")[2] not in comments
     ]
     assert not silent, f"{path.name} departs from {cfg.curriculum}'s defaults without a word on {silent}"
+
+
+def test_resume_takes_the_saved_config_as_it_is(tmp_path, monkeypatch):
+    """A run saved before a curriculum default changed resumes with what it was saved with."""
+    from poet.config import load_config as load_as_saved
+    from poet.config import save_config
+    from poet.runtime import runner
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    old = {"trainer": {"name": "ppo", "ppo": {"n_steps": 64}}, "policy": {"hidden": [8], "init": "reference"}}
+    old["reproduction"] = {"every": 150, "capacity": 20}  # as an earlier version saved an ACCEL run
+    save_config(load_as_saved(data={"curriculum": "accel", **old}), run_dir / "config.yaml")
+    (run_dir / "run.json").write_text("{}")
+
+    class Stop(Exception):
+        pass
+
+    def checked(cfg):
+        seen.append(cfg)
+        raise Stop
+
+    seen: list = []
+    monkeypatch.setattr(runner, "check_parts", checked)
+    with pytest.raises(Stop):
+        poet.resume(run_dir)
+    assert seen[0].trainer.ppo == {"n_steps": 64} and seen[0].policy.init == "reference"
+    assert (seen[0].reproduction.every, seen[0].reproduction.capacity) == (150, 20)
