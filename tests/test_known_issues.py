@@ -24,24 +24,24 @@ from poet.curricula.poet.reproduction import pata_ec_novelty
 
 
 # ----------------------------------------------------------------- 1. uber-research/poet PR 8
-def _reference_pata_ec(scores: list[float], lower: float, upper: float) -> np.ndarray:
-    """`es.py` `update_pata_ec` with PR 8's fix (`cap_score(score, lower_bound, upper_bound)`),
-    then `stats.py` `compute_centered_ranks` (float32, numpy's default argsort)."""
-
-    def cap_score(score, lower, upper):
-        if score < lower:
-            score = lower
-        elif score > upper:
-            score = upper
-        return score
-
-    x = np.array([cap_score(s, lower, upper) for s in scores])
-    ranks = np.empty(len(x), dtype=int)
-    ranks[x.argsort()] = np.arange(len(x))
-    y = ranks.astype(np.float32)
-    y /= x.size - 1
-    y -= 0.5
-    return y
+# The reference's PATA-EC on these scores with PR 8's bounds (25, 340): poet `master`
+# poet_distributed/stats.py compute_centered_ranks, run outside this project on the scores
+# capped as PR 8's cap_score caps them (float32, as the reference ranks).
+PR8_SCORES = [float(s) for s in np.random.default_rng(8).uniform(30.0, 330.0, size=10)] + [-150.0, 900.0]
+PR8_REFERENCE = [
+    -0.22727271914482117,
+    0.40909093618392944,
+    -0.3181818127632141,
+    0.22727274894714355,
+    0.3181818127632141,
+    -0.04545453190803528,
+    0.045454561710357666,
+    -0.13636362552642822,
+    -0.40909090638160706,
+    0.13636362552642822,
+    -0.5,
+    0.5,
+]
 
 
 def test_pata_ec_clips_scores_outside_and_keeps_scores_at_the_mc_bounds() -> None:
@@ -67,11 +67,11 @@ def test_pata_ec_clips_scores_outside_and_keeps_scores_at_the_mc_bounds() -> Non
 def test_pata_ec_equals_the_reference_with_pr_8s_bounds_on_untied_scores() -> None:
     # untied after clipping (the reference's tie order is numpy's unstable argsort's): one
     # score below the bounds, one above, ten inside
-    scores = [float(s) for s in np.random.default_rng(8).uniform(30.0, 330.0, size=10)] + [-150.0, 900.0]
+    scores = PR8_SCORES
     clipped = np.clip(scores, 25.0, 340.0)
     assert len(set(clipped.tolist())) == 12 and clipped[-2:].tolist() == [25.0, 340.0]
     ours = pata_ec(scores, 25.0, 340.0)
-    np.testing.assert_allclose(ours, _reference_pata_ec(scores, 25.0, 340.0), rtol=0, atol=1e-7)
+    np.testing.assert_allclose(ours, PR8_REFERENCE, rtol=0, atol=1e-7)
     assert ours[-2:].tolist() == [-0.5, 0.5]
     assert sorted(ours.tolist()) == [i / 11 - 0.5 for i in range(12)]
 
@@ -111,20 +111,19 @@ def test_enhanced_poet_novelty_passes_the_mc_bounds_to_pata_ec() -> None:
 
 # ------------------------------------------------------- 2. facebookresearch/dcd issue 11, PR 12
 RANKING_16 = [5.0, -1.0, 3.0, -2.0, 0.0, 7.0, 2.0, 0.25, 9.0, 1.0, -3.0, 4.0, 6.0, 8.0, 0.5, 2.5]
+DCD_FIXED_BASES = [10, 3, 1, 4] * 4  # dcd at a3e4aa1 on RANKING_16
+DCD_BROKEN_BASES = [0] * 16  # dcd before a3e4aa1 on RANKING_16
 
 
 def test_edit_bases_of_16_distinct_rankings_are_the_4_lowest_4_times_each() -> None:
     bases = edit_bases(RANKING_16)
     assert bases == [10, 3, 1, 4] * 4
     assert len(set(bases)) == 4 and 0 not in bases  # slot 0 (5.0) is not among the 4 lowest
-    # dcd after PR 12 (a3e4aa1): np.argsort(regret.flatten())[:4], times num_processes // 4
-    column = np.array(RANKING_16).reshape(16, 1)  # dcd's mean_return - batched_value_loss is B x 1
-    fixed = [int(x) for x in np.argsort(column.flatten())[:4]] * 4
-    assert bases == fixed
-    # dcd before PR 12: argsort along the last axis of a B x 1 array is all zeros, so every
-    # child of the cycle was an edit of the level in slot 0
-    broken = [x.item() for x in np.argsort(column)[:4]] * 4
-    assert broken == [0] * 16 and bases != broken
+    # dcd's edit selection (envs/runners/adversarial_runner.py) run outside this project on
+    # RANKING_16 as its 16 x 1 column: after PR 12 (a3e4aa1) it picks these bases; before,
+    # argsort along the column's length-1 axis gave slot 0 for every child
+    assert bases == DCD_FIXED_BASES
+    assert bases != DCD_BROKEN_BASES
 
 
 def test_edit_bases_follow_each_cycles_ranking() -> None:
