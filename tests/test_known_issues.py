@@ -22,7 +22,6 @@ from poet.curricula.plr import ACCELOptions, edit_bases
 from poet.curricula.poet.novelty import pata_ec
 from poet.curricula.poet.reproduction import pata_ec_novelty
 
-
 # ----------------------------------------------------------------- 1. uber-research/poet PR 8
 # The reference's PATA-EC on these scores with PR 8's bounds (25, 340): poet `master`
 # poet_distributed/stats.py compute_centered_ranks, run outside this project on the scores
