@@ -340,3 +340,18 @@ def test_a_level_with_no_finished_episode_gets_no_score_not_minus_inf() -> None:
     assert b.scores == [1.25, 0.25]  # b keeps its score (jaxued PR 6's rule)
     stamp = b.propose()
     assert b.offer("new", scores[1], stamp) is None and b.levels == ["a", "b"]  # a new one stays out
+
+
+# ------------------------------------------------------------------------------ the page
+def test_every_row_of_the_page_names_tests_that_exist_here() -> None:
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "curricula" / "known-issues.md").read_text()
+    summary = page[page.index("| issue |") : page.index("\n## ")]
+    rows = [line for line in summary.splitlines()[2:] if line.startswith("|")]
+    here = {name for name in globals() if name.startswith("test_")}
+    assert len(rows) == 5
+    for row in rows:
+        named = [n.strip("`") for n in row.rstrip(" |").rpartition("|")[2].split(",")]
+        named = [n.strip().strip("`") for n in named]
+        assert named and all(n in here for n in named), f"{row[:60]}...: {named} not all in this file"
