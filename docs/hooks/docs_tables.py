@@ -464,9 +464,9 @@ def poet_cap20_1000() -> Table:
 # ---------------------------------------------------------------- experiments
 
 
-def compare_curricula() -> Table:
+def compare_curricula(path: str = "experiments/results/compare_curricula.json") -> Table:
     """The best agent's final held-out score per level: mean (min to max) over seeds."""
-    src = Source("experiments/results/compare_curricula.json")
+    src = Source(path)
     levels = ["flat", "pits", "stumps", "rough", "combined"]
     table = Table(["curriculum", *levels, "iterations", "trainer steps", "env steps"], sources=[src.path])
     for i, row in enumerate(src.get("summary")):
@@ -478,6 +478,11 @@ def compare_curricula() -> Table:
         cells += [src.num(k + "iterations", "d"), src.num(k + "trainer_steps_mean"), src.num(k + "env_steps_mean")]
         table.rows.append(cells)
     return table
+
+
+def compare_curricula_es() -> Table:
+    """The same for ACCEL, robust PLR and DR trained with ES (`--set trainer.name=es`)."""
+    return compare_curricula("experiments/results/compare_curricula_es.json")
 
 
 def scripted_runner() -> Table:
@@ -685,6 +690,7 @@ TABLES: dict[str, Callable[[], Table]] = {
         ppo_lunar_lander,
         poet_cap20_1000,
         compare_curricula,
+        compare_curricula_es,
         scripted_runner,
         course_generalisation,
         climb_classes,
