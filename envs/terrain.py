@@ -49,10 +49,11 @@ FAMILY = "terrain"
 RUNOUT = 12.0  # flat grass after the finish so the look-ahead never leaves the arrays
 START_PAD = 5.0
 WALK_STEP = 0.5  # the roughness random walk is sampled this often, then interpolated
-ROUGH_GAIN = 0.04
+ROUGH_GAIN = 0.04  # metres per unit of roughness and of a kick
+REVERSION = 0.3  # POET's pull to the start height, 0.01, in units of its kick, 1 / 30
 GRASS_MIN, GRASS_MAX = 3.0, 6.0
-PIT_SCALE = 1.0  # metres per pit_gap unit
-STUMP_SCALE = 0.4  # metres per stump_height unit
+PIT_SCALE = 0.8125  # metres per pit_gap unit
+STUMP_SCALE = 0.292  # metres per stump_height unit
 STUMP_WIDTH = 1.0
 
 PIT_MAX, PIT_DEFAULT, PIT_STEP = 8.0, (0.0, 0.8), 0.4
@@ -112,13 +113,15 @@ def _build_course(
 ) -> Course:
     rng = np.random.Generator(np.random.PCG64(seed))
     n = n_cells_for(course_length)
-    base, walk_slope = _ground_walk(rng, roughness, n, course_length)
+    noise = rng.uniform(-1.0, 1.0, size=_walk_samples(n))  # drawn always: roughness never shifts obstacles
     is_pit, x0, size = _place_obstacles(rng, pit_gap, stump_height, course_length)
     first = np.rint(x0 / RES).astype(np.int64)
     last = first + np.where(is_pit, np.rint(size / RES).astype(np.int64), int(round(STUMP_WIDTH / RES)))
     keep = last > first  # a pit narrower than half a cell is no pit
     is_pit, first, last, size = is_pit[keep], first[keep], last[keep], size[keep]
-    height, pit, rim, stump = _overlay(base, is_pit, first, last, size)
+    inside = _obstacle_cells(n, first, last)
+    base, walk_slope = _ground_walk(noise, roughness, _grass_distance(inside, course_length))
+    height, pit, rim, stump = _overlay(base, inside, is_pit, first, size)
 
     slope = np.where(pit | stump, 0.0, walk_slope)
     table = np.empty((n, 4))
@@ -151,51 +154,71 @@ def ground_course(base: np.ndarray, course_length: float) -> Course:
     return Course(float(course_length), *arrays, obstacles=())
 
 
-def _overlay(
-    base: np.ndarray, is_pit: np.ndarray, first: np.ndarray, last: np.ndarray, size: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Cut the pits and raise the stumps [first, last) into the ground: (height, pit, rim, stump)."""
-    n = base.size
-    if first.size == 0:
-        return base.copy(), np.zeros(n, bool), np.zeros(n), np.zeros(n, bool)
-    # Label cells with 1 + the index of the obstacle covering them (obstacles never touch).
+def _obstacle_cells(n: int, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """1 + the index of the obstacle covering each cell, 0 on open ground (obstacles never touch)."""
     marks = np.zeros(n + 1, dtype=np.int64)
     marks[first] = np.arange(1, first.size + 1)
     marks[last] = -np.arange(1, first.size + 1)
-    label = np.cumsum(marks)[:n]
-    inside, which = label > 0, np.maximum(label - 1, 0)
-    pit = inside & is_pit[which]
-    stump = inside & ~pit
-    # Stump tops are flat, at least `size` above every point of the ground they stand on.
-    top = np.maximum.reduceat(base, np.stack([first, last], axis=1).ravel())[::2] + size
-    rim = np.where(pit, base[first - 1][which], 0.0)
-    height = np.where(pit, NO_GROUND, np.where(stump, top[which], base))
+    return np.cumsum(marks)[:n]
+
+
+def _grass_distance(inside: np.ndarray, course_length: float) -> np.ndarray:
+    """Metres of open ground from the start to each cell, up to the finish line: the ground walk
+    runs on this distance, so it pauses over pits and stumps (POET's generator holds the
+    height while it places one) and stands still on the run-out after the finish."""
+    open_cells = np.concatenate([[0], np.cumsum(inside == 0)[:-1]])
+    finish = min(int(round(course_length / RES)), inside.size - 1)
+    return np.minimum(open_cells, open_cells[finish]) * RES
+
+
+def _overlay(
+    base: np.ndarray, inside: np.ndarray, is_pit: np.ndarray, first: np.ndarray, size: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cut the pits and raise the stumps into the ground: (height, pit, rim, stump). The ground
+    is level across an obstacle (`_grass_distance`), so a pit's far bank is at its rim's
+    height and a stump stands on level ground."""
+    n = base.size
+    if first.size == 0:
+        return base.copy(), np.zeros(n, bool), np.zeros(n), np.zeros(n, bool)
+    which = np.maximum(inside - 1, 0)
+    pit = (inside > 0) & is_pit[which]
+    stump = (inside > 0) & ~pit
+    level = base[first][which]  # the ground's height under the obstacle covering a cell
+    rim = np.where(pit, level, 0.0)
+    height = np.where(pit, NO_GROUND, np.where(stump, level + size[which], base))
     return height, pit, rim, stump
 
 
-def _ground_walk(
-    rng: np.random.Generator, roughness: float, n_cells: int, course_length: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """BipedalWalker's smoothed random walk, sampled every WALK_STEP m, linear in between: (height, slope)."""
-    n_samples = int(math.ceil((n_cells - 1) * RES / WALK_STEP)) + 1
-    noise = rng.uniform(-1.0, 1.0, size=n_samples)  # drawn always: roughness never shifts obstacles
+def _walk_samples(n_cells: int) -> int:
+    """How many walk samples (one every WALK_STEP m) a course of `n_cells` draws noise for."""
+    return int(math.ceil((n_cells - 1) * RES / WALK_STEP)) + 1
+
+
+def _ground_walk(noise: np.ndarray, roughness: float, distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """POET's smoothed random walk of the ground, one sample every WALK_STEP m of open ground,
+    linear in between: (height, slope) at each cell's `distance` (`_grass_distance`).
+
+    As in the reference generator (`bipedal_walker_custom.py`: velocity = 0.8 velocity +
+    0.01 sign(-y) + U(-1, 1) / 30, then y += roughness * velocity), the pull back to the
+    start height is a fixed share (REVERSION) of a kick and both scale with roughness: a
+    course has the same shape at every roughness, its heights in proportion."""
+    n_cells = distance.size
     if roughness == 0.0:
         return np.zeros(n_cells), np.zeros(n_cells)  # the walk below stays at exactly 0
-    kicks = (noise * (roughness * ROUGH_GAIN)).tolist()
-    pad, finish = int(START_PAD / WALK_STEP), min(int(course_length / WALK_STEP), n_samples - 1)
+    amplitude = roughness * ROUGH_GAIN
+    pad, last = int(START_PAD / WALK_STEP), int(math.ceil(distance[-1] / WALK_STEP))
     ys = [0.0] * (pad + 1)  # on the start pad y = v = 0 stays exactly 0
     y = v = 0.0
-    for kick in kicks[pad + 1 : finish + 1]:
-        v = 0.8 * v + (0.01 if y < 0.0 else -0.01 if y > 0.0 else 0.0)  # 0.01 * sign(0 - y)
-        v += kick
-        y += v
+    for kick in noise[pad + 1 : last + 1].tolist():
+        v = 0.8 * v + REVERSION * (1.0 if y < 0.0 else -1.0 if y > 0.0 else 0.0) + kick
+        y += amplitude * v
         ys.append(y)
-    ys += [y] * (n_samples - len(ys))  # flat run-out after the finish
     ys_arr = np.asarray(ys)
-    height = np.interp(np.arange(n_cells) * RES, np.arange(n_samples) * WALK_STEP, ys_arr)
-    per_sample = int(round(WALK_STEP / RES))
-    slope = np.repeat(np.diff(ys_arr) / WALK_STEP, per_sample)  # slope of the segment a cell starts in
-    return height, np.append(slope, 0.0)[:n_cells]
+    height = np.interp(distance, np.arange(ys_arr.size) * WALK_STEP, ys_arr)
+    segment_slope = np.append(np.diff(ys_arr) / WALK_STEP, 0.0)
+    slope = segment_slope[np.minimum((distance / WALK_STEP + 1e-9).astype(np.int64), ys_arr.size - 1)]
+    still = np.append(distance[1:] == distance[:-1], True)  # a cell over an obstacle or on the run-out
+    return height, np.where(still, 0.0, slope)
 
 
 def _place_obstacles(
@@ -583,6 +606,10 @@ class TerrainFamily:
     """POET's BipedalWalker terrain parameters on a fast numpy runner."""
 
     name = FAMILY
+    # What the same params and seed build; a run made with another version is not resumed.
+    # 1: the ground walk ran on under pits and stumps, pits 1 m and stumps 0.4 m a unit.
+    # 2: POET's geometry (level banks, stumps on level ground) in units from the runner's limits.
+    version = 2
 
     def __init__(self, course_length: float = 80.0, max_episode_steps: int = 600):
         if isinstance(course_length, bool) or not isinstance(course_length, (int, float)):

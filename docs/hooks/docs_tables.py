@@ -485,18 +485,85 @@ def compare_curricula_es() -> Table:
     return compare_curricula("experiments/results/compare_curricula_es.json")
 
 
-def scripted_runner() -> Table:
-    """A privileged scripted controller on 100 course seeds at the paper's thresholds."""
-    src = Source("experiments/results/scripted_runner.json")
-    table = Table(["course", "class", "seeds cleared", "mean return"], sources=[src.path])
-    for name in src.get("courses"):
-        k = f"courses.{name}."
+def feasibility_limits() -> Table:
+    """The runner's limits the planner measures, and where the paper's thresholds sit in them."""
+    src = Source("experiments/results/feasibility.json")
+    table = Table(
+        [
+            "criterion",
+            "runner's limit",
+            "domain maximum",
+            "threshold",
+            "threshold / limit",
+            "POET: threshold / maximum",
+        ],
+        sources=[src.path],
+    )
+    rows = (
+        ("pit gap", "pit_width_m", " m", "pit_gap", 8.0, 6.0),
+        ("stump height", "stump_height_m", " m", "stump_height", 5.0, 2.4),
+        ("roughness", "roughness", " units", "roughness", 10.0, 4.5),
+    )
+    for name, key, unit, criterion, maximum, threshold in rows:
+        metres = src.get(f"limits.units.{criterion}_m") if criterion != "roughness" else 1.0
         table.rows.append(
             [
                 text(name),
-                src.num(k + "difficulty", "d"),
-                Cell(f"{src.get(k + 'cleared')}/{src.get(k + 'seeds')}", src.path, k + "cleared", fmt="d"),
-                src.num(k + "mean_return", ".1f"),
+                src.num(f"limits.{key}", ".2f" if "stump" in key else ".1f", suffix=unit),
+                text(f"{maximum:g} ({maximum * metres:.2f}{unit})" if criterion != "roughness" else f"{maximum:g}"),
+                text(
+                    f"{threshold:g} ({threshold * metres:.2f}{unit})" if criterion != "roughness" else f"{threshold:g}"
+                ),
+                src.num(f"limits.threshold_over_limit.{criterion}", ".2f"),
+                src.num(f"limits.poet_threshold_over_max.{criterion}", ".2f"),
+            ]
+        )
+    return table
+
+
+def feasibility() -> Table:
+    """The planner and the scripted controller on every subset of the criteria at three levels."""
+    src = Source("experiments/results/feasibility.json")
+    table = Table(
+        ["level", "criteria", "class", "planner", "scripted", "pit widths (m)", "stump heights (m)"], sources=[src.path]
+    )
+    for i, row in enumerate(src.get("courses")):
+        k = f"courses.{i}."
+        sizes = []
+        for kind in ("pit_width_m", "stump_height_m"):
+            got = row["realised"][kind]
+            sizes.append(text(f"{got['min']:.2f}-{got['max']:.2f}" if got else "-"))
+        table.rows.append(
+            [
+                text(row["level"]),
+                text(" + ".join(c.replace("_", " ") for c in row["criteria"])),
+                src.num(k + "class", "d"),
+                Cell(f"{row['planner_cleared']}/{row['seeds']}", src.path, k + "planner_cleared", fmt="d"),
+                Cell(f"{row['scripted_cleared']}/{row['seeds']}", src.path, k + "scripted_cleared", fmt="d"),
+                *sizes,
+            ]
+        )
+    return table
+
+
+def feasibility_roughness() -> Table:
+    """The planner with roughness scaled up toward its limit."""
+    src = Source("experiments/results/feasibility.json")
+    table = Table(
+        ["metres per roughness unit", "pits + roughness at threshold", "roughness at its maximum"], sources=[src.path]
+    )
+    for i, row in enumerate(src.get("roughness_scale")):
+        k = f"roughness_scale.{i}."
+        table.rows.append(
+            [
+                src.num(k + "roughness_m_per_unit", ".2f"),
+                Cell(
+                    f"{row['pits_and_roughness_at_threshold']}/{row['seeds']}",
+                    src.path,
+                    k + "pits_and_roughness_at_threshold",
+                    fmt="d",
+                ),
+                Cell(f"{row['roughness_at_maximum']}/{row['seeds']}", src.path, k + "roughness_at_maximum", fmt="d"),
             ]
         )
     return table
@@ -691,7 +758,9 @@ TABLES: dict[str, Callable[[], Table]] = {
         poet_cap20_1000,
         compare_curricula,
         compare_curricula_es,
-        scripted_runner,
+        feasibility_limits,
+        feasibility,
+        feasibility_roughness,
         course_generalisation,
         climb_classes,
         climb_maxima,

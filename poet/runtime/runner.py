@@ -300,6 +300,7 @@ def run(
                 {
                     "poet_version": __version__,
                     "family": cfg.env.family,
+                    "family_version": family_version(parts.family),
                     "curriculum": cfg.curriculum,
                     "seed": cfg.seed,
                     "policy": parts.spec.to_dict(),
@@ -343,6 +344,7 @@ def resume(
     extra = [f"iterations={iterations}"] if iterations is not None else []
     cfg = load_as_saved(data=saved.to_dict(), overrides=[*overrides, *extra])
     parts = check_parts(cfg)
+    _check_family_version(run_dir, parts.family)
     with RunDirLock(run_dir):  # before touching tables: another process may be writing them
         if checkpoint.checkpoints(run_dir):
             try:
@@ -360,6 +362,26 @@ def resume(
         if cfg.iterations != saved.iterations:  # only the target: where this resume runs is its own
             save_config(dataclasses.replace(saved, iterations=cfg.iterations), config_path)
         return _drive(parts, run_dir, snapshot, progress, restart=snapshot is None)
+
+
+def family_version(family: EnvFamily) -> int:
+    """The version of what a family builds from params and a seed (its `version`, else 1)."""
+    return int(getattr(family, "version", 1))
+
+
+def _check_family_version(run_dir: Path, family: EnvFamily) -> None:
+    """Refuse to resume a run whose family now builds other episodes from the same params."""
+    try:
+        made = int(json.loads((run_dir / "run.json").read_text()).get("family_version", 1))
+    except (OSError, ValueError, TypeError, AttributeError):
+        raise ConfigError(f"{run_dir / 'run.json'}: unreadable; is this a poet run directory?") from None
+    now = family_version(family)
+    if made != now:
+        raise ConfigError(
+            f"{run_dir}: made with version {made} of the {family.name!r} family, whose episodes this poet "
+            f"builds differently (version {now}); resuming would change its envs half-way. Its records "
+            f"still load for analysis; finish it with the poet it was made with, or start a new run"
+        )
 
 
 def _already_done(run_dir: Path, snapshot: checkpoint.Snapshot, target: int) -> RunResult:
