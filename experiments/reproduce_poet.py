@@ -1,34 +1,37 @@
-"""POET's claim at the paper's difficulty classes: what POET solves per class, what its controls
-solve there, and Enhanced POET's ANNECS against the original's.
+"""POET's claim at the paper's difficulty classes, at three POET seeds: what POET solves per
+class, what its controls solve there, and Enhanced POET's ANNECS against the original's.
 
-    python experiments/reproduce_poet.py [--iterations 2500] [--seeds 2] [--control-seeds 3]
-                                         [--targets 3] [--out runs/reproduce]
-                                         [--results experiments/results/reproduce_poet] [--quick]
+    python experiments/reproduce_poet.py            # many hours on 2 cores; run it again to resume
+    python experiments/reproduce_poet.py --quick    # a smoke run, into a temporary directory
 
-1. Original POET on `terrain` and Enhanced POET on `terrain_cppn` run `--iterations` with
-   the paper's structure where it fits (`experiments/annecs_poet_vs_enhanced.py`: capacity
-   20, a transfer and a reproduction every 25 iterations), seeds 0 .. `--seeds` - 1. POET's
-   seed-0 run is the one the controls are measured against.
-2. Its solved envs are classed as the POET paper classes them (`family.difficulty`: how many
-   of max stump height >= 2.4, max pit gap >= 6.0, roughness >= 4.5 a course meets). Of each
-   class reached, up to `--targets` solved envs, hardest first (the sum over the criteria of
-   each value over its threshold), are the targets.
-3. The controls, `--control-seeds` seeds each, with the same trainer settings as POET's:
+1. **POET** on `terrain`, seeds 0 .. `--poet-seeds` - 1, `--iterations` each (10,000), with
+   the study's schedule over `experiments/reproduce_poet.yaml` (`annecs_poet_vs_enhanced.py`:
+   capacity 20, a transfer and a reproduction every 25 iterations, up to 2 admitted).
+2. **Targets.** Per POET seed and class of `--classes` (1-3: the paper's claim is about the
+   challenging classes), the `--targets` hardest envs POET solved (each criterion's value
+   over its threshold, summed). An env that is a target of two seeds counts once.
+3. **Controls on every target**, `--control-seeds` seeds each, with POET's trainer settings:
    - `direct`: ES from a fresh agent on the target's own course;
-   - `path`: the direct-path curriculum, 10 equal stages from the start course to the target;
-   both with twice the trainer steps of the target's POET lineage (`lineage_steps`);
-   - `accel` and `dr`, which never see the target: one run per class and seed, until it has
-     taken the env steps of the class's longest direct run, scored on each of its targets.
-   A run's score on a target: for `direct` and `path` the best score it recorded on the
-   target's course; for `accel` and `dr` their final agents' best on it. POET's: the best
-   score its pair recorded on the target (>= the solved threshold, as it is solved).
-4. Per class and control: the runs that reached the solved threshold, their best scores and
-   a Mann-Whitney U test of POET's scores on the class's targets against the control's
-   (one-sided: POET higher).
+   - `path`: the direct-path curriculum, 10 equal stages from the flat course to the target;
+   both for `BUDGET_FACTOR` (2) times the trainer steps of the target's POET lineage, with the
+   iteration at which ES's noise reached its floor (`sigma_floor`) recorded;
+   - `accel` and `dr`, which never see the target: one run per POET seed, class and control
+     seed until it has taken the env steps of that class's longest direct run, scored on
+     each of its targets.
+   A run's score on a target: for `direct` and `path` the best score it recorded on it; for
+   `accel` and `dr` their final agents' best on it; POET's, the best its pair recorded.
+4. **Statistics at the target.** Per class and control, the exact one-sided sign-flip test of
+   POET's score minus the control's mean over its seeds, target by target
+   (`study_stats.py`): the smallest p the design can give, Holm-adjusted p over every test of
+   the page, and the mean difference with a bootstrap 95% interval.
+5. **ANNECS**: POET and Enhanced POET (on `terrain_cppn`) at seeds 0 .. `--annecs-seeds` - 1,
+   the same schedule and iterations; the cost of each arm by phase.
 
 Every run is resumable: rerunning the command resumes each run directory where it stopped (a
-finished one costs nothing). It writes `results.json` (every number), `results.md` (the
-tables), `scores.png`, `climb.png` and `annecs.png` in `--results`.
+finished one costs nothing). `results.json` (every number, with the phase seconds of every
+run), `results.md`, `scores.png`, `climb.png` and `annecs.png` go to `--results`:
+`experiments/results/reproduce_poet/` for the full study; `--quick` writes only to a
+temporary directory or to a `--results` outside `experiments/results/`.
 """
 
 from __future__ import annotations
@@ -37,21 +40,24 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
-from scipy.stats import mannwhitneyu
 
 import poet
 from envs import EnvParams
 from envs.terrain import DIFFICULTY_CLASSES, DIFFICULTY_CRITERIA
 from poet.analysis import Run, load_run
+from poet.trainers.es import ESOptions
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "experiments" / "results"
 sys.path.insert(0, str(ROOT / "experiments"))  # the sibling scripts this study runs
 import annecs_poet_vs_enhanced as arms  # noqa: E402
+import study_stats  # noqa: E402
 from difficulty_climb import climb  # noqa: E402
 
 CONFIG = arms.CONFIG
@@ -60,9 +66,8 @@ CONTROLS = ("direct", "path", "accel", "dr")
 # steps says they need to match the direct runs' (a cycle of 16 levels costs far more env
 # steps than an ES step on one env, so a longer first stretch would overshoot)
 FIRST_STRETCH = 200
-BUDGET_FACTOR = (
-    2  # controls get twice the lineage's trainer steps; the paper's own budget is unverified (docs/study.md)
-)
+# controls get twice the lineage's trainer steps; the paper's own budget is unverified (docs/study.md)
+BUDGET_FACTOR = 2
 QUICK_CONTROL = [
     "env.options={course_length: 20.0, max_episode_steps: 150}",
     "trainer.es.population=8",
@@ -197,27 +202,200 @@ def score_of(name: str, run_dir: Path, run: Run, target: EnvParams, target_id: s
     return final_score(run_dir, target)
 
 
-def rank_test(poet_scores: list[float], control_scores: list[float]) -> dict:
-    """Mann-Whitney U of POET's scores against a control's, one-sided (POET higher)."""
-    if not poet_scores or not control_scores:
-        return {"u": None, "p": None}
-    test = mannwhitneyu(poet_scores, control_scores, alternative="greater")
-    return {"u": float(test.statistic), "p": float(test.pvalue)}
+# ------------------------------------------------------------------------- the parts
+def sigma_floor_iteration(run: Run) -> int | None:
+    """The first iteration at which ES's noise was at its floor (None: it never got there)."""
+    floor = float(run.config["trainer"]["es"].get("sigma_floor", ESOptions().sigma_floor))
+    at = run.iterations.loc[run.iterations["sigma"] <= floor * (1 + 1e-9), "iteration"]
+    return int(at.min()) if len(at) else None
+
+
+def phase_seconds(run: Run) -> float:
+    """Seconds a run spent in its phases, over every resume."""
+    return float(run.phases["seconds"].sum())
+
+
+def poet_seed(seed: int, args: argparse.Namespace) -> dict:
+    """Part 1 for one seed: the run, its climb and its classes."""
+    entry = arms.run_arm("poet", seed, args.iterations, args.out, args.quick)
+    run_dir = Path(entry["run_dir"])
+    report = climb(run_dir, every=max(1, args.iterations // 20))
+    return {
+        "seed": seed,
+        "run_dir": entry["run_dir"],
+        "iterations": entry["iterations"],
+        "classes": report["classes"],
+        "climb": report["solved_envs_over_iterations"],
+        "seconds": phase_seconds(load_run(run_dir)),
+    }
+
+
+def targets_of(seeds: list[dict], args: argparse.Namespace) -> list[dict]:
+    """Part 2: each seed's hardest solved envs per class; an env already a target counts once."""
+    targets: dict[str, dict] = {}
+    for s in seeds:
+        run = load_run(Path(s["run_dir"]))
+        envs = run.envs.set_index("env_id")
+        for level, ids in pick_targets(run, args.targets).items():
+            if level not in args.classes:
+                continue
+            for env_id in ids:
+                if env_id in targets:
+                    targets[env_id]["also_target_of_seeds"].append(s["seed"])
+                    continue
+                steps = lineage_steps(run, env_id)
+                targets[env_id] = {
+                    "poet_seed": s["seed"],
+                    "class": level,
+                    "env_id": env_id,
+                    "params": json.loads(envs.loc[env_id, "params_json"])["values"],
+                    "hardness": hardness(json.loads(envs.loc[env_id, "params_json"])["values"]),
+                    "solved_iteration": int(envs.loc[env_id, "solved_iteration"]),
+                    "lineage_steps": steps,
+                    "budget": BUDGET_FACTOR * max(1, steps),
+                    "poet_score": best_recorded(run, env_id),
+                    "also_target_of_seeds": [],
+                    "controls": {},
+                }
+    return list(targets.values())
+
+
+def control_record(name: str, out: Path, target: EnvParams, target_id: str, seed: int, threshold: float) -> dict:
+    """One control run's numbers on one target."""
+    run = load_run(out)
+    score = score_of(name, out, run, target, target_id)
+    record = {
+        "seed": seed,
+        "run_dir": str(out),
+        "iterations": int(run.phases["iteration"].max()) + 1,
+        "env_steps": env_steps(run),
+        "score": score,
+        "solved": bool(score >= threshold),
+        "seconds": phase_seconds(run),
+    }
+    if name in ("direct", "path"):
+        record["sigma_floor_iteration"] = sigma_floor_iteration(run)
+    return record
+
+
+def run_controls(targets: list[dict], args: argparse.Namespace, threshold: float) -> None:
+    """Part 3: every control of every target, in place in `targets`."""
+    params = {t["env_id"]: EnvParams.create("terrain", t["params"]) for t in targets}
+    for t in targets:  # direct and path, per target
+        for name in ("direct", "path"):
+            t["controls"][name] = []
+            for seed in range(args.control_seeds):
+                out = args.out / "controls" / f"{t['env_id'][:8]}-{name}-seed{seed}"
+                run_or_resume(out, control_overrides(name, params[t["env_id"]], seed, args.quick), t["budget"])
+                t["controls"][name].append(control_record(name, out, params[t["env_id"]], t["env_id"], seed, threshold))
+        print(
+            f"  target {t['env_id'][:8]} (seed {t['poet_seed']}, class {t['class']}): direct and path done", flush=True
+        )
+    groups: dict[tuple[int, int], list[dict]] = {}
+    for t in targets:
+        groups.setdefault((t["poet_seed"], t["class"]), []).append(t)
+    for (seed_of_poet, level), group in groups.items():  # ACCEL and DR, per POET seed and class
+        goal = max(r["env_steps"] for t in group for r in t["controls"]["direct"])
+        first = min(FIRST_STRETCH, max(t["budget"] for t in group))
+        for name in ("accel", "dr"):
+            for seed in range(args.control_seeds):
+                out = args.out / "controls" / f"seed{seed_of_poet}-class{level}-{name}-seed{seed}"
+                match_env_steps(out, control_overrides(name, params[group[0]["env_id"]], seed, args.quick), goal, first)
+                for t in group:
+                    t["controls"].setdefault(name, []).append(
+                        control_record(name, out, params[t["env_id"]], t["env_id"], seed, threshold)
+                    )
+        print(f"  POET seed {seed_of_poet}, class {level}: accel and dr done", flush=True)
+
+
+def class_statistics(seeds: list[dict], targets: list[dict], args: argparse.Namespace, threshold: float) -> list[dict]:
+    """Part 4: per class, what each POET seed reached and each control against POET, target by target."""
+    classes = []
+    for level in args.classes:
+        name = DIFFICULTY_CLASSES[level]
+        mine = [t for t in targets if t["class"] == level]
+        entry = {
+            "class": level,
+            "name": name,
+            "per_seed": [{"seed": s["seed"], **s["classes"][name]} for s in seeds],
+            "seeds_solving": sum(s["classes"][name]["solved"] > 0 for s in seeds),
+            "targets": len(mine),
+            "controls": {},
+        }
+        for control in CONTROLS:
+            runs = [[r["score"] for r in t["controls"].get(control, [])] for t in mine]
+            scores = [x for r in runs for x in r]
+            entry["controls"][control] = {
+                "runs": len(scores),
+                "reached_threshold": int(sum(x >= threshold for x in scores)),
+                "best": max(scores) if scores else None,
+                "median": float(np.median(scores)) if scores else None,
+                "env_steps_median": float(
+                    np.median([r["env_steps"] for t in mine for r in t["controls"].get(control, [])])
+                )
+                if scores
+                else None,
+                "test": study_stats.compare_at_targets([t["poet_score"] for t in mine], runs, threshold),
+            }
+        classes.append(entry)
+    tests = study_stats.adjust_page([c["controls"][k]["test"] for c in classes for k in CONTROLS])
+    for i, (c, k) in enumerate((c, k) for c in classes for k in CONTROLS):
+        c["controls"][k]["test"] = tests[i]
+    return classes
+
+
+def annecs_part(args: argparse.Namespace) -> dict:
+    """Part 5: both POETs at the ANNECS seeds (POET's are part 1's runs); ANNECS every 1,000
+    iterations and each arm's cost by phase and by block of iterations."""
+    runs = [
+        arms.run_arm(arm, seed, args.iterations, args.out, args.quick)
+        for seed in range(args.annecs_seeds)
+        for arm in arms.ARMS
+    ]
+    every = 1000 if args.iterations >= 2000 else max(1, args.iterations // 4)
+    marks = [*range(every, args.iterations, every), args.iterations]
+    table = [{"iteration": m, **{f"{r['arm']}-seed{r['seed']}": r["annecs_curve"][m - 1] for r in runs}} for m in marks]
+    cost = {}
+    for r in runs:
+        phases = load_run(Path(r["run_dir"])).phases
+        by_phase = phases.groupby("phase")["seconds"].sum()
+        per_block = phases.assign(block=phases["iteration"] // every).groupby("block")["seconds"].sum()
+        cost[f"{r['arm']}-seed{r['seed']}"] = {
+            "seconds": float(by_phase.sum()),
+            "by_phase": {k: float(v) for k, v in by_phase.items()},
+            "seconds_per_block": [float(v) for v in per_block.to_numpy()],
+        }
+    return {"every": every, "runs": runs, "table": table, "cost": cost}
 
 
 # ------------------------------------------------------------------------------ main
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=2500)
-    parser.add_argument("--seeds", type=int, default=2, help="seeds of each POET arm (the ANNECS figure)")
+    parser.add_argument("--iterations", type=int, default=10_000)
+    parser.add_argument("--poet-seeds", type=int, default=3)
+    parser.add_argument("--annecs-seeds", type=int, default=2, help="seeds of both POETs in the ANNECS comparison")
     parser.add_argument("--control-seeds", type=int, default=3)
-    parser.add_argument("--targets", type=int, default=3, help="solved envs per class")
-    parser.add_argument("--out", type=Path, default=Path("runs/reproduce"))
-    parser.add_argument("--results", type=Path, default=ROOT / "experiments" / "results" / "reproduce_poet")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes, in-process")
+    parser.add_argument("--targets", type=int, default=3, help="solved envs per POET seed and class")
+    parser.add_argument("--classes", type=int, nargs="+", default=[1, 2, 3], help="classes with targets")
+    parser.add_argument("--out", type=Path, default=None, help="run directories (default runs/reproduce)")
+    parser.add_argument("--results", type=Path, default=None, help=f"default {RESULTS / 'reproduce_poet'}")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes, in-process, never the results")
     args = parser.parse_args()
     if args.quick:
-        args.iterations, args.seeds, args.control_seeds, args.targets = 12, 1, 1, 1
+        if args.results is not None and args.results.resolve().is_relative_to(RESULTS):
+            parser.error("--quick never writes into experiments/results/; give --results elsewhere or none")
+        scratch = Path(tempfile.mkdtemp(prefix="reproduce_poet-quick-"))
+        args.out = args.out or scratch / "runs"
+        args.results = args.results or scratch / "results"
+        args.iterations, args.poet_seeds, args.annecs_seeds, args.control_seeds = 12, 2, 1, 1
+        args.targets, args.classes = 1, [0, 1, 2, 3]
+    args.out = args.out or Path("runs/reproduce")
+    args.results = args.results or RESULTS / "reproduce_poet"
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     t0 = time.perf_counter()
     if not args.quick:  # one Ray instance for every run of the study
         from poet.runtime.ray_session import ensure_ray
@@ -226,146 +404,126 @@ def main() -> None:
     command = "python experiments/reproduce_poet.py" + (
         " --quick"
         if args.quick
-        else f" --iterations {args.iterations} --seeds {args.seeds} --control-seeds {args.control_seeds}"
-        f" --targets {args.targets}"
+        else f" --iterations {args.iterations} --poet-seeds {args.poet_seeds} --annecs-seeds {args.annecs_seeds}"
+        f" --control-seeds {args.control_seeds} --targets {args.targets}"
+        f" --classes {' '.join(map(str, args.classes))}"
     )
     result: dict = {
         "command": command,
         "config": str(CONFIG.relative_to(ROOT)),
         "structure": arms.QUICK if args.quick else arms.STRUCTURE,
         "budget_factor": BUDGET_FACTOR,
+        "budget_rule": f"direct and path: {BUDGET_FACTOR} x the trainer steps of the target's POET lineage; "
+        "accel and dr: the env steps of the longest direct run of the target's POET seed and class",
     }
-
-    # 1: POET, seed 0 (the other arms run last: the controls need only this one)
-    poet_arm = arms.run_arm("poet", 0, args.iterations, args.out, args.quick)
-    poet_dir = Path(poet_arm["run_dir"])
-    run = load_run(poet_dir)
-    threshold = float(run.config["solved_threshold"])
+    seeds = [poet_seed(seed, args) for seed in range(args.poet_seeds)]
+    threshold = float(load_run(Path(seeds[0]["run_dir"])).config["solved_threshold"])
     result["solved_threshold"] = threshold
-    result["climb"] = climb(poet_dir, every=max(1, args.iterations // 25))
-
-    # 2-3: targets per class and their controls
-    result["classes"] = []
-    envs = run.envs.set_index("env_id")
-    for level, ids in pick_targets(run, args.targets).items():
-        entry = {
-            "class": level,
-            "name": DIFFICULTY_CLASSES[level],
-            "created": int((run.envs["difficulty"] == level).sum()),
-            "solved": int(((run.envs["difficulty"] == level) & run.envs["solved_iteration"].notna()).sum()),
-            "targets": [],
-        }
-        targets = [EnvParams.from_json(envs.loc[env_id, "params_json"]) for env_id in ids]
-        for env_id, target in zip(ids, targets):
-            steps = lineage_steps(run, env_id)
-            entry["targets"].append(
-                {
-                    "env_id": env_id,
-                    "params": target.values,
-                    "hardness": hardness(target.values),
-                    "solved_iteration": int(envs.loc[env_id, "solved_iteration"]),
-                    "lineage_steps": steps,
-                    "budget": BUDGET_FACTOR * max(1, steps),
-                    "poet_score": best_recorded(run, env_id),
-                    "controls": {},
-                }
-            )
-        for name in CONTROLS:
-            for seed in range(args.control_seeds):
-                if name in ("accel", "dr"):  # one run per class and seed, scored on every target
-                    out = args.out / "controls" / f"class{level}-{name}-seed{seed}"
-                    first = min(FIRST_STRETCH, max(t["budget"] for t in entry["targets"]))
-                    match_env_steps(
-                        out, control_overrides(name, targets[0], seed, args.quick), entry["env_steps"], first
-                    )
-                    runs = [out] * len(targets)
-                else:
-                    runs = [args.out / "controls" / f"{t['env_id'][:8]}-{name}-seed{seed}" for t in entry["targets"]]
-                    for out, target, t in zip(runs, targets, entry["targets"]):
-                        run_or_resume(out, control_overrides(name, target, seed, args.quick), t["budget"])
-                for t, target, out in zip(entry["targets"], targets, runs):
-                    record = t["controls"].setdefault(name, {"iterations": [], "env_steps": [], "scores": []})
-                    control = load_run(out)
-                    record["iterations"].append(int(control.phases["iteration"].max()) + 1)
-                    record["env_steps"].append(env_steps(control))
-                    record["scores"].append(score_of(name, out, control, target, t["env_id"]))
-            if name == "direct":  # what ACCEL and DR get: the env steps of the class's longest direct run
-                entry["env_steps"] = max(s for t in entry["targets"] for s in t["controls"]["direct"]["env_steps"])
-            print(f"class {level} {name}: done ({time.perf_counter() - t0:.0f} s)", flush=True)
-        poet_scores = [t["poet_score"] for t in entry["targets"]]
-        entry["controls"] = {}
-        for name in CONTROLS:
-            scores = [s for t in entry["targets"] for s in t["controls"][name]["scores"]]
-            entry["controls"][name] = {
-                "runs": len(scores),
-                "reached_threshold": int(sum(s >= threshold for s in scores)),
-                "best": max(scores),
-                "median": float(np.median(scores)),
-                "env_steps_median": float(
-                    np.median([s for t in entry["targets"] for s in t["controls"][name]["env_steps"]])
-                ),
-                "mann_whitney_poet_greater": rank_test(poet_scores, scores),
-            }
-        result["classes"].append(entry)
-
-    # 4: both POETs at every seed, for the ANNECS figure
-    result["arms"] = [poet_arm]
-    for seed in range(args.seeds):
-        for arm in arms.ARMS:
-            if (arm, seed) != ("poet", 0):
-                result["arms"].append(arms.run_arm(arm, seed, args.iterations, args.out, args.quick))
-            print(f"{arm} seed {seed}: ANNECS {result['arms'][-1]['annecs']}", flush=True)
-    result["seconds"] = round(time.perf_counter() - t0, 1)
+    result["poet"] = seeds
+    print(f"POET: {len(seeds)} seeds done ({time.perf_counter() - t0:.0f} s)", flush=True)
+    targets = targets_of(seeds, args)
+    run_controls(targets, args, threshold)
+    result["targets"] = targets
+    result["classes"] = class_statistics(seeds, targets, args, threshold)
+    result["annecs"] = annecs_part(args)
+    result["parts_seconds"] = {
+        "poet": sum(s["seconds"] for s in seeds),
+        # each control run once, though ACCEL's and DR's are scored on several targets
+        **{
+            k: sum({r["run_dir"]: r["seconds"] for t in targets for r in t["controls"].get(k, [])}.values())
+            for k in CONTROLS
+        },
+        "enhanced_poet": sum(c["seconds"] for k, c in result["annecs"]["cost"].items() if k.startswith("enhanced")),
+    }
+    result["seconds_this_call"] = round(time.perf_counter() - t0, 1)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "results.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
     (args.results / "results.md").write_text(tables(result))
     figures(result, args.results)
     print((args.results / "results.md").read_text())
-    print(f"total wall time {result['seconds']:.0f} s; results in {args.results}")
+    print(f"wall time of this call {result['seconds_this_call']:.0f} s; results in {args.results}")
 
 
 # --------------------------------------------------------------------------- outputs
+def p_text(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.3g}"
+
+
 def tables(result: dict) -> str:
-    """Markdown: per class, POET's envs and each control's runs at the threshold, best score, rank test."""
+    """Markdown: per class POET's seeds and each control against it at the target; every target;
+    the climb per seed; ANNECS every 1,000 iterations."""
     threshold = result["solved_threshold"]
+    n_seeds = len(result["poet"])
     lines = [
-        "| class | POET: envs created / solved | targets | control | runs >= "
-        f"{threshold:g} | best | median | env steps per run (median) | Mann-Whitney p (POET higher) |",
-        "|---" * 9 + "|",
+        f"| class | POET seeds solving one | targets | control | runs >= {threshold:g} | best | mean difference "
+        "(POET - control) [95% CI] | p (sign-flip, unit: target) | smallest p possible | Holm p |",
+        "|---" * 10 + "|",
     ]
     for c in result["classes"]:
         for i, name in enumerate(CONTROLS):
-            s = c["controls"][name]
-            p = s["mann_whitney_poet_greater"]["p"]
+            s, t = c["controls"][name], c["controls"][name]["test"]
             head = (
-                f"| {c['class']} {c['name']} | {c['created']} / {c['solved']} | {len(c['targets'])} "
-                if i == 0
-                else "| | | "
+                f"| {c['class']} {c['name']} | {c['seeds_solving']}/{n_seeds} | {c['targets']} " if i == 0 else "| | | "
             )
+            diff = (
+                "n/a"
+                if t["mean_difference"] is None
+                else f"{t['mean_difference']:.0f} [{t['ci95'][0]:.0f}, {t['ci95'][1]:.0f}]"
+            )
+            best = "n/a" if s["best"] is None else f"{s['best']:.0f}"
             lines.append(
-                head + f"| {name} | {s['reached_threshold']}/{s['runs']} | {s['best']:.0f} | "
-                f"{s['median']:.0f} | {s['env_steps_median'] / 1e6:.1f} M | {'n/a' if p is None else f'{p:.3g}'} |"
+                head + f"| {name} | {s['reached_threshold']}/{s['runs']} | {best} | {diff} | {p_text(t['p'])} | "
+                f"{p_text(t['min_p'])} | {p_text(t['p_holm'])} |"
             )
     lines += [
         "",
-        "| class | target | POET solved at | lineage steps | control budget | POET score | "
-        + " | ".join(f"{n} (best)" for n in CONTROLS)
-        + " |",
-        "|---" * (6 + len(CONTROLS)) + "|",
+        "| POET seed | class | target | solved at | lineage steps | budget | POET | "
+        + " | ".join(f"{n}: solved, best" for n in CONTROLS)
+        + " | direct: noise at floor from |",
+        "|---" * (8 + len(CONTROLS)) + "|",
     ]
-    for c in result["classes"]:
-        for t in c["targets"]:
-            cells = [f"{max(t['controls'][n]['scores']):.0f}" for n in CONTROLS]
-            lines.append(
-                f"| {c['class']} | {t['env_id'][:8]} ({describe(t['params'])}) | {t['solved_iteration']} | "
-                f"{t['lineage_steps']} | {t['budget']} | {t['poet_score']:.0f} | " + " | ".join(cells) + " |"
+    for t in result["targets"]:
+        cells = []
+        for n in CONTROLS:
+            runs = t["controls"].get(n, [])
+            cells.append(
+                f"{sum(r['solved'] for r in runs)}/{len(runs)}, {max((r['score'] for r in runs), default=float('nan')):.0f}"
             )
-    ends = ", ".join(
-        f"{a['arm']} seed {a['seed']}: {a['annecs']}"
-        + (f" ({a['annecs_reference']} by the reference code)" if "annecs_reference" in a else "")
-        for a in result["arms"]
-    )
-    return "\n".join(lines + ["", f"ANNECS at the end: {ends}"]) + "\n"
+        floors = [r.get("sigma_floor_iteration") for r in t["controls"].get("direct", [])]
+        lines.append(
+            f"| {t['poet_seed']} | {t['class']} | {t['env_id'][:8]} ({describe(t['params'])}) | {t['solved_iteration']} | "
+            f"{t['lineage_steps']} | {t['budget']} | {t['poet_score']:.0f} | "
+            + " | ".join(cells)
+            + f" | {', '.join('never' if f is None else str(f) for f in floors)} |"
+        )
+    lines += [
+        "",
+        "| POET seed | " + " | ".join(DIFFICULTY_CLASSES) + " |",
+        "|---" * (1 + len(DIFFICULTY_CLASSES)) + "|",
+    ]
+    for s in result["poet"]:
+        cells = [
+            f"{c['created']} / {c['solved']}" + (f" (first at {c['first_solved_iteration']})" if c["solved"] else "")
+            for c in s["classes"].values()
+        ]
+        lines.append(f"| {s['seed']} | " + " | ".join(cells) + " |")
+    a = result["annecs"]
+    names = [k for k in a["table"][0] if k != "iteration"]
+    lines += ["", "| iteration | " + " | ".join(names) + " |", "|---" * (1 + len(names)) + "|"]
+    lines += [f"| {row['iteration']} | " + " | ".join(str(row[n]) for n in names) + " |" for row in a["table"]]
+    lines += [
+        "",
+        "| arm | hours | " + " | ".join(sorted({p for c in a["cost"].values() for p in c["by_phase"]})) + " |",
+    ]
+    phases = sorted({p for c in a["cost"].values() for p in c["by_phase"]})
+    lines.append("|---" * (2 + len(phases)) + "|")
+    for name, c in a["cost"].items():
+        lines.append(
+            f"| {name} | {c['seconds'] / 3600:.2f} | "
+            + " | ".join(f"{c['by_phase'].get(p, 0.0) / 3600:.2f}" for p in phases)
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def describe(values: dict) -> str:
@@ -382,49 +540,58 @@ def figures(result: dict, out: Path) -> list[Path]:
     paths = [out / "scores.png", out / "climb.png", out / "annecs.png"]
     scores_figure(result, paths[0])
     climb_figure(result, paths[1])
-    arms.figure(result["arms"], paths[2])
+    arms.figure(result["annecs"]["runs"], paths[2])
     return paths
 
 
 def scores_figure(result: dict, path: Path) -> None:
-    """Every run's score per class and control, beside POET's, with the solved threshold."""
+    """Every target's POET score and each control's runs on it, per class, with the solved threshold."""
     fig = Figure(figsize=(9, 4), layout="constrained")
     ax = fig.add_subplot()
     names = ["POET", *CONTROLS]
     width = 0.8 / len(names)
     for i, name in enumerate(names):
         for j, c in enumerate(result["classes"]):
+            mine = [t for t in result["targets"] if t["class"] == c["class"]]
             ys = (
-                [t["poet_score"] for t in c["targets"]]
+                [t["poet_score"] for t in mine]
                 if name == "POET"
-                else [s for t in c["targets"] for s in t["controls"][name]["scores"]]
+                else [r["score"] for t in mine for r in t["controls"].get(name, [])]
             )
             xs = j + (i - (len(names) - 1) / 2) * width + np.linspace(-0.3, 0.3, len(ys)) * width
-            ax.scatter(xs, ys, s=18, color=f"C{i}", label=name if j == 0 else None)
+            ax.scatter(xs, ys, s=14, color=f"C{i}", label=name if j == 0 else None)
     ax.axhline(result["solved_threshold"], color="k", ls="--", lw=1, label=f"solved ({result['solved_threshold']:g})")
     ax.set_xticks(range(len(result["classes"])), [f"{c['class']}: {c['name']}" for c in result["classes"]])
     ax.set(
         xlabel="the POET paper's difficulty class of the target",
         ylabel="score on the target",
-        title="POET's solved envs against its controls, per class",
+        title="POET's solved envs against its controls, per class (every target, every seed)",
     )
     ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.savefig(path, dpi=100)
 
 
 def climb_figure(result: dict, path: Path) -> None:
-    """The largest value of each criterion among POET's solved envs over iterations, with the thresholds."""
-    rows = result["climb"]["solved_envs_over_iterations"]
+    """The largest value of each criterion among POET's solved envs over iterations, per seed."""
     fig = Figure(figsize=(9, 3.5), layout="constrained")
     ax = fig.add_subplot()
-    for i, (name, threshold) in enumerate(DIFFICULTY_CRITERIA.items()):
-        ys = [np.nan if r[f"max_{name}"] is None else r[f"max_{name}"] / threshold for r in rows]
-        ax.plot([r["iteration"] + 1 for r in rows], ys, color=f"C{i}", label=f"max {name} / {threshold:g}")
-    ax.axhline(1.0, color="k", ls="--", lw=1, label="the paper's criterion")
+    styles = ["-", "--", ":", "-."]
+    for s in result["poet"]:
+        rows = s["climb"]
+        for i, (name, threshold) in enumerate(DIFFICULTY_CRITERIA.items()):
+            ys = [np.nan if r[f"max_{name}"] is None else r[f"max_{name}"] / threshold for r in rows]
+            ax.plot(
+                [r["iteration"] + 1 for r in rows],
+                ys,
+                color=f"C{i}",
+                ls=styles[s["seed"] % len(styles)],
+                label=f"max {name} / {threshold:g}" if s["seed"] == 0 else None,
+            )
+    ax.axhline(1.0, color="k", lw=1, label="the paper's criterion")
     ax.set(
         xlabel="iteration",
         ylabel="largest among solved envs / criterion",
-        title="How far POET's solved envs climb towards the paper's criteria (seed 0)",
+        title="How far POET's solved envs climb towards the paper's criteria (line style: seed)",
     )
     ax.legend(fontsize="small")
     fig.savefig(path, dpi=100)

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import ROOT
 
 
-def _reproduce(out, results):
+def _reproduce(*args):
     return subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "experiments" / "reproduce_poet.py"),
-            "--quick",
-            "--out",
-            str(out),
-            "--results",
-            str(results),
-        ],
+        [sys.executable, str(ROOT / "experiments" / "reproduce_poet.py"), "--quick", *map(str, args)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -29,39 +23,62 @@ def _reproduce(out, results):
     )
 
 
+def _committed_results() -> dict[str, str]:
+    folder = ROOT / "experiments" / "results"
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()
+    }
+
+
 def test_reproduce_poet_quick_writes_tables_figures_and_json_and_resumes(tmp_path):
     out, results = tmp_path / "runs", tmp_path / "results"
-    run = _reproduce(out, results)
+    run = _reproduce("--out", out, "--results", results)
     assert run.returncode == 0, run.stderr[-3000:]
     data = json.loads((results / "results.json").read_text())
-    assert [(a["arm"], a["seed"]) for a in data["arms"]] == [("poet", 0), ("enhanced_poet", 0)]
-    assert data["climb"]["classes"]["easy"]["solved"] >= 1
-    assert data["classes"] and all(len(c["targets"]) == 1 for c in data["classes"])
-    for c in data["classes"]:
-        assert set(c["controls"]) == {"direct", "path", "accel", "dr"}
-        for summary in c["controls"].values():
-            assert summary["runs"] == 1 and 0 <= summary["reached_threshold"] <= 1
-            assert set(summary["mann_whitney_poet_greater"]) == {"u", "p"}
-        for t in c["targets"]:
-            assert t["budget"] == 2 * t["lineage_steps"] >= 2 and t["poet_score"] >= data["solved_threshold"]
-            assert t["controls"]["direct"]["iterations"] == [t["budget"]]
-            for name in ("accel", "dr"):  # as many env steps as the class's longest direct run
-                assert (
-                    min(t["controls"][name]["env_steps"])
-                    >= c["env_steps"]
-                    == max(s for u in c["targets"] for s in u["controls"]["direct"]["env_steps"])
-                )
-            assert all(len(v["scores"]) == 1 for v in t["controls"].values())
-    assert "| class | POET: envs created / solved |" in (results / "results.md").read_text()
+    assert [s["seed"] for s in data["poet"]] == [0, 1]
+    assert [(a["arm"], a["seed"]) for a in data["annecs"]["runs"]] == [("poet", 0), ("enhanced_poet", 0)]
+    assert data["poet"][0]["classes"]["easy"]["solved"] >= 1
+    assert [c["class"] for c in data["classes"]] == [0, 1, 2, 3]
+    by_seed = {}
+    for t in data["targets"]:
+        by_seed.setdefault((t["poet_seed"], t["class"]), []).append(t)
+        assert t["budget"] == 2 * t["lineage_steps"] >= 2 and t["poet_score"] >= data["solved_threshold"]
+        assert set(t["controls"]) == {"direct", "path", "accel", "dr"}
+        assert all(len(runs) == 1 for runs in t["controls"].values())
+        assert t["controls"]["direct"][0]["iterations"] == t["budget"]
+        assert "sigma_floor_iteration" in t["controls"]["direct"][0]
+    assert {seed for seed, _ in by_seed} == {0, 1} and all(len(ts) == 1 for ts in by_seed.values())
+    for group in by_seed.values():  # as many env steps as the class's longest direct run
+        longest = max(t["controls"]["direct"][0]["env_steps"] for t in group)
+        assert all(t["controls"][name][0]["env_steps"] >= longest for t in group for name in ("accel", "dr"))
+    easy = data["classes"][0]
+    assert easy["targets"] == len(by_seed) and easy["seeds_solving"] == 2
+    for summary in easy["controls"].values():
+        test = summary["test"]
+        assert test["unit"] == "target" and test["k"] == easy["targets"] and test["min_p"] == 2.0 ** -test["k"]
+        assert test["p"] >= test["min_p"] and test["p_holm"] >= test["p"]
+    assert all(c["controls"]["direct"]["test"]["p"] is None for c in data["classes"][1:] if not c["targets"])
+    assert set(data["parts_seconds"]) == {"poet", "direct", "path", "accel", "dr", "enhanced_poet"}
+    assert set(data["annecs"]["cost"]["enhanced_poet-seed0"]["by_phase"]) >= {"train", "reproduce"}
+    assert "| class | POET seeds solving one |" in (results / "results.md").read_text()
     for name in ("scores.png", "climb.png", "annecs.png"):
         assert (results / name).read_bytes()[:4] == b"\x89PNG"
     # a second call resumes every run where it is (all finished): the same numbers
-    again = _reproduce(out, results)
+    again = _reproduce("--out", out, "--results", results)
     assert again.returncode == 0, again.stderr[-3000:]
     second = json.loads((results / "results.json").read_text())
-    assert {k: v for k, v in second.items() if k not in ("seconds", "arms")} == {
-        k: v for k, v in data.items() if k not in ("seconds", "arms")
-    }
+    assert second["targets"] == data["targets"] and second["classes"] == data["classes"]
+
+
+def test_reproduce_poet_quick_never_writes_into_the_committed_results():
+    before = _committed_results()
+    refused = _reproduce("--results", ROOT / "experiments" / "results" / "reproduce_poet")
+    assert refused.returncode == 2 and "never writes into experiments/results" in refused.stderr
+    run = _reproduce()
+    assert run.returncode == 0, run.stderr[-3000:]
+    where = Path(run.stdout.strip().splitlines()[-1].rsplit("results in ", 1)[1])
+    assert (where / "results.json").is_file() and not where.resolve().is_relative_to(ROOT)
+    assert _committed_results() == before
 
 
 def test_lineage_steps_count_each_env_of_the_chain_until_the_next_was_created():
