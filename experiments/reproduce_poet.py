@@ -359,11 +359,15 @@ def annecs_part(args: argparse.Namespace) -> dict:
     for r in runs:
         phases = load_run(Path(r["run_dir"])).phases
         by_phase = phases.groupby("phase")["seconds"].sum()
-        per_block = phases.assign(block=phases["iteration"] // every).groupby("block")["seconds"].sum()
+        blocks = phases.assign(block=phases["iteration"] // every).pivot_table(
+            index="block", columns="phase", values="seconds", aggfunc="sum", fill_value=0.0
+        )
         cost[f"{r['arm']}-seed{r['seed']}"] = {
             "seconds": float(by_phase.sum()),
             "by_phase": {k: float(v) for k, v in by_phase.items()},
-            "seconds_per_block": [float(v) for v in per_block.to_numpy()],
+            # where the time goes as the run goes on (Enhanced POET's PATA-EC, in `reproduce`,
+            # scores every child against every active and archived agent)
+            "by_phase_per_block": {k: [float(v) for v in blocks[k].to_numpy()] for k in blocks.columns},
         }
     return {"every": every, "runs": runs, "table": table, "cost": cost}
 
