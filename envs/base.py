@@ -192,7 +192,10 @@ class BatchEnv(Protocol):
 
 @runtime_checkable
 class EnvFamily(Protocol):
-    """A parameterised family of environments that POET evolves."""
+    """A parameterised family of environments that POET evolves.
+
+    Optional: `version` (an int, 1 when absent), raised when the same params and seed start
+    to build other episodes; a run records it and is not resumed under another."""
 
     name: str
 

@@ -2,7 +2,10 @@
 
 The three parameter groups (roughness, pit_gap, stump_height) and their mutation steps are
 POET's, in POET's units, so POET's score thresholds keep their meaning: falling scores -100
-and ends the episode, finishing the course scores about 300.
+and ends the episode, finishing the course scores about 300. Courses are laid out as POET's
+generator lays out BipedalWalker's (the ground level across pits and under stumps), and a
+unit's metres put each difficulty threshold at the fraction of the runner's own limit that
+it is of POET's range (`PIT_SCALE`, `STUMP_SCALE`).
 
 One core, `TerrainBatch`, steps many episodes with elementwise numpy operations and gathers
 only (no reductions across rows), so a row's numbers never depend on the other rows or on
@@ -52,6 +55,9 @@ WALK_STEP = 0.5  # the roughness random walk is sampled this often, then interpo
 ROUGH_GAIN = 0.04  # metres per unit of roughness and of a kick
 REVERSION = 0.3  # POET's pull to the start height, 0.01, in units of its kick, 1 / 30
 GRASS_MIN, GRASS_MAX = 3.0, 6.0
+# A criterion's domain maximum is the runner's own limit on level ground, measured by the
+# planner (envs/terrain_planner.py, experiments/feasibility.py): the narrowest pit it never
+# crosses, 6.5 m = 8 units, and the lowest stump it never gets over, 1.46 m = 5 units.
 PIT_SCALE = 0.8125  # metres per pit_gap unit
 STUMP_SCALE = 0.292  # metres per stump_height unit
 STUMP_WIDTH = 1.0
