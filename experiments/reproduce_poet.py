@@ -25,7 +25,8 @@ class, what its controls solve there, and Enhanced POET's ANNECS against the ori
    (`study_stats.py`): the smallest p the design can give, Holm-adjusted p over every test of
    the page, and the mean difference with a bootstrap 95% interval.
 5. **ANNECS**: POET and Enhanced POET (on `terrain_cppn`) at seeds 0 .. `--annecs-seeds` - 1,
-   the same schedule and iterations; the cost of each arm by phase.
+   the same schedule and iterations; the cost of each arm by phase. (These runs go right
+   after part 1, before the controls.)
 
 Every run is resumable: rerunning the command resumes each run directory where it stopped (a
 finished one costs nothing). `results.json` (every number, with the phase seconds of every
@@ -425,11 +426,13 @@ def main() -> None:
     result["solved_threshold"] = threshold
     result["poet"] = seeds
     print(f"POET: {len(seeds)} seeds done ({time.perf_counter() - t0:.0f} s)", flush=True)
+    # Enhanced POET right after POET: the ANNECS part is done before the many control runs
+    result["annecs"] = annecs_part(args)
+    print(f"ANNECS arms done ({time.perf_counter() - t0:.0f} s)", flush=True)
     targets = targets_of(seeds, args)
     run_controls(targets, args, threshold)
     result["targets"] = targets
     result["classes"] = class_statistics(seeds, targets, args, threshold)
-    result["annecs"] = annecs_part(args)
     result["parts_seconds"] = {
         "poet": sum(s["seconds"] for s in seeds),
         # each control run once, though ACCEL's and DR's are scored on several targets
