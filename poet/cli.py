@@ -10,7 +10,7 @@ from pathlib import Path
 from envs import EnvParamError
 from poet import __version__
 from poet.config import ConfigError, check_overrides
-from poet.errors import EvaluationFailed, RunInterrupted
+from poet.errors import EvaluationFailed, RunInterrupted, StorageError
 
 QUICKSTART = Path("experiments") / "quickstart.yaml"
 
@@ -52,6 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--iterations",
         type=int,
         help="new total number of iterations (default: the run's; saved in the run's config.yaml)",
+    )
+    rs.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a setting that does not change results, e.g. --set ray.runtime_env=... (this resume only)",
     )
     rs.add_argument("--backend", choices=["ray", "inprocess"], help="where rollouts run, this resume only")
     rs.add_argument("--address", help="Ray cluster to continue on (ray.address), this resume only")
@@ -217,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, EnvParamError) as exc:
         print(f"poet: error: {exc}", file=sys.stderr)
         return 2
-    except EvaluationFailed as exc:
+    except (EvaluationFailed, StorageError) as exc:
         print(f"poet: error: {exc}", file=sys.stderr)
         return 1
     except RunInterrupted as exc:

@@ -30,6 +30,7 @@ import numpy as np
 from envs import EnvParams
 from poet import __version__
 from poet.context import RunContext
+from poet.errors import StorageError, is_storage_error
 from poet.pair import Pair
 from poet.population import Population
 from poet.records import TABLES, fsync_dir
@@ -168,12 +169,32 @@ def write(ctx: RunContext, captured: Captured, run_dir: Path, config_text: str, 
     Durable in order: the records it counts are fsynced first, then its own files and
     folder, then the rename into place and the folder that holds it.
     """
-    ctx.records.sync()
     root = Path(run_dir) / "checkpoints"
+    iteration = captured.iteration
+    tmp = root / f".tmp-{os.getpid()}-{PREFIX}{iteration:09d}"  # per process: never another writer's
+    try:
+        return _write(ctx, captured, root, tmp, config_text, keep)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)  # a partial checkpoint is never read; it only takes space
+        if is_storage_error(exc):
+            raise StorageError(exc, Path(run_dir), tmp) from None
+        raise
+
+
+def remove_partial(run_dir: Path) -> None:
+    """Remove the temporary folders of checkpoints whose writing never finished (the caller
+    holds the run directory's lock, so no other process is writing one)."""
+    root = Path(run_dir) / "checkpoints"
+    if root.is_dir():
+        for path in root.glob(".tmp-*"):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _write(ctx: RunContext, captured: Captured, root: Path, tmp: Path, config_text: str, keep: int) -> Path:
+    ctx.records.sync()
     root.mkdir(exist_ok=True)
     iteration = captured.iteration
     final = root / f"{PREFIX}{iteration:09d}"
-    tmp = root / f".tmp-{os.getpid()}-{PREFIX}{iteration:09d}"  # per process: never another writer's
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()

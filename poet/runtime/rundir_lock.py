@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from poet.config import ConfigError
+from poet.errors import StorageError, is_storage_error
 
 LOCK_NAME = ".lock"
 
@@ -33,7 +34,12 @@ class RunDirLock:
 
     def acquire(self) -> RunDirLock:
         """Take the lock, or raise ConfigError naming the process that holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if is_storage_error(exc):
+                raise StorageError(exc, self.path.parent) from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

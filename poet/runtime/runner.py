@@ -25,7 +25,7 @@ from poet.config import ConfigError, RunConfig, changes_results, save_config, wh
 from poet.config import load_config as load_as_saved
 from poet.context import RunContext
 from poet.curricula import PoetCurriculum
-from poet.errors import RunInterrupted, WaveInterrupted
+from poet.errors import RunInterrupted, StorageError, WaveInterrupted, is_storage_error
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
 from poet.parts import RunParts, check_parts, load_config
 from poet.records import RecordWriter, complete_rows, truncate_tables
@@ -346,6 +346,7 @@ def resume(
     parts = check_parts(cfg)
     _check_family_version(run_dir, parts.family)
     with RunDirLock(run_dir):  # before touching tables: another process may be writing them
+        checkpoint.remove_partial(run_dir)
         if checkpoint.checkpoints(run_dir):
             try:
                 snapshot = checkpoint.latest(
@@ -480,7 +481,7 @@ def _drive(
                 raise RunInterrupted(orch.iteration, run_dir)
 
         orch = Orchestrator(ctx, on_iteration=after_iteration, curriculum=parts.curriculum)
-        dropped = False
+        dropped = storage_failed = False
         try:
             workers = getattr(ctx.evaluator, "num_workers", None)
             if workers is not None:
@@ -504,9 +505,20 @@ def _drive(
                 if thaw:  # collectable again once the run is over (a notebook goes on)
                     gc.unfreeze()
             save()
+        except (OSError, StorageError) as exc:  # the disk's answer is one line, not a traceback
+            if isinstance(exc, OSError) and not is_storage_error(exc):
+                raise
+            storage_failed = True
+            if isinstance(exc, StorageError):
+                raise
+            raise StorageError(exc, run_dir) from None
         finally:
             bar.close()
-            ctx.records.close()
+            try:
+                ctx.records.close()
+            except OSError:
+                if not storage_failed:  # else the same disk said no twice; the first says it
+                    raise
             ctx.evaluator.close()
             for sink in sinks:
                 sink.close()
