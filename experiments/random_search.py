@@ -4,7 +4,8 @@
              --set trainer.options.candidates=16
 
 Each step scores the agent and `candidates` Gaussian perturbations of it, all pairs' rollouts
-in one evaluator wave, and keeps the best if it beats the agent. The Trainer protocol is
+in one evaluator wave, and keeps the best if it beats the agent. Given a batch of levels
+(`task.levels`: robust PLR, ACCEL and DR), a candidate's return is its mean over them. The Trainer protocol is
 `name`, `init_state`, `reset_state` and `step`; an `Options` dataclass (optional) gets
 its fields checked against `trainer.options`.
 """
@@ -37,6 +38,7 @@ class RandomSearchOptions:
 
 class RandomSearchTrainer:
     name = "random_search"
+    trains_on_levels = True  # scores each candidate on every level of a batch
     Options = RandomSearchOptions
 
     def __init__(self, options: RandomSearchOptions, context: TrainerContext):
@@ -58,34 +60,45 @@ class RandomSearchTrainer:
                 for _ in range(o.candidates)
             ]
             seed = int(rng.integers(2**31 - 1))  # every candidate sees the same episodes
-            for theta in thetas:
+            levels = task.levels or [task.env]  # a batch (robust PLR, ACCEL, DR) or the pair's env
+            scored = [*thetas, task.theta] if task.eval_episodes > 0 else thetas
+            for i, theta in enumerate(scored):
                 refs.append(evaluator.put(theta))
-                requests.append(EvalRequest(refs[-1], task.env, o.episodes, seed, ctx.max_steps, tag=task.key))
-            if task.eval_episodes > 0:
-                refs.append(evaluator.put(task.theta))
-                requests.append(
-                    EvalRequest(
-                        refs[-1], task.env, task.eval_episodes, seed + 1, ctx.max_steps, tag=f"{task.key} (score)"
-                    )
+                episodes, tag = (
+                    (o.episodes, task.key) if i < len(thetas) else (task.eval_episodes, f"{task.key} (score)")
                 )
-            plans.append(thetas)
+                requests += [
+                    EvalRequest(refs[-1], env, episodes, seed + (i >= len(thetas)), ctx.max_steps, tag=tag)
+                    for env in levels
+                ]
+            plans.append((thetas, len(levels)))
         scores = ctx.errors.scores(evaluator.evaluate(requests))
         evaluator.release(refs)
         steps, at = [], 0
-        for task, thetas in zip(tasks, plans):
-            returns = scores[at : at + len(thetas)]
-            at += len(thetas)
-            score = None
+        for task, (thetas, k) in zip(tasks, plans):
+            per_level = np.reshape(scores[at : at + len(thetas) * k], (len(thetas), k))
+            at += len(thetas) * k
+            returns = per_level.mean(axis=1)  # a candidate's return: its mean over the levels
+            own = None
             if task.eval_episodes > 0:
-                score, at = float(scores[at]), at + 1
+                own, at = np.asarray(scores[at : at + k], dtype=float), at + k
             best = int(np.argmax(returns))  # index 0, the incumbent, wins ties
             state = {"steps": task.state["steps"] + 1, "improvements": task.state["improvements"] + (best > 0)}
             steps.append(
                 TrainStep(
                     theta=thetas[best],
                     state=state,
-                    score=score,
+                    score=None if own is None else float(own.mean()),
                     metrics={"rs_best": float(returns[best]), "rs_incumbent": float(returns[0])},
+                    levels=[
+                        {
+                            "return_max": float(per_level[:, j].max()),
+                            **({} if own is None else {"return": float(own[j])}),
+                        }
+                        for j in range(k)
+                    ]
+                    if task.levels
+                    else [],
                 )
             )
         return steps

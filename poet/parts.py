@@ -156,6 +156,12 @@ def check_parts(cfg: RunConfig) -> RunParts:
     if cfg.evaluation.test_every > 0 and (problem := heldout.check(family)):
         raise ConfigError(f"evaluation.test_every: {problem}")
     curriculum = build_curriculum(cfg)
+    if getattr(curriculum, "trains_on_levels", False) and not getattr(trainer_cls, "trains_on_levels", False):
+        raise ConfigError(
+            f"trainer.name: {cfg.trainer.name!r} does not say it trains on a batch of levels, which curriculum "
+            f"{cfg.curriculum!r} gives it each iteration (TrainTask.levels); a trainer whose step spreads its "
+            "rollouts over task.levels sets `trains_on_levels = True` (docs/trainers.md, your own trainer)"
+        )
     check = getattr(curriculum, "check", None)
     problem = check(family) if callable(check) else None
     if problem:

@@ -62,6 +62,67 @@ def test_example_trainer_runs_from_the_cli_and_resumes(tiny, tmp_path):
     assert "rs_best" in run.iterations.columns
 
 
+def test_a_trainer_that_ignores_levels_is_refused_by_the_curricula_that_give_them(tiny, tmp_path):
+    """Robust PLR, ACCEL and DR give the trainer a batch of levels each iteration; a trainer
+    that does not say it trains on them is refused in one line, before any work, rather than
+    train on the first level of each batch."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    config = tmp_path / "cfg.yaml"
+    config.write_text(yaml.safe_dump(tiny(iterations=2)))
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    base = [sys.executable, "-m", "poet.cli", "run", str(config), "--quiet", "--set", "curriculum=accel"]
+    for trainer in ("tests.test_extension_points:OneLevelTrainer", "tests.test_extension_points:NoLevelsTrainer"):
+        proc = subprocess.run(
+            [*base, "--out", str(tmp_path / "r"), "--set", f"trainer.name={trainer}"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "does not say it trains on a batch of levels" in proc.stderr and "trains_on_levels = True" in proc.stderr
+        assert not (tmp_path / "r").exists()
+
+
+class NoLevelsTrainer:
+    """A trainer written before levels: `step` reads `task.env` only."""
+
+    name = "no_levels"
+
+    def init_state(self, theta):
+        return {}
+
+    def reset_state(self, state, theta):
+        return {}
+
+    def step(self, tasks, evaluator):
+        raise AssertionError("never called: the run is refused first")
+
+
+class OneLevelTrainer(NoLevelsTrainer):
+    name = "one_level"
+    trains_on_levels = False
+
+
+@pytest.mark.parametrize("curriculum", ["accel", "robust_plr", "dr"])
+def test_the_example_trainer_trains_on_every_level_of_a_batch(tiny, tmp_path, curriculum):
+    cfg = tiny(
+        curriculum=curriculum,
+        iterations=3,
+        trainer={"name": EXAMPLE, "options": {"candidates": 2}},
+        curriculum_options={"num_levels": 4} if curriculum == "dr" else {"buffer_size": 8},
+    )
+    poet.run(cfg, out=tmp_path / "r", progress=False)
+    run = load_run(tmp_path / "r")
+    assert (run.iterations["levels"] > 1).all(), "each row says how many levels its step trained on"
+    assert run.iterations["rs_best"].notna().all()
+
+
 def test_user_trainer_options_are_validated(tiny, tmp_path):
     cfg = tiny(trainer={"name": EXAMPLE, "options": {"step": 0.1}})
     with pytest.raises(

@@ -52,6 +52,11 @@ class DomainRandomization:
     def __init__(self, options: DROptions | None = None):
         self.options = options if options is not None else self.Options()
 
+    @property
+    def trains_on_levels(self) -> bool:
+        """Whether the trainer gets a batch of levels (`TrainTask.levels`) each iteration."""
+        return self.options.num_levels > 1
+
     def check(self, family: EnvFamily) -> str | None:
         """Why this curriculum cannot run on `family` (None: it can)."""
         return needs_random_levels(self.name, family)

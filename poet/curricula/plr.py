@@ -111,6 +111,7 @@ class RobustPLR:
     """Robust prioritized level replay: train only on replayed levels."""
 
     name = "robust_plr"
+    trains_on_levels = True  # a cycle's batch of levels is one trainer step (`TrainTask.levels`)
     Options = PLROptions
     defaults: ClassVar[dict] = dcd.DEFAULTS  # PPO and the policy as dcd's BipedalWalker configs
 

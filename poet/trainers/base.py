@@ -97,6 +97,9 @@ class Trainer(Protocol):
         """One training step for every task, all submitted to the evaluator together."""
         ...
 
+    # Optional: `trains_on_levels = True` when `step` spreads its rollouts over a task's
+    # `levels` (robust PLR, ACCEL and DR give a batch each iteration and refuse a trainer
+    # without it, rather than let it train on the first level alone).
     # Optional: `propose(tasks, evaluator, plain=False) -> list[np.ndarray]`, one step from
     # each task's theta and state that commits nothing (transfer and child-admission
     # candidates); `plain` asks for a plain gradient step from a fresh state. Trainers

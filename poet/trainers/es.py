@@ -86,6 +86,7 @@ class ESTrainer:
     """POET's ES: one Adam step per pair per iteration."""
 
     name = "es"
+    trains_on_levels = True  # spreads its mirrored pairs over `TrainTask.levels`
     Options = ESOptions
 
     def __init__(self, options: ESOptions, context: TrainerContext):

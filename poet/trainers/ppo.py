@@ -229,6 +229,7 @@ class PPOTrainer:
     """PPO on the pool: every pair's iteration of training is one job, all pairs in one wave."""
 
     name = "ppo"
+    trains_on_levels = True  # one parallel env per level of `TrainTask.levels`
     Options = PPOOptions
 
     def __init__(self, options: PPOOptions, context: TrainerContext):
