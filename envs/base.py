@@ -194,8 +194,12 @@ class BatchEnv(Protocol):
 class EnvFamily(Protocol):
     """A parameterised family of environments that POET evolves.
 
-    Optional: `version` (an int, 1 when absent), raised when the same params and seed start
-    to build other episodes; a run records it and is not resumed under another."""
+    Optional, each enabling what needs it (docs/envs.md, "Adding a family"): `sample(rng)`,
+    random params over the family's whole range (DR, robust PLR and ACCEL's new levels; all
+    randomness from `rng`), `sample_easy`, `test_levels`, `difficulty`, `make_batch`, `renew`,
+    `interpolate`, `course_profile`; and `version` (an int, 1 when absent), raised when the
+    same params and seed start to build other episodes (a run records it and is not resumed
+    under another)."""
 
     name: str
 
@@ -205,11 +209,6 @@ class EnvFamily(Protocol):
 
     def mutate(self, params: EnvParams, rng: np.random.Generator) -> EnvParams:
         """A child of `params`; all randomness from `rng`."""
-        ...
-
-    def sample(self, rng: np.random.Generator) -> EnvParams:
-        """Random params over the family's whole range (domain randomisation, new random
-        levels for ACCEL and robust PLR); all randomness from `rng`."""
         ...
 
     def make_env(self, params: EnvParams, render_mode: str | None = None) -> gym.Env:

@@ -243,3 +243,20 @@ def test_make_pictures_draws_every_picture_the_readme_and_the_docs_show():
     assert shown and shown == drawn
     assert set(module.PICTURES) == set(module.GROUPS) >= {"profiles", "frames", "tree"}
     assert all((ROOT / path).is_file() for path in drawn)
+
+
+def test_the_course_pictures_the_docs_show_are_what_make_pictures_draws_now(tmp_path, monkeypatch):
+    """docs/*_mutated.png are redrawn from today's families: a change to a family's courses
+    that leaves them stale fails here (redraw: python docs/make_pictures.py --only profiles)."""
+    import importlib.util
+
+    from matplotlib.image import imread
+
+    spec = importlib.util.spec_from_file_location("make_pictures", ROOT / "docs" / "make_pictures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "DOCS", tmp_path)
+    for path in module.draw_profiles(None):
+        committed, drawn = imread(ROOT / "docs" / path.name), imread(path)
+        assert committed.shape == drawn.shape, path.name
+        assert np.abs(committed - drawn).mean() < 0.01, f"{path.name} is stale"
