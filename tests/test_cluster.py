@@ -123,6 +123,20 @@ def test_ray_start_cluster_and_poet_run_address_give_the_local_tables(tmp_path):
         # A user's own family, shipped to the nodes by Ray's runtime environment: the nodes'
         # workers were started without it on their path; only this driver has it.
         userpkg = ROOT / "tests" / "userpkg"
+        user_family = ["--set", "env.family=mypkg.families:make_family", "--set", "env.options={course_length: 20}"]
+        unshipped = subprocess.run(  # without the runtime environment: one line, before any file
+            [sys.executable, "-m", "poet.cli", "run", str(config), "--address", f"127.0.0.1:{port}", *user_family]
+            + ["--out", str(tmp_path / "unshipped"), "--quiet"],
+            cwd=ROOT,
+            env={**env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(userpkg)])},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert unshipped.returncode == 2 and "Traceback" not in unshipped.stderr, unshipped.stderr[-3000:]
+        line = unshipped.stderr.strip().splitlines()[-1]
+        assert line.startswith("poet: error: env.family: the Ray workers cannot import 'mypkg.families'"), line
+        assert "ray.runtime_env" in line and not (tmp_path / "unshipped").exists()
         shipped = subprocess.run(
             [
                 sys.executable,

@@ -229,3 +229,29 @@ def ensure_ray(
             f"{exc.message.rstrip('.')}; give {TOKEN_HELP}"
         ) from None
     return True
+
+
+def _import_errors(modules: list[str]) -> dict[str, str]:
+    """On a worker: why each of `modules` does not import there (empty: all do)."""
+    import importlib
+
+    errors = {}
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # the user's code may fail in any way at import
+            errors[module] = f"{type(exc).__name__}: {exc}"
+    return errors
+
+
+def workers_import_errors(modules: list[str], timeout_s: float = 120.0) -> dict[str, str]:
+    """Why a worker of the Ray this process joined cannot import each of `modules` (empty:
+    it can, or no worker answered in time: the pool's own start then says what is wrong)."""
+    import ray
+    from ray.exceptions import GetTimeoutError
+
+    task = ray.remote(num_cpus=0)(_import_errors)
+    try:
+        return ray.get(task.remote(list(modules)), timeout=timeout_s)
+    except GetTimeoutError:
+        return {}

@@ -81,6 +81,35 @@ def check_cluster_address(cfg: RunConfig) -> None:
         raise ConfigError(str(exc)) from None
 
 
+def check_workers_import(cfg: RunConfig) -> bool:
+    """Before the run directory is touched: a `module:Name` of the user's that the Ray workers
+    need (the family's, a trainer's) and cannot import is a ConfigError naming the field, the
+    module and `ray.runtime_env`. Starts or joins Ray to ask them only when the config names
+    such code; returns whether it started Ray (the caller shuts it down when done)."""
+    named = (("env.family", cfg.env.family), ("trainer.name", cfg.trainer.name))
+    needed = {field: value.split(":", 1)[0] for field, value in named if ":" in str(value)}
+    if cfg.evaluation.backend != "ray" or not needed:
+        return False
+    from poet.runtime.ray_session import ensure_ray, workers_import_errors
+
+    rc = cfg.ray
+    started = ensure_ray(rc.address, rc.workers, rc.log_to_driver, rc.runtime_env)
+    errors = workers_import_errors(sorted(set(needed.values())))
+    for field, module in needed.items():
+        if module in errors:
+            if started:
+                import ray
+
+                ray.shutdown()
+            top = module.split(".")[0]
+            raise ConfigError(
+                f"{field}: the Ray workers cannot import {module!r} ({errors[module]}); they need the code "
+                f"too: install it where they run, or ship it with the run, e.g. --set "
+                f"'ray.runtime_env={{py_modules: [path/to/{top}]}}' or {{working_dir: .}} (docs/cluster.md)"
+            )
+    return started
+
+
 def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
     """The configured evaluation backend."""
     cfg = parts.cfg
@@ -291,6 +320,24 @@ def run(
     cfg = _resolve(config, overrides)
     parts = check_parts(cfg)
     check_cluster_address(cfg)
+    started_ray = check_workers_import(cfg)
+    try:
+        return _run_in(cfg, parts, config, out, progress)
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+
+
+def _run_in(
+    cfg: RunConfig,
+    parts: RunParts,
+    config: RunConfig | str | Path | Mapping | None,
+    out: str | Path | None,
+    progress: bool | None,
+) -> RunResult:
+    """`run` once its config is checked: the run directory, then the run."""
     config_path = config if isinstance(config, (str, Path)) else None
     run_dir = prepare_out_dir(out if out is not None else default_out_dir(config_path))
     with RunDirLock(run_dir):  # one writer per run directory
@@ -359,10 +406,17 @@ def resume(
         if snapshot is not None and snapshot.iteration >= cfg.iterations:
             return _already_done(run_dir, snapshot, cfg.iterations)
         check_cluster_address(cfg)
-        truncate_tables(run_dir, snapshot.table_rows if snapshot is not None else {})
-        if cfg.iterations != saved.iterations:  # only the target: where this resume runs is its own
-            save_config(dataclasses.replace(saved, iterations=cfg.iterations), config_path)
-        return _drive(parts, run_dir, snapshot, progress, restart=snapshot is None)
+        started_ray = check_workers_import(cfg)
+        try:
+            truncate_tables(run_dir, snapshot.table_rows if snapshot is not None else {})
+            if cfg.iterations != saved.iterations:  # only the target: where this resume runs is its own
+                save_config(dataclasses.replace(saved, iterations=cfg.iterations), config_path)
+            return _drive(parts, run_dir, snapshot, progress, restart=snapshot is None)
+        finally:
+            if started_ray:
+                import ray
+
+                ray.shutdown()
 
 
 def family_version(family: EnvFamily) -> int:
