@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import tempfile
+from pathlib import Path
 
 CONNECT_TIMEOUT_S = 5.0  # the deadline of the one call; a head that is up answers in milliseconds
 TOKEN_HELP = (
@@ -24,6 +27,25 @@ TOKEN_HELP = (
 
 class ClusterError(ConnectionError):
     """A Ray cluster that cannot be joined; its text is one line naming ray.address."""
+
+
+NO_CLUSTER = (
+    "ray.address: 'auto' joins the cluster RAY_ADDRESS names or the one the last `ray start` on this "
+    "machine started, and there is neither (a run's own local pool is never joined): start one with "
+    "`ray start --head`, give HEAD_IP:PORT, or leave --address out for a local pool"
+)
+
+
+def _recorded_cluster() -> str | None:
+    """The address the last `ray start` on this machine recorded (Ray's `ray_current_cluster`
+    file, in the temp dir Ray picks: RAY_TMPDIR, on Linux TMPDIR, else /tmp), or None."""
+    base = os.environ.get("RAY_TMPDIR") or (os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None)
+    if not base:
+        base = "/tmp" if sys.platform.startswith(("linux", "darwin")) else tempfile.gettempdir()
+    try:
+        return (Path(base) / "ray" / "ray_current_cluster").read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _unreachable(exc: Exception, host: str, shown: str, start: str) -> ClusterError | None:
@@ -153,14 +175,16 @@ def check_cluster(address: str) -> None:
             rest.rstrip("/"), parsed[0], address, f"ray start --head --ray-client-server-port={parsed[1]}"
         )
         return
+    # `auto` is the cluster the last `ray start` here recorded: Ray would otherwise fall back
+    # to any Ray it finds running on this machine, such as another run's own local pool
+    recorded = _recorded_cluster() if auto else None
+    if auto and recorded is None:
+        raise ClusterError(NO_CLUSTER)
     try:
-        # Ray's own resolution: `auto` finds the cluster; localhost becomes this node's address
-        gcs = services.canonicalize_bootstrap_address(address)
+        # Ray's own resolution of an explicit address: localhost becomes this node's address
+        gcs = services.canonicalize_bootstrap_address(recorded if auto else address)
     except ConnectionError:
-        raise ClusterError(
-            f"ray.address: {address!r} finds no running Ray cluster (no RAY_ADDRESS, and no "
-            "`ray start` on this machine); give HEAD_IP:PORT"
-        ) from None
+        raise ClusterError(NO_CLUSTER) from None
     except ValueError:
         raise ClusterError(f"ray.address: {address!r} is not HOST:PORT, ray://HOST:PORT or auto") from None
     parsed = parse_address(gcs) if gcs else None
