@@ -19,7 +19,10 @@ TEST_COURSE_SEED = 1_000_000
 def check(family: EnvFamily) -> str | None:
     """Why `family` cannot be evaluated on held-out levels (None: it can)."""
     if not callable(getattr(family, "test_levels", None)):
-        return f"env family {family.name!r} has no test_levels() to evaluate on"
+        return (
+            f"env family {family.name!r} has no test_levels() to evaluate on; "
+            "--set evaluation.test_every=0 runs without held-out levels"
+        )
     return None
 
 
