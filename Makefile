@@ -2,21 +2,28 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 
 .PHONY: run test test-fast lint docs install clean
 
-$(STAMP): pyproject.toml constraints.txt
+# What a run needs: the package and its dependencies, no extras.
+$(RUN_STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first and pinned: an unpinned resolve would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet -c constraints.txt torch
+	$(BIN)/pip install --quiet -c constraints.txt -e .
+	touch $(RUN_STAMP)
+
+# Everything the tests, benchmarks, viewers and docs use.
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,bench,logging,viewers,study,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/poet run experiments/quickstart.yaml
 
 # Lint and format check (settings in pyproject.toml); `ruff format .` fixes the format.

@@ -23,3 +23,12 @@ def test_make_installs_every_extra_and_constraints_pin_their_packages():
     for requirement in [*project["dependencies"], *(r for reqs in extras.values() for r in reqs)]:
         name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()
         assert name in pinned, f"{name} has no pin in constraints.txt"
+
+
+def test_make_run_installs_only_what_a_run_needs():
+    """`make run` installs the package without extras; `make test` every extra on top."""
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^run: \$\(RUN_STAMP\)$", makefile, re.M)
+    run_recipe = makefile.split("$(RUN_STAMP): pyproject.toml constraints.txt", 1)[1].split("\n\n", 1)[0]
+    assert "-e .\n" in run_recipe and "[" not in run_recipe.split("-e", 1)[1]
+    assert re.search(r"^\$\(STAMP\): \$\(RUN_STAMP\)$", makefile, re.M)
