@@ -207,6 +207,11 @@ class Progress:
 
             self.bar = tqdm(total=total, initial=start, unit="it", dynamic_ncols=True, file=sys.stderr)
 
+    def started(self) -> None:
+        """The pool is ready: ETA and throughput count from now, not from Ray's start."""
+        if self.bar is not None:
+            self.bar.start_t = self.bar.last_print_t = time.time()
+
     def log(self, line: str) -> None:
         """Print a summary line without breaking the bar."""
         if self.bar is not None:
@@ -540,6 +545,7 @@ def _drive(
             workers = getattr(ctx.evaluator, "num_workers", None)
             if workers is not None:
                 bar.log(f"ray pool ready: {workers} workers")
+            bar.started()
             if snapshot is not None:
                 ctx.restore(snapshot.state)
             elif not ctx.state.population.active:
