@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
+# The checkout on sys.path (a .pth entry), not an import hook: a folder named `poet` on
+# PYTHONPATH (a clone's own folder) then cannot shadow the package as an empty namespace.
+EDITABLE := --config-settings editable_mode=compat
 STAMP := $(VENV)/.installed
 
 .PHONY: run test test-fast lint docs install clean
@@ -13,12 +16,12 @@ $(RUN_STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first and pinned: an unpinned resolve would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet -c constraints.txt torch
-	$(BIN)/pip install --quiet -c constraints.txt -e .
+	$(BIN)/pip install --quiet -c constraints.txt -e . $(EDITABLE)
 	touch $(RUN_STAMP)
 
 # Everything the tests, benchmarks, viewers and docs use.
 $(STAMP): $(RUN_STAMP)
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,bench,logging,viewers,study,docs]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,bench,logging,viewers,study,docs]' $(EDITABLE)
 	touch $(STAMP)
 
 install: $(STAMP)
