@@ -107,19 +107,23 @@ def test_enhanced_admits_best_active_agent(tiny, tmp_path):
     assert any("agent_from" in d for d in details)
 
 
-README_QUICKSTART_OUTPUT = re.compile(r"```\n(poet: running 120 iterations.*?)```", re.S)
+QUICKSTART_OUTPUT = re.compile(r"```\n(poet: running 120 iterations.*?)```", re.S)
 
 
 @pytest.mark.slow
 def test_quickstart_shows_poet_working(ray_local, tmp_path, capsys):
     """Acceptance: the quickstart admits >= 4 envs, accepts a transfer, and solves a harder env;
-    the lines of its output the README quotes are the lines it prints."""
+    the lines of its output the README and Getting started quote are the lines it prints."""
     result = poet.run(ROOT / "experiments" / "quickstart.yaml", out=tmp_path / "q", progress=True)
     printed = capsys.readouterr().err.splitlines()
-    quoted = README_QUICKSTART_OUTPUT.search((ROOT / "README.md").read_text()).group(1).splitlines()
+    quoted = [
+        line
+        for page in ("README.md", "docs/getting-started.md")
+        for line in QUICKSTART_OUTPUT.search((ROOT / page).read_text()).group(1).splitlines()
+    ]
     for line in quoted:
         if line.startswith("iter "):
-            assert line in printed, f"README quotes {line!r}; the quickstart printed {printed}"
+            assert line in printed, f"the docs quote {line!r}; the quickstart printed {printed}"
         if line.startswith("done: "):  # the counts, not the seconds
             done = [p for p in printed if p.startswith("done: ")]
             assert done and done[0].split("), ")[1].split(";")[0] == line.split("), ")[1].split(";")[0], done
