@@ -52,6 +52,7 @@ import poet
 from envs import EnvParams
 from envs.terrain import DIFFICULTY_CLASSES, DIFFICULTY_CRITERIA
 from poet.analysis import Run, load_run
+from poet.errors import RunInterrupted
 from poet.trainers.es import ESOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -605,4 +606,8 @@ def climb_figure(result: dict, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RunInterrupted as exc:  # Ctrl-C or SIGTERM: the run in progress saved a checkpoint
+        print(f"reproduce_poet: {exc}; run the same command again to resume the whole study", file=sys.stderr)
+        sys.exit(130)
