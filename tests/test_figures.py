@@ -245,18 +245,25 @@ def test_make_pictures_draws_every_picture_the_readme_and_the_docs_show():
     assert all((ROOT / path).is_file() for path in drawn)
 
 
-def test_the_course_pictures_the_docs_show_are_what_make_pictures_draws_now(tmp_path, monkeypatch):
-    """docs/*_mutated.png are redrawn from today's families: a change to a family's courses
-    that leaves them stale fails here (redraw: python docs/make_pictures.py --only profiles)."""
-    import importlib.util
-
+def assert_same_picture(committed: Path, drawn: Path) -> None:
+    """The picture the docs show is the one drawn now (up to anti-aliasing)."""
     from matplotlib.image import imread
+
+    a, b = imread(committed), imread(drawn)
+    assert a.shape == b.shape, committed.name
+    assert np.abs(a - b).mean() < 0.01, f"{committed.name} is stale: python docs/make_pictures.py redraws it"
+
+
+@pytest.mark.parametrize("group", ["profiles", "frames"])
+def test_the_course_pictures_the_docs_show_are_what_make_pictures_draws_now(tmp_path, monkeypatch, group):
+    """docs/*_mutated.png and docs/*_frame.png are redrawn from today's families: a change to a
+    family's courses that leaves them stale fails here (the quickstart's env tree is checked
+    with its run, in tests/test_run.py)."""
+    import importlib.util
 
     spec = importlib.util.spec_from_file_location("make_pictures", ROOT / "docs" / "make_pictures.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setattr(module, "DOCS", tmp_path)
-    for path in module.draw_profiles(None):
-        committed, drawn = imread(ROOT / "docs" / path.name), imread(path)
-        assert committed.shape == drawn.shape, path.name
-        assert np.abs(committed - drawn).mean() < 0.01, f"{path.name} is stale"
+    for path in module.GROUPS[group](None):
+        assert_same_picture(ROOT / "docs" / path.name, path)

@@ -152,8 +152,13 @@ def test_quickstart_shows_poet_working(ray_local, tmp_path, capsys):
     assert harder_solved, "no admitted env harder than the initial one was solved"
     solved_scores = run.iterations[run.iterations["env_id"].isin(harder_solved)]["score"]
     assert solved_scores.max() >= 230
+    # The env tree the docs show is this run's (docs/make_pictures.py --only tree draws it).
+    from poet.analysis.report import FIGURES, env_tree_figure, figure_png, write_report
+    from tests.test_figures import assert_same_picture
+
+    (tmp_path / "tree.png").write_bytes(figure_png(env_tree_figure(run)))
+    assert_same_picture(ROOT / "docs" / "quickstart_env_tree.png", tmp_path / "tree.png")
     # `poet report` on the quickstart run writes every figure and the page.
-    from poet.analysis.report import FIGURES, write_report
 
     index = write_report(result.run_dir)
     for name in FIGURES:
