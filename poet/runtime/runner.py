@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import json
@@ -13,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,33 +82,36 @@ def check_cluster_address(cfg: RunConfig) -> None:
         raise ConfigError(str(exc)) from None
 
 
-def check_workers_import(cfg: RunConfig) -> bool:
+@contextlib.contextmanager
+def workers_checked(cfg: RunConfig) -> Iterator[None]:
     """Before the run directory is touched: a `module:Name` of the user's that the Ray workers
     need (the family's, a trainer's) and cannot import is a ConfigError naming the field, the
-    module and `ray.runtime_env`. Starts or joins Ray to ask them only when the config names
-    such code; returns whether it started Ray (the caller shuts it down when done)."""
+    module and `ray.runtime_env`. Only a config that names such code starts or joins Ray to
+    ask them; a Ray started here is shut down when the block ends."""
     named = (("env.family", cfg.env.family), ("trainer.name", cfg.trainer.name))
     needed = {field: value.split(":", 1)[0] for field, value in named if ":" in str(value)}
     if cfg.evaluation.backend != "ray" or not needed:
-        return False
+        yield
+        return
+    import ray
+
     from poet.runtime.ray_session import ensure_ray, workers_import_errors
 
     rc = cfg.ray
     started = ensure_ray(rc.address, rc.workers, rc.log_to_driver, rc.runtime_env)
-    errors = workers_import_errors(sorted(set(needed.values())))
-    for field, module in needed.items():
-        if module in errors:
-            if started:
-                import ray
-
-                ray.shutdown()
-            top = module.split(".")[0]
-            raise ConfigError(
-                f"{field}: the Ray workers cannot import {module!r} ({errors[module]}); they need the code "
-                f"too: install it where they run, or ship it with the run, e.g. --set "
-                f"'ray.runtime_env={{py_modules: [path/to/{top}]}}' or {{working_dir: .}} (docs/cluster.md)"
-            )
-    return started
+    try:
+        errors = workers_import_errors(sorted(set(needed.values())))
+        for field, module in needed.items():
+            if module in errors:
+                raise ConfigError(
+                    f"{field}: the Ray workers cannot import {module!r} ({errors[module]}); they need the "
+                    f"code too: install it where they run, or ship it with the run, e.g. --set 'ray.runtime_env="
+                    f"{{py_modules: [path/to/{module.split('.')[0]}]}}' or {{working_dir: .}} (docs/cluster.md)"
+                )
+        yield
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
@@ -325,43 +329,26 @@ def run(
     cfg = _resolve(config, overrides)
     parts = check_parts(cfg)
     check_cluster_address(cfg)
-    started_ray = check_workers_import(cfg)
-    try:
-        return _run_in(cfg, parts, config, out, progress)
-    finally:
-        if started_ray:
-            import ray
-
-            ray.shutdown()
-
-
-def _run_in(
-    cfg: RunConfig,
-    parts: RunParts,
-    config: RunConfig | str | Path | Mapping | None,
-    out: str | Path | None,
-    progress: bool | None,
-) -> RunResult:
-    """`run` once its config is checked: the run directory, then the run."""
     config_path = config if isinstance(config, (str, Path)) else None
-    run_dir = prepare_out_dir(out if out is not None else default_out_dir(config_path))
-    with RunDirLock(run_dir):  # one writer per run directory
-        save_config(cfg, run_dir / "config.yaml")
-        (run_dir / "run.json").write_text(
-            json.dumps(
-                {
-                    "poet_version": __version__,
-                    "family": cfg.env.family,
-                    "family_version": family_version(parts.family),
-                    "curriculum": cfg.curriculum,
-                    "seed": cfg.seed,
-                    "policy": parts.spec.to_dict(),
-                    "numpy": np.__version__,
-                },
-                indent=2,
+    with workers_checked(cfg):
+        run_dir = prepare_out_dir(out if out is not None else default_out_dir(config_path))
+        with RunDirLock(run_dir):  # one writer per run directory
+            save_config(cfg, run_dir / "config.yaml")
+            (run_dir / "run.json").write_text(
+                json.dumps(
+                    {
+                        "poet_version": __version__,
+                        "family": cfg.env.family,
+                        "family_version": family_version(parts.family),
+                        "curriculum": cfg.curriculum,
+                        "seed": cfg.seed,
+                        "policy": parts.spec.to_dict(),
+                        "numpy": np.__version__,
+                    },
+                    indent=2,
+                )
             )
-        )
-        return _drive(parts, run_dir, None, progress)
+            return _drive(parts, run_dir, None, progress)
 
 
 def resume(
@@ -411,17 +398,11 @@ def resume(
         if snapshot is not None and snapshot.iteration >= cfg.iterations:
             return _already_done(run_dir, snapshot, cfg.iterations)
         check_cluster_address(cfg)
-        started_ray = check_workers_import(cfg)
-        try:
+        with workers_checked(cfg):
             truncate_tables(run_dir, snapshot.table_rows if snapshot is not None else {})
             if cfg.iterations != saved.iterations:  # only the target: where this resume runs is its own
                 save_config(dataclasses.replace(saved, iterations=cfg.iterations), config_path)
             return _drive(parts, run_dir, snapshot, progress, restart=snapshot is None)
-        finally:
-            if started_ray:
-                import ray
-
-                ray.shutdown()
 
 
 def family_version(family: EnvFamily) -> int:
