@@ -11,6 +11,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
@@ -190,6 +191,11 @@ class BatchEnv(Protocol):
         ...
 
 
+# A family's `defaults` when its returns are on BipedalWalker's scale (falling -100, a finished
+# course about 300): it names no score scale of its own, so POET's thresholds apply.
+BIPEDAL_SCORES: Mapping[str, Any] = MappingProxyType({})
+
+
 @runtime_checkable
 class EnvFamily(Protocol):
     """A parameterised family of environments that POET evolves.
@@ -197,9 +203,11 @@ class EnvFamily(Protocol):
     Optional, each enabling what needs it (docs/envs.md, "Adding a family"): `sample(rng)`,
     random params over the family's whole range (DR, robust PLR and ACCEL's new levels; all
     randomness from `rng`), `sample_easy`, `test_levels`, `difficulty`, `make_batch`, `renew`,
-    `interpolate`, `course_profile`; and `version` (an int, 1 when absent), raised when the
+    `interpolate`, `course_profile`; `version` (an int, 1 when absent), raised when the
     same params and seed start to build other episodes (a run records it and is not resumed
-    under another)."""
+    under another); and `defaults`, the family's score scale as the config settings it fills
+    where a run leaves them unset (`solved_threshold`, `reproduction.threshold`, `mc_lower`,
+    `mc_upper`; `BIPEDAL_SCORES` for BipedalWalker's scale; absent: a warning, and POET's)."""
 
     name: str
 

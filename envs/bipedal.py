@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from gymnasium.utils import EzPickle
 
-from envs.base import EnvParamError, EnvParams
+from envs.base import BIPEDAL_SCORES, EnvParamError, EnvParams
 from envs.profile import CourseProfile
 from envs.terrain import TerrainFamily, describe
 
@@ -288,6 +288,7 @@ class BipedalFamily:
     """POET's BipedalWalker family: terrain's params and mutation on gymnasium's Box2D walker."""
 
     name = FAMILY
+    defaults = BIPEDAL_SCORES  # POET's thresholds
 
     def __init__(self, max_episode_steps: int = MAX_EPISODE_STEPS):
         self.max_episode_steps, self.observation_space, self.action_space = walker_setup(max_episode_steps)

@@ -47,7 +47,7 @@ import numpy as np
 from gymnasium.utils import EzPickle
 
 from envs import cppn
-from envs.base import EnvParamError, EnvParams
+from envs.base import BIPEDAL_SCORES, EnvParamError, EnvParams
 from envs.bipedal import (
     MAX_EPISODE_STEPS,
     TERRAIN_HEIGHT,
@@ -186,6 +186,7 @@ class BipedalCPPNFamily:
     """
 
     name = FAMILY
+    defaults = BIPEDAL_SCORES  # POET's thresholds
 
     def __init__(
         self,

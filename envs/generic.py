@@ -29,7 +29,14 @@ import yaml
 from envs import cartpole_physics
 from envs.base import EnvParamError, EnvParams
 
-SPEC_KEYS = ("name", "env_id", "kwargs", "max_episode_steps", "params")
+SPEC_KEYS = ("name", "env_id", "kwargs", "max_episode_steps", "params", "scores")
+# A spec's `scores`: the family's score scale, the config setting each fills where a run leaves it unset.
+SCORE_KEYS = {
+    "solved": ("solved_threshold",),
+    "reproduce": ("reproduction", "threshold"),
+    "mc_lower": ("reproduction", "mc_lower"),
+    "mc_upper": ("reproduction", "mc_upper"),
+}
 REQUIRED_SPEC_KEYS = ("name", "env_id", "params")
 PARAM_KEYS = ("initial", "low", "high", "step", "type")
 REQUIRED_PARAM_KEYS = ("initial", "low", "high", "step")
@@ -73,6 +80,7 @@ class GymSpec:
     max_episode_steps: int | None
     params: tuple[ParamSpec, ...]
     source: str = "<inline spec>"
+    scores: Mapping[str, float] | None = None  # SCORE_KEYS -> value; None: the spec names no score scale
 
 
 # ---------------------------------------------------------------- spec parsing
@@ -188,7 +196,21 @@ def parse_spec(data: Any, source: str = "<inline spec>") -> GymSpec:
         if p.name in kwargs:
             raise _fail(source, f"params.{p.name}", "also given in kwargs; a name is either fixed or evolved")
     max_steps = _parse_max_steps(data.get("max_episode_steps"), source)
-    return GymSpec(name, env_id, kwargs, max_steps, params, source)
+    return GymSpec(name, env_id, kwargs, max_steps, params, source, _parse_scores(data.get("scores"), source))
+
+
+def _parse_scores(data: Any, source: str) -> dict[str, float] | None:
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise _fail(source, "scores", f"must be a mapping ({', '.join(SCORE_KEYS)}), got {type(data).__name__}")
+    _check_keys(data, tuple(SCORE_KEYS), (), source, "scores.")
+    for key, value in data.items():
+        if not _is_number(value):
+            raise _fail(source, f"scores.{key}", f"must be a number, got {value!r}")
+    if "mc_lower" in data and "mc_upper" in data and data["mc_lower"] > data["mc_upper"]:
+        raise _fail(source, "scores.mc_lower", f"({data['mc_lower']}) must be <= scores.mc_upper ({data['mc_upper']})")
+    return {key: float(value) for key, value in data.items()}
 
 
 def _deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -366,6 +388,20 @@ class GymFamily:
                 "the gym family needs options: spec=<path to yaml> or an inline spec (name, env_id, params, ...)"
             )
         return cls(parse_spec(inline_spec))
+
+    @property
+    def defaults(self) -> dict[str, Any] | None:
+        """The run settings the spec's `scores` fill where a config leaves them unset (None: no scale)."""
+        if self.spec.scores is None:
+            return None
+        out: dict[str, Any] = {}
+        for key, value in self.spec.scores.items():
+            *sections, name = SCORE_KEYS[key]
+            node = out
+            for section in sections:
+                node = node.setdefault(section, {})
+            node[name] = value
+        return out
 
     @property
     def param_specs(self) -> tuple[ParamSpec, ...]:

@@ -26,7 +26,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs import _raster, terrain_core
-from envs.base import EnvParamError, EnvParams
+from envs.base import BIPEDAL_SCORES, EnvParamError, EnvParams
 from envs.profile import CourseProfile, runs, span_text
 from envs.terrain_core import (  # noqa: F401  (part of this module's API)
     FALL_DEPTH,
@@ -616,6 +616,7 @@ class TerrainFamily:
     # 1: the ground walk ran on under pits and stumps, pits 1 m and stumps 0.4 m a unit.
     # 2: POET's geometry (level banks, stumps on level ground) in units from the runner's limits.
     version = 2
+    defaults = BIPEDAL_SCORES  # POET's thresholds
 
     def __init__(self, course_length: float = 80.0, max_episode_steps: int = 600):
         if isinstance(course_length, bool) or not isinstance(course_length, (int, float)):

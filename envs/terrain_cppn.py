@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from envs.base import EnvParamError, EnvParams
+from envs.base import BIPEDAL_SCORES, EnvParamError, EnvParams
 from envs.bipedal import TERRAIN_HEIGHT, TERRAIN_LENGTH, TERRAIN_STEP
 from envs.bipedal_cppn import FAMILY as WALKER_FAMILY
 from envs.bipedal_cppn import BipedalCPPNFamily, ground_heights
@@ -78,6 +78,7 @@ class TerrainCPPNFamily:
     """Enhanced POET's CPPN ground (the reference's genome and operators) on the terrain runner."""
 
     name = FAMILY
+    defaults = BIPEDAL_SCORES  # POET's thresholds
 
     def __init__(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 from envs import EnvParamError
@@ -204,11 +205,22 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warning_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+    """A warning to the user as one line in their terms (not Python's file:line form)."""
+    print(f"poet: warning: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `poet` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv  # for messages that need the order of the words (`--set KEY VALUE`)
+    with warnings.catch_warnings():
+        warnings.showwarning = _warning_line
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "run":
             return _run(args)

@@ -137,16 +137,19 @@ class ReproductionConfig:
     # (POET's run_poet_local.sh: --adjust_interval=8 x --steps_before_transfer=25 = 200;
     # Enhanced POET's: 6 x 25 = 150)
     every: int | None = None
-    threshold: float = 200.0  # a pair may reproduce when its agent scores at least this on its env (--repro_threshold)
+    # a pair may reproduce when its agent scores at least this on its env; unset: the env family's
+    # `defaults` (its score scale), else POET's 200 (--repro_threshold); so are mc_lower and mc_upper
+    threshold: float | None = None
     # mutations of random eligible parents proposed per reproduction step; a duplicate env is
     # dropped (the reference's adjust_envs_niches, max_children=8)
     max_children: int = 8
     # most children admitted per reproduction step, most novel first (adjust_envs_niches, max_admitted=1)
     max_admitted: int = 1
     # the minimal criterion: a child passes when the agent tested on it scores in
-    # [mc_lower, mc_upper] (master.py --mc_lower / --mc_upper); also PATA-EC's clipping bounds
-    mc_lower: float = 25.0
-    mc_upper: float = 340.0  # the minimal criterion's upper bound: above it a child is too easy
+    # [mc_lower, mc_upper] (POET's 25 and 340: master.py --mc_lower / --mc_upper); also PATA-EC's
+    # clipping bounds
+    mc_lower: float | None = None
+    mc_upper: float | None = None  # the minimal criterion's upper bound: above it a child is too easy
     # most active pairs: beyond it the oldest move to the archive at the end of a reproduction
     # step; unset: the curriculum's default (--max_num_envs: 25 in POET's run script, 40 in
     # Enhanced POET's; the POET paper's text says 20)
@@ -204,8 +207,9 @@ class RunConfig:
     curriculum_options: dict[str, Any] = field(default_factory=dict)  # the curriculum's options (tables below)
     seed: int = 0  # the root seed every random stream derives from (poet.seeding)
     iterations: int = field(default=1000, metadata=WHERE_ONLY)  # the iteration the run stops at; a resume may raise it
-    # a score at or above which an env counts as solved (the POET paper's 230), for ANNECS and the report
-    solved_threshold: float = 230.0
+    # a score at or above which an env counts as solved, for ANNECS and the report; unset: the env
+    # family's `defaults` (its score scale), else POET's 230 (the paper's)
+    solved_threshold: float | None = None
     progress: bool = field(default=True, metadata=WHERE_ONLY)  # a progress bar with ETA on stderr
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -387,7 +391,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     )
     _check(rp.novelty_k >= 1, f"reproduction.novelty_k: must be >= 1, got {rp.novelty_k}")
     _check(
-        rp.mc_lower <= rp.mc_upper,
+        rp.mc_lower is None or rp.mc_upper is None or rp.mc_lower <= rp.mc_upper,
         f"reproduction.mc_lower ({rp.mc_lower}) must be <= reproduction.mc_upper ({rp.mc_upper})",
     )
     _check(cfg.transfer.every >= 1, f"transfer.every: must be >= 1, got {cfg.transfer.every}")
@@ -537,13 +541,13 @@ def load_config(
     path: str | Path | None = None,
     overrides: Sequence[str] = (),
     data: Mapping | None = None,
-    defaults: Callable[[str], Mapping] | None = None,
+    defaults: Callable[[Mapping], Mapping] | None = None,
 ) -> RunConfig:
     """Load, override and validate a RunConfig from a YAML file and/or a mapping.
 
-    `defaults(curriculum)` gives the settings the named curriculum runs with where the config
-    leaves them unset (absent or None; `poet.load_config` passes each curriculum's own,
-    `poet.curricula.curriculum_defaults`). Without it, such settings stay None.
+    `defaults(raw)` gives the settings a run of the loaded (unresolved) settings `raw` takes where
+    they leave them unset (absent or None; `poet.load_config` passes `poet.parts.run_defaults`:
+    its env family's and its curriculum's). Without it, such settings stay None.
     """
     raw: dict = read_yaml(path) if path is not None else {}
     if data is not None:
@@ -552,9 +556,7 @@ def load_config(
         parts, value = parse_override(text)
         apply_override(raw, parts, value)
     if defaults is not None:
-        curriculum = raw.get("curriculum", RunConfig.curriculum)
-        if isinstance(curriculum, str):  # else build_dataclass names the field's type error
-            raw = under(defaults(curriculum), raw)
+        raw = under(defaults(raw), raw)
     return validate(build_dataclass(RunConfig, _drop_retired(raw)))
 
 

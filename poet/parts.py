@@ -5,9 +5,11 @@ naming the field. Reading a run (`read_parts`) imports none of its author's code
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,9 +46,49 @@ def load_config(
     path: str | Path | None = None, overrides: Sequence[str] = (), data: Mapping | None = None
 ) -> RunConfig:
     """Load, override and validate a run's config (`poet.config.load_config`), each setting it
-    leaves unset taking its curriculum's default (`poet.curricula.curriculum_defaults`: the
-    authors' shipped script)."""
-    return config.load_config(path, overrides, data, defaults=curriculum_defaults)
+    leaves unset taking its env family's or its curriculum's default (`run_defaults`)."""
+    return config.load_config(path, overrides, data, defaults=run_defaults)
+
+
+def run_defaults(raw: Mapping[str, Any]) -> dict:
+    """What a run of the settings `raw` takes where they leave a setting unset: its env family's
+    `defaults` (the family's score scale: solved_threshold, reproduction.threshold, mc_lower,
+    mc_upper), over its curriculum's (`poet.curricula.curriculum_defaults`: the authors' shipped
+    script, over POET's). Problems with the family or curriculum named are left for
+    `check_parts` to state."""
+    curriculum = raw.get("curriculum", RunConfig.curriculum)
+    own = curriculum_defaults(curriculum) if isinstance(curriculum, str) else {}
+    return config.under(own, _family_defaults(raw))
+
+
+SCORE_SCALE = ("solved_threshold", "reproduction.threshold", "reproduction.mc_lower", "reproduction.mc_upper")
+
+
+def _family_defaults(raw: Mapping[str, Any]) -> dict:
+    env = raw.get("env")
+    try:
+        family = build_family(build_dataclass(RunConfig, {"env": env} if isinstance(env, Mapping) else {}))
+    except (ConfigError, TypeError, ValueError):
+        return {}  # check_parts names the problem
+    declared = getattr(family, "defaults", None)
+    if declared is None:
+        unset = [key for key in SCORE_SCALE if _lookup(raw, key) is None]
+        if unset:
+            warnings.warn(
+                f"env.family {family.name!r} declares no score scale (`defaults`, docs/envs.md), so "
+                f"{', '.join(unset)} take POET's BipedalWalker values; set them for this family's returns",
+                UserWarning,
+                stacklevel=4,
+            )
+        return {}
+    return copy.deepcopy(dict(declared))
+
+
+def _lookup(raw: Mapping[str, Any], key: str) -> Any:
+    node: Any = raw
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
 
 
 def build_family(cfg: RunConfig, import_code: bool = True) -> EnvFamily:

@@ -103,6 +103,10 @@ BAD_SPECS = {
     ),
     "bad_max_episode_steps": (_set("max_episode_steps", 0), ["max_episode_steps", "positive"]),
     "empty_name": (_set("name", ""), ["name", "non-empty"]),
+    "scores_not_mapping": (_set("scores", 475), ["scores", "mapping"]),
+    "unknown_score": (_set("scores", {"solve": 475}), ["scores.solve", "unknown"]),
+    "score_not_number": (_set("scores", {"solved": "high"}), ["scores.solved", "number"]),
+    "mc_bounds_crossed": (_set("scores", {"mc_lower": 300, "mc_upper": 50}), ["scores.mc_lower", "<="]),
 }
 
 
@@ -395,3 +399,44 @@ def test_lunar_lander_wind_changes_the_trajectory() -> None:
     n = min(len(a), len(b))
     assert not np.allclose(a[:n], b[:n])
     assert fam.make_env(windy).unwrapped.wind_power == 15.0
+
+
+# ---------------------------------------------------------------- score scale
+
+
+def test_shipped_specs_state_a_score_scale_that_a_run_takes() -> None:
+    """CartPole's returns are steps balanced (at most 500), not BipedalWalker's: a run on it
+    takes the spec's thresholds where the config leaves them unset, and a config's own win."""
+    from poet import load_config
+
+    cfg = load_config(data={"env": {"family": "cartpole"}})
+    assert (cfg.solved_threshold, cfg.reproduction.threshold) == (475.0, 413.0)
+    assert (cfg.reproduction.mc_lower, cfg.reproduction.mc_upper) == (52.0, 500.0)
+    assert load_config(data={"env": {"family": "cartpole"}, "solved_threshold": 400}).solved_threshold == 400.0
+    lander = load_config(data={"env": {"family": "lunar_lander"}})
+    assert (lander.solved_threshold, lander.reproduction.mc_upper) == (200.0, 296.0)
+    terrain = load_config(data={"env": {"family": "terrain"}})  # BipedalWalker's scale: POET's
+    assert (terrain.solved_threshold, terrain.reproduction.threshold) == (230.0, 200.0)
+    assert (terrain.reproduction.mc_lower, terrain.reproduction.mc_upper) == (25.0, 340.0)
+
+
+def test_family_without_a_score_scale_warns_in_one_line_through_the_cli(tmp_path: Path) -> None:
+    """A spec that names no `scores` runs on POET's thresholds, and the user is told so."""
+    import subprocess
+    import sys
+
+    spec = yaml.safe_load(CARTPOLE_SPEC.read_text())
+    del spec["scores"]
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    command = [sys.executable, "-m", "poet.cli", "run", "--backend", "inprocess", "--iterations", "0", "--quiet"]
+    command += ["--out", str(tmp_path / "run"), "--set", "env.family=gym", "--set", f"env.options={{spec: {path}}}"]
+    command += ["--set", "evaluation.test_every=0"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    warning = [line for line in proc.stderr.splitlines() if line.startswith("poet: warning:")]
+    assert warning == [
+        "poet: warning: env.family 'cartpole' declares no score scale (`defaults`, docs/envs.md), so "
+        "solved_threshold, reproduction.threshold, reproduction.mc_lower, reproduction.mc_upper take POET's "
+        "BipedalWalker values; set them for this family's returns"
+    ], proc.stderr

@@ -166,7 +166,7 @@ class _Trainer:
 
 def test_accel_cycle_edits_the_four_lowest_of_its_batch_not_its_first_slot(tmp_path) -> None:
     import envs
-    from poet.config import load_config
+    from poet import load_config
     from poet.context import RunContext
     from poet.curricula import CURRICULA
     from poet.pair import Pair

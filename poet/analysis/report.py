@@ -26,8 +26,9 @@ from envs import EnvParams
 from envs.terrain import DIFFICULTY_CLASSES
 from poet.analysis import Run, load_run
 from poet.analysis.images import course_figure, figure_rgb, write_png
-from poet.config import ConfigError, RunConfig
+from poet.config import ConfigError
 from poet.curricula.level_buffer import LevelBuffer
+from poet.curricula.poet import PoetCurriculum
 
 # Columns of `run.envs` that are not env parameters.
 NON_PARAM_COLUMNS = {
@@ -83,8 +84,8 @@ def _note(ax: Axes, text: str) -> None:
 
 
 def _threshold(run: Run) -> float:
-    """The run's solved threshold (the config default if the run has no config)."""
-    return float(run.config.get("solved_threshold", RunConfig.solved_threshold))
+    """The run's solved threshold (POET's if the run has no config)."""
+    return float(run.config.get("solved_threshold") or PoetCurriculum.defaults["solved_threshold"])
 
 
 def _is_level_buffer(run: Run) -> bool:

@@ -29,9 +29,15 @@ class PoetCurriculum:
         "trainer": {"name": "es"},  # poet_distributed/es.py
         # niches/box2d/env.py: 40-40 tanh; --init=random: model.py get_random_model_params
         "policy": {"hidden": [40, 40], "init": "reference"},
+        # BipedalWalker's score scale, where the env family declares none of its own: the paper's
+        # solved threshold, --repro_threshold=200, --mc_lower=25, --mc_upper=340
+        "solved_threshold": 230.0,
         "reproduction": {
             "every": 200,  # --adjust_interval=8 x --steps_before_transfer=25 (poet_algo.py optimize)
             "capacity": 25,  # --max_num_envs=25
+            "threshold": 200.0,
+            "mc_lower": 25.0,
+            "mc_upper": 340.0,
         },
     }
 
