@@ -28,6 +28,59 @@ ARXIV = {"POET": "https://arxiv.org/abs/1901.01753", "Enhanced POET": "https://a
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?")
 
 
+# ---------------------------------------------------------------- quoted output
+
+# The start of a command line in a page's code block (what the reader types, not what prints).
+COMMAND_START = ("poet ", "$ ", "make", "pip", "#", "python", "git ", "ray ", "cd ", "export ", "tensorboard")
+COMMAND_START += ("mlflow", "jupyter", "RAY_", "POET_", "MLFLOW_", ".venv", "usage:", "  ")
+
+
+def quoted_output() -> list[tuple[str, str, list[str], int]]:
+    """(page, line, block, index) of every line a page's plain code block shows as a program's output."""
+    from tests.test_readme_commands import pages
+
+    out = []
+    for page in pages():
+        block, plain = None, False
+        for line in page.read_text().splitlines():
+            if line.startswith("```"):
+                if block is None:
+                    block, plain = [], line[3:].strip() in ("", "text", "console", "bash", "sh")
+                    continue
+                if plain:
+                    for i, text in enumerate(block):
+                        if text and not text.startswith(COMMAND_START) and not text.endswith((".gif", ".png")):
+                            out.append((str(page.relative_to(ROOT)), text, block, i))
+                block = None
+            elif block is not None:
+                block.append(line)
+    return out
+
+
+def test_every_output_a_page_quotes_is_checked_against_the_command():
+    """Each output line the pages quote is one a test compares with what its command prints:
+    the quickstart's lines (tests/test_run.py::test_quickstart_shows_poet_working), an error
+    line under its `$ poet ...` (tests/test_readme_commands.py), or a line whose every
+    number is a placeholder (`<return>`, `T`)."""
+    from tests.test_run import QUICKSTART_OUTPUT
+
+    quickstart = {
+        line
+        for page in ("README.md", "docs/getting-started.md")
+        for line in QUICKSTART_OUTPUT.search((ROOT / page).read_text()).group(1).splitlines()
+    }
+    unchecked = []
+    for page, line, block, i in quoted_output():
+        if line in quickstart and page in ("README.md", "docs/getting-started.md"):
+            continue
+        if line.startswith("poet: error: ") and i > 0 and block[i - 1].startswith("$ poet "):
+            continue
+        if not re.search(r"(?<!\w)-?\d", re.sub(r"<[^>]*>", "", line)):  # p3 is a name, not a number
+            continue
+        unchecked.append(f"{page}: {line}")
+    assert not unchecked, "quoted output no test checks:\n" + "\n".join(unchecked)
+
+
 # ---------------------------------------------------------------- README and citation
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import poet
@@ -128,14 +130,12 @@ def test_the_small_bipedal_preset_keeps_the_papers_rules_smaller():
     }
 
 
-def test_the_small_bipedal_preset_runs_an_iteration_at_its_own_settings(tmp_path):
-    result = poet.run(
-        ROOT / "experiments" / "bipedal_small.yaml",
-        out=tmp_path / "r",
-        progress=False,
-        overrides=["iterations=1", "evaluation.backend=inprocess"],
-    )
-    assert result.iterations == 1
+def test_the_small_bipedal_preset_runs_at_its_own_settings_and_costs_what_its_comment_says(tmp_path):
+    config = ROOT / "experiments" / "bipedal_small.yaml"
+    result = poet.run(config, out=tmp_path / "r", progress=False, overrides=["evaluation.backend=inprocess"])
+    assert result.iterations == 3
     run = load_run(tmp_path / "r")
-    assert run.iterations["iteration"].tolist() == [0] and run.envs["family"].tolist() == ["bipedal"]
+    assert run.iterations["iteration"].tolist() == [0, 1, 2] and run.envs["family"].tolist() == ["bipedal"]
     assert run.envs["difficulty"].tolist() == [0]  # the flat start: easy in the paper's classes
+    quoted = re.search(r"simulates ([\d,]+) env steps in its 3", config.read_text())
+    assert quoted and int(quoted.group(1).replace(",", "")) == run.phases["env_steps"].sum()
