@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import yaml
 
+from envs import EnvParams
 from poet.records import read_rows
+
+if TYPE_CHECKING:
+    from poet.analysis.agents import Agent
 
 COLUMNS = {
     "iterations": ["iteration", "pair_id", "env_id", "score"],
@@ -87,6 +92,117 @@ class Run:
                 }
             )
         return pd.DataFrame(rows, columns=["phase", "seconds", "env_steps", "steps_per_second"]).set_index("phase")
+
+    @property
+    def phylogeny(self) -> pd.DataFrame:
+        """Every env the run made, one row each in creation order: env_id, parent_env_id (None
+        for a root), pair_id (the pair made for it), created_iteration, solved_iteration,
+        retired_iteration, difficulty (the paper's class, <NA> where the family has none),
+        depth (0 at a root), root_env_id, and params (the env's parameter values, a dict).
+        The parent links form a forest rooted at the run's initial envs."""
+        envs = self.envs
+        parent = dict(zip(envs["env_id"], envs["parent_env_id"]))
+        depth, root = [], []
+        for env_id in envs["env_id"]:
+            steps, node = 0, env_id
+            while isinstance(parent.get(node), str) and parent[node] in parent:
+                node, steps = parent[node], steps + 1
+            depth.append(steps)
+            root.append(node)
+        out = envs[
+            [
+                "env_id",
+                "parent_env_id",
+                "pair_id",
+                "created_iteration",
+                "solved_iteration",
+                "retired_iteration",
+                "difficulty",
+            ]
+        ].copy()
+        out["depth"] = pd.Series(depth, index=envs.index, dtype="int64")
+        out["root_env_id"] = root
+        out["params"] = [json.loads(p)["values"] if isinstance(p, str) else {} for p in envs.get("params_json", [])]
+        return out.reset_index(drop=True)
+
+    @property
+    def transfer_edges(self) -> pd.DataFrame:
+        """Every transfer attempt as an edge between two pairs and their envs: iteration,
+        source_pair_id, source_env_id, target_pair_id, target_env_id, kind (direct or
+        fine_tune), score_before (the target's incumbent agent on the target env),
+        score_after (the candidate's score there) and accepted."""
+        columns = [
+            "iteration",
+            "source_pair_id",
+            "source_env_id",
+            "target_pair_id",
+            "target_env_id",
+            "kind",
+            "score_before",
+            "score_after",
+            "accepted",
+        ]
+        t = self.transfers
+        if not len(t):
+            return pd.DataFrame(columns=columns)
+        env_of = dict(zip(self.envs["pair_id"], self.envs["env_id"]))
+        out = pd.DataFrame(
+            {
+                "iteration": t["iteration"].astype("int64"),
+                "source_pair_id": t["source_pair_id"],
+                "source_env_id": t["source_pair_id"].map(env_of),
+                "target_pair_id": t["target_pair_id"],
+                "target_env_id": t["target_pair_id"].map(env_of),
+                "kind": t["kind"],
+                "score_before": t["incumbent_score"].astype(float),
+                "score_after": t["score"].astype(float),
+                "accepted": t["accepted"].astype(bool),
+            }
+        )
+        return out[columns].reset_index(drop=True)
+
+    def agents(self, iteration: int | None = None) -> list[Agent]:
+        """Every pair's agent in the newest checkpoint at or before `iteration` (None: newest)."""
+        from poet.analysis import agents
+
+        return agents.kept_agents(self, iteration)
+
+    def agent(self, pair: str | None = None, env: str | None = None, iteration: int | None = None) -> Agent:
+        """The agent of pair `pair` (or of the pair made for env `env`), from the newest
+        checkpoint at or before `iteration`."""
+        from poet.analysis import agents
+
+        return agents.agent(self, pair, env, iteration)
+
+    def score(
+        self,
+        agents: Sequence[Agent],
+        envs: Sequence[str | EnvParams],
+        backend: str = "inprocess",
+        workers: int | None = None,
+    ) -> pd.DataFrame:
+        """Each agent on each env (env ids, pair ids or EnvParams such as a family's samples)
+        as the run scores: a row per pair with pair_id, agent_iteration, agent_id, env_id, score.
+        `backend="ray"` runs the wave on a local Ray pool of `workers`."""
+        from poet.analysis import agents as scoring
+
+        return scoring.score(self, agents, envs, backend, workers)
+
+    def cross_eval(
+        self,
+        agents: Sequence[Agent] | None = None,
+        envs: Sequence[str | EnvParams] | None = None,
+        backend: str = "inprocess",
+        workers: int | None = None,
+        max_env_steps: int | None = None,
+        cache: bool = True,
+    ) -> pd.DataFrame:
+        """Agents x envs score matrix (`poet.analysis.agents.cross_eval`): by default every
+        agent of the newest checkpoint on every env of the run; kept in the run directory."""
+        from poet.analysis import agents as scoring
+
+        limit = scoring.MAX_ENV_STEPS if max_env_steps is None else max_env_steps
+        return scoring.cross_eval(self, agents, envs, backend, workers, limit, cache)
 
     def children(self) -> pd.DataFrame:
         """Every proposed child env with its MC score, novelty and whether it was admitted."""
