@@ -1,6 +1,7 @@
 """The README and the documentation site: the README stays short and cites the papers, every
-config field is in the configuration reference, and every number of a generated table is the
-number in its results file (`docs/hooks/`: the tables are built when the site is)."""
+config field is in the configuration reference, and every number of a generated table or of a
+page's prose is the number in its results file (`docs/hooks/`: both are filled in when the
+site is built)."""
 
 from __future__ import annotations
 
@@ -233,11 +234,78 @@ def test_the_study_tables_are_the_ones_the_study_script_writes():
     assert generated == written
 
 
+# ---------------------------------------------------------------- numbers in the prose
+
+# A value or ratio marker as docs_hook.py documents it, parsed here rather than by the hook.
+PROSE_NUMBER = re.compile(r"<!-- (value|ratio): (.*?) -->")
+
+
+def _number_markers() -> list[tuple[Path, re.Match]]:
+    """(page, marker) for every value and ratio marker of the site's pages."""
+    return [(page, m) for page in _pages() for m in PROSE_NUMBER.finditer(page.read_text())]
+
+
+def _expected_number(marker: re.Match) -> str:
+    """What a marker must show: its value (or A / B), read here from its file, formatted."""
+    kind, (path, *keys, fmt) = marker.group(1), marker.group(2).split()
+    assert len(keys) == (2 if kind == "ratio" else 1), marker.group(0)
+    assert path.startswith(("benchmarks/results/", "experiments/results/")), marker.group(0)
+    data = json.loads((ROOT / path).read_text())
+    values = [docs_tables.lookup(data, key) for key in keys]
+    return format(values[0] / values[1] if kind == "ratio" else values[0], fmt)
+
+
+def test_the_prose_states_measured_numbers_through_markers():
+    assert len(_number_markers()) >= 10, "the pages' prose reads its measured numbers from the results"
+    # GitHub shows the README as it is: a marker there would never be filled
+    assert not PROSE_NUMBER.search((ROOT / "README.md").read_text())
+
+
+@pytest.mark.parametrize("page", sorted({p.relative_to(ROOT).as_posix() for p, _ in _number_markers()}))
+def test_every_number_in_the_prose_is_its_json_sources(page):
+    """The filled page is the page with each marker replaced by the formatted value in its file."""
+    text = (ROOT / page).read_text()
+    assert docs_hook.fill_numbers(text) == PROSE_NUMBER.sub(_expected_number, text)
+    filled = docs_hook.fill(text)
+    assert "<!-- value:" not in filled and "<!-- ratio:" not in filled
+
+
+def test_a_marker_fills_in_its_number():
+    data = json.loads((ROOT / "benchmarks/results/backends_quickstart.json").read_text())
+    marker = "<!-- value: benchmarks/results/backends_quickstart.json median.ray.wall_seconds .1f -->"
+    assert docs_hook.fill(f"took {marker} s\n") == f"took {data['median']['ray']['wall_seconds']:.1f} s\n"
+    marker = "<!-- ratio: benchmarks/results/backends_quickstart.json median.ray.wall_seconds median.inprocess.wall_seconds .3f -->"
+    ratio = data["median"]["ray"]["wall_seconds"] / data["median"]["inprocess"]["wall_seconds"]
+    assert docs_hook.fill(f"{marker}x\n") == f"{ratio:.3f}x\n"
+
+
+@pytest.mark.parametrize(
+    ("marker", "why"),
+    [
+        ("<!-- value: benchmarks/results/backends_quickstart.json median.ray.no_such_key .1f -->", "no_such_key"),
+        ("<!-- value: benchmarks/results/no_such_file.json median.ray.wall_seconds .1f -->", "no_such_file.json"),
+        ("<!-- value: benchmarks/results/backends_quickstart.json runs.ray.9.wall_seconds .1f -->", "IndexError"),
+        ("<!-- ratio: benchmarks/results/backends_quickstart.json annecs median.no_such_key .2f -->", "no_such_key"),
+        ("<!-- value: benchmarks/results/backends_quickstart.json median.ray .1f -->", "not a number"),
+        ("<!-- value: benchmarks/results/backends_quickstart.json annecs -->", "takes PATH KEY FORMAT"),
+    ],
+)
+def test_a_marker_naming_a_missing_file_or_key_stops_the_build_naming_it(marker, why):
+    with pytest.raises(ValueError, match=re.escape(marker)) as error:
+        docs_hook.fill(f"The run took {marker} s.\n")
+    assert why in str(error.value)
+
+
 def _built(site: Path, page: Path) -> Path:
     """Where mkdocs writes a page (directory URLs: docs/a/b.md -> site/a/b/index.html)."""
     rel = page.relative_to(ROOT / "docs").with_suffix("")
     folder = rel.parent if rel.name == "index" else rel
     return site / folder / "index.html"
+
+
+def _shown(site: Path, page: Path) -> str:
+    """A built page's text as the reader sees it (tags and entities gone)."""
+    return re.sub(r"<[^>]+>", "", html.unescape(_built(site, page).read_text()))
 
 
 @pytest.mark.slow
@@ -255,11 +323,12 @@ def test_the_built_site_shows_every_page_and_every_generated_number(tmp_path):
     for page in _pages():
         assert _built(site, page).is_file(), page
     for name, page in _markers().items():
-        shown = html.unescape(_built(site, page).read_text())
-        shown = re.sub(r"<[^>]+>", "", shown)
+        shown = _shown(site, page)
         for row in docs_tables.TABLES[name]().rows:
             for cell in row:
                 if cell.source is not None:
                     assert cell.text.replace("`", "") in shown, (name, cell.text)
+    for page, marker in _number_markers():
+        assert _expected_number(marker) in _shown(site, page), (page, marker.group(0))
     api = (site / "api" / "run" / "index.html").read_text()
     assert "poet.runtime.runner.run" in api and "poet.runtime.runner.resume" in api

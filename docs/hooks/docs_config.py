@@ -126,7 +126,7 @@ def validate_bounds() -> dict[str, str]:
         key = re.match(r"[a-z_][\w.]*", message).group(0)
         rule = message[len(key) :].lstrip(": ")
         rule = re.sub(r"[,;] got .*$", "", rule)
-        rule = re.sub(r"\s*\(-?[\d.]+\)", "", rule).strip()  # the values the message quotes
+        rule = re.sub(r"\s*\((?:-?[\d.]+|None)\)", "", rule).strip()  # the values the message quotes
         bounds[key] = rule
     return bounds
 
