@@ -155,3 +155,33 @@ def test_a_run_directory_that_cannot_be_written_still_gives_the_matrix(run, monk
 
 def test_cross_eval_on_the_ray_pool_gives_the_same_matrix(run, ray_local):
     assert run.cross_eval(backend="ray", workers=2, cache=False).equals(run.cross_eval(cache=False))
+
+
+def test_class_levels_fall_in_their_class_and_are_the_same_for_every_run():
+    family = envs.make_family("terrain")
+    for klass in range(4):
+        levels = scoring.class_levels(family, klass, n=20, seed=5)
+        assert len(levels) == 20 and {family.difficulty(lv) for lv in levels} == {klass}
+        assert all(lv.course_seed is not None for lv in levels)  # one course each: every run scores the same
+        assert [lv.id for lv in levels] == [lv.id for lv in scoring.class_levels(family, klass, n=20, seed=5)]
+    assert scoring.class_levels(family, 2, n=5, seed=6) != scoring.class_levels(family, 2, n=5, seed=5)
+    with pytest.raises(ConfigError, match="has no sample"):
+        scoring.class_levels(envs.make_family("cartpole"), 1, n=2)
+
+
+def test_cvar_is_the_mean_of_the_worst_share():
+    scores = np.array([5.0, -1.0, 3.0, 10.0, 0.0, 2.0, 8.0, 1.0, 4.0, 6.0])
+    assert scoring.cvar(scores, [0.1, 0.2, 0.25, 0.5, 1.0]).tolist() == [-1.0, -0.5, 0.0, 1.0, 3.8]
+
+
+def test_robustness_curves_rise_with_alpha_for_every_agent(run):
+    curves = run.robustness(1, n=12, seed=3)
+    assert list(curves.columns) == ["pair_id", "alpha", "cvar", "levels", "class"]
+    assert set(curves["pair_id"]) == {a.pair_id for a in run.agents()}
+    assert (curves["levels"] == 12).all() and (curves["class"] == 1).all()
+    for _, curve in curves.groupby("pair_id"):
+        assert list(curve["alpha"]) == list(scoring.ALPHAS)
+        assert np.all(np.diff(curve["cvar"].to_numpy()) >= 0)
+    family = envs.make_family("terrain", {"course_length": 20.0, "max_episode_steps": 150})
+    same = run.robustness(scoring.class_levels(family, 1, n=12, seed=3))
+    assert same["cvar"].tolist() == curves["cvar"].tolist() and same["class"].isna().all()

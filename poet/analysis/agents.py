@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
-from envs import EnvParams
+from envs import EnvFamily, EnvParams
 from poet.config import ConfigError, load_config
 from poet.evaluation.policy_store import weights_key
 from poet.parts import read_parts
@@ -43,6 +43,8 @@ Backend = Literal["inprocess", "ray"]
 CACHE_DIR = "analysis"  # cross-evaluation results kept in the run directory
 # A cross-evaluation bigger than this many env steps (at most) is refused unless asked for.
 MAX_ENV_STEPS = 200_000_000
+# The fractions of worst levels a robustness curve averages over (CVaR's alpha).
+ALPHAS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 @dataclass(frozen=True)
@@ -231,3 +233,58 @@ def _write_whole(path: Path, data: dict) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         print(f"cross_eval: result not kept in {str(path.parent)!r} ({exc.strerror})", file=sys.stderr)
+
+
+def class_levels(
+    family: EnvFamily, klass: int, n: int = 100, seed: int = 0, max_draws: int = 1_000_000
+) -> list[EnvParams]:
+    """`n` levels of the paper's difficulty class `klass` (0 easy .. 3 extremely challenging):
+    the family's `sample` drawn from `seed` until `n` fall in the class, each pinned to a course
+    of its own. The same arguments give the same levels, whatever the run, so runs of several
+    curricula are scored on one sample."""
+    if not callable(getattr(family, "sample", None)) or not callable(getattr(family, "difficulty", None)):
+        raise ConfigError(f"levels: env family {family.name!r} has no sample() and difficulty() to draw classes from")
+    rng = np.random.default_rng([seed, klass])
+    levels: list[EnvParams] = []
+    for _ in range(max_draws):
+        level = family.sample(rng)
+        if family.difficulty(level) == klass:
+            levels.append(level.with_course_seed(int(rng.integers(2**31))))
+            if len(levels) == n:
+                return levels
+    raise ConfigError(f"levels: {len(levels)} of {n} levels of class {klass} in {max_draws:,} draws of {family.name!r}")
+
+
+def cvar(scores: np.ndarray, alphas: Sequence[float] = ALPHAS) -> np.ndarray:
+    """Mean of the worst ceil(alpha * n) scores, for each alpha (CVaR at level alpha)."""
+    ordered = np.sort(np.asarray(scores, dtype=np.float64))
+    return np.array([ordered[: max(1, int(np.ceil(a * len(ordered) - 1e-9)))].mean() for a in alphas])
+
+
+def robustness(
+    run: Run,
+    levels: int | Sequence[EnvParams],
+    alphas: Sequence[float] = ALPHAS,
+    agents: Sequence[Agent] | None = None,
+    n: int = 100,
+    seed: int = 0,
+    backend: Backend = "inprocess",
+    workers: int | None = None,
+) -> pd.DataFrame:
+    """Robustness curves: each agent's mean score over its worst alpha share of `levels` (a
+    paper class, drawn by `class_levels(n, seed)`, or level params), a row per (agent, alpha)
+    with pair_id, alpha, cvar, levels (how many), class (<NA> for given levels)."""
+    chosen = list(agents) if agents is not None else kept_agents(run)
+    klass = levels if isinstance(levels, int) else None
+    if klass is not None:
+        family = read_parts(load_config(run.path / "config.yaml")).family
+        levels = class_levels(family, klass, n, seed)
+    long = score(run, chosen, list(levels), backend, workers)
+    rows = []
+    for a in chosen:
+        scores = long.loc[long["pair_id"] == a.pair_id, "score"].to_numpy()
+        rows += [(a.pair_id, alpha, value) for alpha, value in zip(alphas, cvar(scores, alphas))]
+    out = pd.DataFrame(rows, columns=["pair_id", "alpha", "cvar"])
+    out["levels"] = len(levels)
+    out["class"] = pd.Series([klass] * len(out), dtype="Int64")
+    return out

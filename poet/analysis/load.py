@@ -204,6 +204,24 @@ class Run:
         limit = scoring.MAX_ENV_STEPS if max_env_steps is None else max_env_steps
         return scoring.cross_eval(self, agents, envs, backend, workers, limit, cache)
 
+    def robustness(
+        self,
+        levels: int | Sequence[EnvParams],
+        alphas: Sequence[float] | None = None,
+        agents: Sequence[Agent] | None = None,
+        n: int = 100,
+        seed: int = 0,
+        backend: str = "inprocess",
+        workers: int | None = None,
+    ) -> pd.DataFrame:
+        """Robustness (CVaR) curves of the agents on `levels`: a paper class (0-3), whose `n`
+        levels are drawn with `seed` the same for every run, or level params
+        (`poet.analysis.agents.robustness`)."""
+        from poet.analysis import agents as scoring
+
+        chosen = scoring.ALPHAS if alphas is None else alphas
+        return scoring.robustness(self, levels, chosen, agents, n, seed, backend, workers)
+
     def children(self) -> pd.DataFrame:
         """Every proposed child env with its MC score, novelty and whether it was admitted."""
         rows = self.events[self.events["kind"] == "child"]
