@@ -73,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="write PNG figures and index.html of a run")
     rp.add_argument("run_dir", help="the run directory")
     rp.add_argument("--out", help="folder for the report (default: DIR/report)")
+    rp.add_argument(
+        "--score",
+        action="store_true",
+        help="also score the active agents: on every env (cross-evaluation, kept in DIR/analysis) and on "
+        "100 levels of each paper class (robustness curves); prints the cost first",
+    )
     cp = sub.add_parser("compare", help="PNG figures and index.html putting several runs side by side")
     cp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="two or more run directories")
     cp.add_argument("--out", help="folder for the figures (default: runs/compare-<date-time>)")
@@ -100,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _report(args: argparse.Namespace) -> int:
     from poet.analysis.report import write_report
 
-    print(write_report(args.run_dir, args.out))
+    print(write_report(args.run_dir, args.out, score=args.score))
     return 0
 
 

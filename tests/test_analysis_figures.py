@@ -122,3 +122,16 @@ def test_param_heatmaps_are_small_multiples_over_time(run):
     assert len(titles) == 3 and titles[-1].endswith(f"{len(run.envs)} envs")
     with pytest.raises(ValueError, match="'height' is not a numeric env parameter of this run; it has roughness"):
         figures.param_heatmap_figure(run, "height", "roughness")
+
+
+def test_poet_report_score_adds_the_scored_figures(run, tmp_path):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "poet.cli", "report", str(run.path), "--out", str(tmp_path / "r"), "--score"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("cross_eval: ") and "env steps" in proc.stderr  # the cost, first
+    page = (tmp_path / "r" / "index.html").read_text()
+    for name in ("phylogeny", "env_param_map", "cross_eval", "robustness"):
+        assert (tmp_path / "r" / f"{name}.png").read_bytes()[:4] == b"\x89PNG" and f'src="{name}.png"' in page

@@ -164,6 +164,8 @@ def test_every_figure_function_returns_a_figure(run_dir):
         "scores",
         "env_params",
         "env_tree",
+        "phylogeny",
+        "env_param_map",
         "transfer_matrix",
         "annecs",
         "difficulty",

@@ -55,6 +55,7 @@ class Agent:
     env_id: str  # the env of its pair
     iteration: int  # the checkpoint's: the agent after iterations 0 .. iteration - 1
     theta: np.ndarray = field(repr=False, compare=False)
+    active: bool = True  # False: its pair was archived by then
 
     @property
     def agent_id(self) -> str:
@@ -83,8 +84,9 @@ def kept_agents(run: Run, iteration: int | None = None) -> list[Agent]:
         state = checkpoint.load(path).state
     except checkpoint.CheckpointError as exc:
         raise ConfigError(str(exc)) from None
+    active = {p.pair_id for p in state.population.active}
     pairs = sorted([*state.population.active, *state.population.archive], key=lambda p: p.index)
-    return [Agent(p.pair_id, p.env.id, state.iteration, p.theta) for p in pairs]
+    return [Agent(p.pair_id, p.env.id, state.iteration, p.theta, p.pair_id in active) for p in pairs]
 
 
 def agent(run: Run, pair: str | None = None, env: str | None = None, iteration: int | None = None) -> Agent:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
@@ -160,9 +161,13 @@ def robustness_figure(curves: Mapping[str, pd.DataFrame] | pd.DataFrame, best_on
     over the worst alpha share of levels. Per run, its best agent (highest mean over alpha)
     in colour and, for a single run, every other agent in grey. The class is in the title."""
     runs = {"run": curves} if isinstance(curves, pd.DataFrame) else dict(curves)
-    best_only = len(runs) > 1 if best_only is None else best_only
     fig = Figure(figsize=(7, 4.5), layout="constrained")
-    ax = fig.add_subplot()
+    robustness_axes(fig.add_subplot(), runs, len(runs) > 1 if best_only is None else best_only)
+    return fig
+
+
+def robustness_axes(ax: Axes, runs: Mapping[str, pd.DataFrame], best_only: bool) -> None:
+    """`robustness_figure` on one axes."""
     classes, counts = set(), set()
     for i, (name, frame) in enumerate(runs.items()):
         classes |= set(frame["class"].dropna().astype(int))
@@ -183,7 +188,6 @@ def robustness_figure(curves: Mapping[str, pd.DataFrame] | pd.DataFrame, best_on
         title=f"Robustness on {levels} {what} levels",
     )
     ax.legend(fontsize="small")
-    return fig
 
 
 def param_heatmap_figure(run: Run, x: str, y: str, snapshots: int = 4, bins: int = 12) -> Figure:

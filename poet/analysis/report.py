@@ -662,10 +662,31 @@ def heldout_figure(run: Run) -> Figure:
     return fig
 
 
+def phylogeny_figure(run: Run) -> Figure:
+    """Every env in its lineage by creation iteration, coloured by the paper's class (hollow: unsolved), with the accepted transfers."""
+    from poet.analysis import figures
+
+    return figures.phylogeny_figure(run)
+
+
+def env_param_map_figure(run: Run) -> Figure:
+    """The envs over their first two parameters at four points of the run, each cell coloured by the best score reached on an env in it."""
+    from poet.analysis import figures
+
+    columns = _param_columns(run)
+    fig = Figure(figsize=(8, 3), layout="constrained")
+    if len(columns) < 2 or not len(run.envs):
+        _note(fig.add_subplot(), "fewer than two numeric env parameters")
+        return fig
+    return figures.param_heatmap_figure(run, columns[0], columns[2 if len(columns) > 2 else 1])
+
+
 FIGURES: dict[str, Callable[[Run], Figure]] = {
     "scores": scores_figure,
     "env_params": env_params_figure,
     "env_tree": env_tree_figure,
+    "phylogeny": phylogeny_figure,
+    "env_param_map": env_param_map_figure,
     "transfer_matrix": transfer_matrix_figure,
     "annecs": annecs_figure,
     "difficulty": difficulty_figure,
@@ -675,8 +696,8 @@ FIGURES: dict[str, Callable[[Run], Figure]] = {
 
 
 def caption(name: str) -> str:
-    """The caption of a figure: its function's one-line docstring."""
-    return (FIGURES[name].__doc__ or name).strip().splitlines()[0]
+    """The caption of a figure: its function's one-line docstring (SCORED's text for those)."""
+    return SCORED[name] if name in SCORED else (FIGURES[name].__doc__ or name).strip().splitlines()[0]
 
 
 def figure_png(fig: Figure, dpi: int = 100) -> bytes:
@@ -829,9 +850,35 @@ def _html(run: Run, names: list[str], courses: list[str]) -> str:
 """
 
 
-def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
+SCORED = {
+    "cross_eval": "Every active agent of the newest checkpoint on every env of the run, envs in lineage order (poet report --score).",
+    "robustness": "Robustness: each active agent's mean score over its worst share of 100 levels of each paper class (poet report --score).",
+}
+
+
+def scored_figures(run: Run, backend: str = "inprocess") -> dict[str, Figure]:
+    """The figures that score the run's agents again (`SCORED`): the cross-evaluation of the
+    active agents (kept in the run directory) and, for a family with classes, robustness
+    curves on 100 levels of each class 1-3."""
+    from poet.analysis import figures
+
+    active = [a for a in run.agents() if a.active]
+    out = {"cross_eval": figures.cross_eval_figure(run, run.cross_eval(agents=active, backend=backend))}
+    try:
+        curves = {klass: run.robustness(klass, agents=active, backend=backend) for klass in (1, 2, 3)}
+    except ConfigError:  # a family without paper classes
+        return out
+    fig = Figure(figsize=(15, 4.5), layout="constrained")
+    for ax, frame in zip(fig.subplots(1, 3, sharey=True), curves.values()):
+        figures.robustness_axes(ax, {run.path.name: frame}, best_only=False)
+    out["robustness"] = fig
+    return out
+
+
+def write_report(run_dir: str | Path, out_dir: str | Path | None = None, score: bool = False) -> Path:
     """Write every FIGURES figure as PNG, the envs' course profiles as courses/<env_id>.png (families
-    that draw them) and index.html into out_dir (default <run_dir>/report); returns index.html."""
+    that draw them) and index.html into out_dir (default <run_dir>/report); returns index.html.
+    `score`: also the SCORED figures, which score the run's agents again (`scored_figures`)."""
     try:
         run = load_run(run_dir)
     except FileNotFoundError as exc:
@@ -844,13 +891,15 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         raise ConfigError(f"--out {str(out)!r} is a file, not a directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for name, make in FIGURES.items():
-            (out / f"{name}.png").write_bytes(figure_png(make(run)))
+        made = {name: make(run) for name, make in FIGURES.items()}
+        made.update(scored_figures(run) if score else {})
+        for name, fig in made.items():
+            (out / f"{name}.png").write_bytes(figure_png(fig))
         courses = course_images(run)
         for env_id, image in courses.items():
             write_png(image, out / "courses" / course_file(env_id))
         index = out / "index.html"
-        index.write_text(_html(run, list(FIGURES), list(courses)))
+        index.write_text(_html(run, list(made), list(courses)))
     except OSError as exc:
         raise ConfigError(f"--out {str(out)!r}: cannot write the report ({exc.strerror or exc})") from None
     return index
