@@ -284,6 +284,27 @@ def test_committed_notebook_has_no_outputs():
     assert code and all(c.outputs == [] and c.execution_count is None for c in code)
 
 
+def test_the_notebook_imports_only_public_names_of_poet():
+    import ast
+
+    import poet.analysis
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    imported = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "poet":
+                imported += [(node.module, alias.name) for alias in node.names]
+            elif isinstance(node, ast.Import):
+                assert not [a.name for a in node.names if a.name.split(".")[0] == "poet"], ast.unparse(node)
+    assert imported and {module for module, _ in imported} == {"poet.analysis"}, imported
+    assert {name for _, name in imported} <= set(poet.analysis.__all__)
+    for name in poet.analysis.__all__:
+        assert getattr(poet.analysis, name) is not None
+
+
 def _this_python_kernel():
     """A kernel manager whose kernel runs on this interpreter, whatever kernelspecs are installed."""
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
@@ -312,9 +333,9 @@ def test_notebook_runs_against_the_run(run_dir, monkeypatch):
     client.execute()  # raises CellExecutionError on the first failing cell
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    assert sum("image/png" in o.get("data", {}) for o in outputs) == len(FIGURES)
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == len(FIGURES) + 2  # + cross-eval, robustness
     text = "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for o in outputs)
-    assert str(run_dir) in text and "on env of" in text and "no cross-scores" not in text
+    assert str(run_dir) in text and "env_id" in text and "no agents" not in text and "no robustness" not in text
 
 
 def test_notebook_runs_against_an_accel_run(tmp_path, monkeypatch):
@@ -344,7 +365,7 @@ def test_notebook_runs_against_an_accel_run(tmp_path, monkeypatch):
     client.execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    assert sum("image/png" in o.get("data", {}) for o in outputs) == len(FIGURES)
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == len(FIGURES) + 2
 
 
 def test_scores_figure_is_a_heat_map_of_pairs_by_iterations_with_at_most_20_labels(run_dir):
