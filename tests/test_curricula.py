@@ -3,6 +3,8 @@ gives the same tables on the Ray pool; a user's curriculum from one file via mod
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -226,7 +228,8 @@ def test_cli_run_with_ppo_writes_the_tables_and_report(name, tmp_path):
     assert len(records.iterations) >= 1 and "policy_loss" in records.iterations.columns
     if name in OPTIONS:  # levels scored by the PPO value net's positive value loss
         assert "positive_value_loss" in records.iterations.columns
-        assert records.events["detail"][records.events["kind"] == "explored"].str.startswith("score").all()
+        explored = records.events["detail"][records.events["kind"] == "explored"].map(json.loads)
+        assert all(isinstance(d["score"], float) and "slot" in d for d in explored)
         assert (records.iterations["levels"] == 2).all()  # a batch of num_levels levels per cycle
     from poet.analysis.report import FIGURES
 

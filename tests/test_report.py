@@ -7,6 +7,7 @@ subprocesses, all started together, since each pays a few seconds of imports.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,7 @@ from PIL import Image
 
 import poet
 from envs import EnvParams
-from poet.analysis import load_run
+from poet.analysis import load_run, report
 from poet.analysis.images import course_figure, figure_rgb
 from poet.analysis.render import episode_frames, find_env, load_agents, render_gif, subsample
 from poet.analysis.report import FIGURES, write_report
@@ -494,3 +495,68 @@ def test_a_long_tree_label_breaks_into_two_lines_at_a_comma():
     assert _two_lines("rough 0, pits 0.4-1.6, stumps 0.2-0.8 (p5)") == "rough 0, pits 0.4-1.6\nstumps 0.2-0.8 (p5)"
     assert _two_lines("rough 0 (p0)") == "rough 0 (p0)"
     assert _two_lines("a_very_long_label_without_any_comma_in_it") == "a_very_long_label_without_any_comma_in_it"
+
+
+# ---------------------------------------------------------------- a curriculum of the user's
+
+
+class SampledEnvCurriculum:
+    """A curriculum defined here, registered nowhere and declaring no report traits: one agent
+    trained on a fresh sample of the family's range every third iteration."""
+
+    name = "sampled_env"
+
+    def start(self, ctx) -> None:
+        from poet.curricula.common import start_pair
+
+        start_pair(ctx)
+
+    def run_iteration(self, ctx, iteration: int, phase) -> None:
+        import numpy as np
+
+        from poet.curricula.common import record_level, train_pairs
+
+        pair = ctx.state.population.active[0]
+        if iteration and iteration % 3 == 0:
+            parent = pair.env.id
+            pair.env = ctx.family.sample(np.random.default_rng(iteration))
+            record_level(ctx, pair.env, pair.pair_id, parent, iteration)
+        with phase("train"):
+            train_pairs(ctx, iteration)
+
+
+def test_a_users_curriculum_gets_a_complete_report_and_compare_page(run_dir, tmp_path):
+    """Analysis names no curriculum: a curriculum the report has never heard of is drawn from
+    what its run recorded, and a registered one's traits are in run.json."""
+    out = tmp_path / "mine"
+    poet.run(tiny_config(curriculum="tests.test_report:SampledEnvCurriculum", iterations=9), out=out, progress=False)
+    run = load_run(out)
+    assert "report_traits" in run.info and run.info["report_traits"] == {}
+    assert report.traits(run) == {"kind": "population", "annecs_reference": False}  # envs with parents
+    assert load_run(run_dir).info["report_traits"] == {"kind": "population", "annecs_reference": True}
+    for command in (
+        ["report", str(out), "--out", str(tmp_path / "r")],
+        ["compare", str(out), str(run_dir), "--out", str(tmp_path / "c")],
+    ):
+        proc = subprocess.run([sys.executable, "-m", "poet.cli", *command], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert all(f'src="{name}.png"' in page for name in FIGURES) and "tests.test_report:SampledEnvCurriculum" in page
+    assert (tmp_path / "c" / "index.html").is_file()
+
+
+def test_analysis_names_no_curriculum():
+    """No curriculum's name as a string in poet/analysis/, and none of the distinctive ones
+    (every name but the common words "poet", "path" and "direct") anywhere in its text."""
+    import ast
+
+    from poet.curricula import CURRICULA
+
+    distinctive = [name for name in CURRICULA if name not in ("poet", "path", "direct")]
+    for path in sorted((ROOT / "poet" / "analysis").glob("*.py")):
+        text = path.read_text()
+        strings = {
+            n.value for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
+        assert not strings & set(CURRICULA), (path.name, strings & set(CURRICULA))
+        assert not [n for n in distinctive if re.search(rf"\b{n}\b", text.lower())], path.name

@@ -26,7 +26,7 @@ from poet.analysis.report import _note, _param_columns, _tree_layout
 
 CLASS_COLORS = ("#9e9e9e", "#1f77b4", "#ff7f0e", "#d62728")  # easy .. extremely challenging
 NO_CLASS_COLOR = "#555555"
-TRANSFER_COLORS = {"direct": "#2ca02c", "fine_tune": "#9467bd"}
+TRANSFER_COLORS = ("#2ca02c", "#9467bd", "#8c564b")  # one per transfer kind, in sorted order
 LABELLED = 60  # at most this many tick labels on an axis; beyond, none (ids would overlap)
 
 
@@ -92,8 +92,8 @@ def phylogeny_figure(run: Run, classes: Sequence[int] | None = None, transfers: 
     edges = run.transfer_edges
     edges = edges[edges["accepted"] & edges["source_env_id"].isin(y) & edges["target_env_id"].isin(y)]
     style = ("lines" if len(edges) <= TRANSFER_LINES else "markers") if transfers == "auto" else transfers
-    for kind, part in edges.groupby("kind") if style else []:
-        color = TRANSFER_COLORS.get(kind, "k")
+    for i, (kind, part) in enumerate(edges.groupby("kind") if style else []):
+        color = TRANSFER_COLORS[i % len(TRANSFER_COLORS)]
         its, sources, targets = part["iteration"].to_numpy(float), part["source_env_id"], part["target_env_id"]
         if style == "lines":
             segments = [[(i, y[s]), (i, y[t])] for i, s, t in zip(its, sources, targets)]

@@ -50,6 +50,7 @@ class Run:
     phases: pd.DataFrame  # wall time and env steps of every phase (not part of the results: timings vary)
     # the agents' scores on the family's held-out levels (`evaluation.test_every`)
     heldout: pd.DataFrame = dataclasses.field(default_factory=lambda: pd.DataFrame(columns=COLUMNS["heldout"]))
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)  # run.json: versions, policy, report_traits
 
     def _per_iteration(self, hits: pd.Series, name: str) -> pd.Series:
         last = int(self.iterations["iteration"].max()) if len(self.iterations) else -1
@@ -263,7 +264,12 @@ def load_run(run_dir: str | Path) -> Run:
     envs["difficulty"] = envs["difficulty"].astype("Int64")
     if len(transfers):
         transfers["accepted"] = transfers["accepted"].astype(bool)
-    return Run(path, config, iterations, envs, transfers, events, phases, _frame(path, "heldout"))
+    info_path = path / "run.json"
+    try:
+        info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    except ValueError:
+        info = {}  # an unreadable run.json hides what the curriculum declared, nothing else
+    return Run(path, config, iterations, envs, transfers, events, phases, _frame(path, "heldout"), info)
 
 
 def _fill_env_lifecycle(envs: pd.DataFrame, events: pd.DataFrame) -> None:

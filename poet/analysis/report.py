@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import html
 import io
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -27,8 +28,8 @@ from envs.terrain import DIFFICULTY_CLASSES
 from poet.analysis import Run, load_run
 from poet.analysis.images import course_figure, figure_rgb, write_png
 from poet.config import ConfigError
+from poet.curricula import curriculum_defaults
 from poet.curricula.level_buffer import LevelBuffer
-from poet.curricula.poet import PoetCurriculum
 
 # Columns of `run.envs` that are not env parameters.
 NON_PARAM_COLUMNS = {
@@ -45,14 +46,9 @@ NON_PARAM_COLUMNS = {
 }
 SOLVED_COLOR, UNSOLVED_COLOR = "tab:green", "tab:gray"
 MAX_COURSES = 48  # the report draws the courses of the newest envs up to this many
-LEVEL_BUFFER_CURRICULA = ("robust_plr", "accel")
-POET_CURRICULA = ("poet", "enhanced_poet")
-NO_REPRODUCTION = (
-    *LEVEL_BUFFER_CURRICULA,
-    "dr",
-    "direct",
-    "path",
-)  # registered curricula that admit no envs by reproduction
+# A level-buffer run written before its curriculum declared report_traits: dcd's
+# level_replay_rho, the only minimum fill such runs had.
+LEGACY_MIN_FILL = 0.5
 MAX_TREE_NODES = 60  # the env tree draws at most this many envs (readable labels) ...
 MAX_TREE_INCHES = 14.0  # ... in a figure at most this tall
 
@@ -84,16 +80,32 @@ def _note(ax: Axes, text: str) -> None:
 
 
 def _threshold(run: Run) -> float:
-    """The run's solved threshold (POET's if the run has no config)."""
-    return float(run.config.get("solved_threshold") or PoetCurriculum.defaults["solved_threshold"])
+    """The run's solved threshold (the registered curricula's default if the run has no config:
+    a curriculum named as code is never imported to read a run)."""
+    value = run.config.get("solved_threshold")
+    return float(value if value is not None else curriculum_defaults("")["solved_threshold"])
+
+
+def traits(run: Run) -> dict:
+    """What the run records and so how it is drawn: its curriculum's `report_traits()` as
+    run.json keeps them (`poet.curricula.base`), or for a curriculum that declares none (and
+    runs written before they were kept), what the tables show: a level buffer's events, or
+    envs made by reproduction and transfers, or neither."""
+    declared = run.info.get("report_traits")
+    if declared:
+        return dict(declared)
+    kinds = set(run.events["kind"]) if len(run.events) else set()
+    if kinds & {"replayed", "explored"}:
+        return {"kind": "level_buffer", "edits": "edited" in kinds}
+    if len(run.transfers) or run.envs["parent_env_id"].notna().any():
+        admitted = run.events.loc[run.events["kind"] == "admitted", "detail"] if len(run.events) else []
+        return {"kind": "population", "annecs_reference": any("annecs_reference" in str(d) for d in admitted)}
+    return {"kind": "single"}
 
 
 def _is_level_buffer(run: Run) -> bool:
-    """Whether the run is one of a level-buffer curriculum (robust PLR, ACCEL): one agent that
-    trains only on levels replayed from its buffer."""
-    if curriculum_of(run.config) in LEVEL_BUFFER_CURRICULA:
-        return True
-    return bool(len(run.events)) and bool(run.events["kind"].isin(["replayed", "explored"]).any())
+    """Whether one agent trains only on levels replayed from a buffer."""
+    return traits(run)["kind"] == "level_buffer"
 
 
 def _last_iteration(run: Run) -> int:
@@ -107,34 +119,43 @@ def _last_iteration(run: Run) -> int:
 
 
 def _buffer_settings(run: Run) -> tuple[int, float]:
-    """The run's level-buffer capacity and minimum fill before the first replay: its
-    `curriculum_options`, else the curriculum's defaults (registered curricula only: reading
-    a run never imports code it names)."""
-    from poet.curricula import CURRICULA
-
-    cls = CURRICULA.get(curriculum_of(run.config))
-    defaults = (cls if hasattr(cls, "Options") else CURRICULA["robust_plr"]).Options()
-    options = run.config.get("curriculum_options") or {}
+    """The run's level-buffer capacity and minimum fill before the first replay: as its
+    curriculum declared them (`traits`), else its `curriculum_options`, else the levels it
+    held and LEGACY_MIN_FILL."""
+    declared, options = traits(run), run.config.get("curriculum_options") or {}
+    held = _buffer_fill(run) if "buffer_size" not in declared and "buffer_size" not in options else None
+    fallback = {"buffer_size": max([1, *([] if held is None else held.tolist())]), "min_fill": LEGACY_MIN_FILL}
     values = []
     for key, kind in (("buffer_size", int), ("min_fill", float)):
         try:
-            values.append(kind(options.get(key, getattr(defaults, key))))
+            values.append(kind(declared.get(key, options.get(key, fallback[key]))))
         except (TypeError, ValueError):
-            values.append(getattr(defaults, key))
+            values.append(fallback[key])
     capacity, min_fill = values
     return max(1, capacity), min(1.0, max(0.0, min_fill))
 
 
+def _slot(detail: object) -> float:
+    """The buffer slot an explored or edited level went to (NaN: not kept). Runs written before
+    the detail was a JSON mapping said "..., buffer slot N" in words."""
+    try:
+        slot = json.loads(str(detail)).get("slot")
+    except (ValueError, AttributeError):
+        words = str(detail).rsplit("buffer slot ", 1)
+        slot = words[1] if len(words) == 2 and words[1].isdigit() else None
+    return float("nan") if slot is None else float(slot)
+
+
 def _buffer_fill(run: Run) -> pd.Series:
     """Levels held in the buffer after each iteration, from the `explored` and `edited`
-    events ("buffer slot N": slots fill in order, so the highest slot so far + 1)."""
+    events' slots (they fill in order, so the highest slot so far + 1)."""
     last = _last_iteration(run)
     index = pd.RangeIndex(0, last + 1, name="iteration")
     ev = run.events
     if not len(ev):
         return pd.Series(0, index=index, dtype="int64")
     offered = ev[ev["kind"].isin(["explored", "edited"])]
-    slots = offered["detail"].astype(str).str.extract(r"buffer slot (\d+)")[0].astype(float)
+    slots = offered["detail"].map(_slot).astype(float)
     per_iteration = (slots + 1).groupby(offered["iteration"].astype(int)).max()
     held = per_iteration.reindex(index).cummax().ffill().fillna(0)
     return held.astype("int64")
@@ -144,7 +165,7 @@ def _buffer_fill(run: Run) -> pd.Series:
 
 
 def scores_figure(run: Run) -> Figure:
-    """Training scores with the solved threshold: every pair's on its own env (a heat map, smoothed, and the best and median pair); for robust PLR and ACCEL the agent's after each replay, and the buffer's fill.
+    """Training scores with the solved threshold: every pair's on its own env (a heat map, smoothed, and the best and median pair); for a level-buffer run the agent's after each replay, and the buffer's fill.
 
     One row per pair in creation order; white where the pair was not active. The window of
     the moving average (in iterations) is in the title; the colour bar marks the threshold.
@@ -199,7 +220,7 @@ def scores_figure(run: Run) -> Figure:
 
 
 def replay_scores_figure(run: Run) -> Figure:
-    """A level-buffer run (robust PLR, ACCEL): the agent's score after each replay (one trainer
+    """A level-buffer run: the agent's score after each replay (one trainer
     step on a level drawn from the buffer) with its moving average and the solved threshold;
     below, the levels in the buffer over the iterations and the fill the first replay needs.
     Before any replay the top panel says so, with how far the buffer has filled."""
@@ -399,7 +420,7 @@ def _tree_selection(run: Run, envs: pd.DataFrame) -> tuple[pd.DataFrame, pd.Seri
 
 
 def env_tree_figure(run: Run) -> Figure:
-    """The tree of environments (parent to child) by creation iteration, each labelled by its parameters; for robust PLR and ACCEL only the replayed levels and their ancestors."""
+    """The tree of environments (parent to child) by creation iteration, each labelled by its parameters; for a level-buffer run only the replayed levels and their ancestors."""
     envs = run.envs.drop_duplicates("env_id").sort_values("created_iteration", kind="stable")
     shown, replays, left_out = _tree_selection(run, envs) if len(envs) else (envs, pd.Series(dtype="int64"), "")
     buffer_run = _is_level_buffer(run)
@@ -517,14 +538,15 @@ def annecs_figure(run: Run) -> Figure:
 
     The paper counts envs that passed the MC when created and were later solved; the
     reference code counts admissions on which the best archived agent passes the MC.
-    A curriculum that admits no envs by reproduction (ACCEL, robust PLR, DR, direct, path)
-    shows the levels it solved instead, and those of them made from another level.
+    A curriculum that admits no envs by reproduction (a level buffer, or one agent on the
+    envs its curriculum picks) shows the levels it solved instead, and those of them made
+    from another level.
     """
     fig = Figure(figsize=(9, 3.5), layout="constrained")
     ax = fig.add_subplot()
     annecs = run.annecs
     name = curriculum_of(run.config)
-    if name in NO_REPRODUCTION and len(annecs):
+    if traits(run)["kind"] != "population" and len(annecs):
         solved = _solved_levels(run)
         ax.step(
             solved.index,
@@ -553,7 +575,7 @@ def annecs_figure(run: Run) -> Figure:
             color="tab:purple",
             label="ANNECS (paper: passed the MC when created, later solved)",
         )
-        if curriculum_of(run.config) == "enhanced_poet":
+        if traits(run).get("annecs_reference"):
             ref = run.annecs_reference
             ax.step(
                 ref.index,
@@ -770,13 +792,14 @@ def summary(run: Run) -> dict[str, object]:
         "iterations": _last_iteration(run) + 1,
     }
     last_score = f"{float(it.sort_values('iteration', kind='stable')['score'].iloc[-1]):.1f}" if len(it) else None
-    if _is_level_buffer(run):
+    shape = traits(run)
+    if shape["kind"] == "level_buffer":
         kinds = run.events["kind"].value_counts() if len(run.events) else pd.Series(dtype="int64")
         capacity, min_fill = _buffer_settings(run)
         fill = _buffer_fill(run)
         held = int(fill.iloc[-1]) if len(fill) else 0
         out["new levels explored (scored, not trained on)"] = int(kinds.get("explored", 0))
-        if name == "accel" or kinds.get("edited", 0):
+        if shape.get("edits") or kinds.get("edited", 0):
             out["levels made by editing a replayed one"] = int(kinds.get("edited", 0))
         out["replays (one trainer step each)"] = len(it)
         out["levels in the buffer / capacity"] = (
@@ -784,7 +807,7 @@ def summary(run: Run) -> dict[str, object]:
         )
         out["agent's score after its last replay"] = last_score or "no replay yet"
         out[f"levels solved (score >= {_threshold(run):g} after a replay)"] = _count_solved(run)
-    elif name in POET_CURRICULA or (len(run.transfers) and name not in ("dr", "direct", "path")):
+    elif shape["kind"] == "population":
         t, annecs = run.transfers, run.annecs
         out["envs admitted"] = len(run.envs)
         out["envs admitted by reproduction"] = int(run.envs["parent_env_id"].notna().sum())
@@ -792,11 +815,11 @@ def summary(run: Run) -> dict[str, object]:
         out["final ANNECS (paper's definition: envs made by reproduction and later solved)"] = (
             int(annecs.iloc[-1]) if len(annecs) else 0
         )
-        if name == "enhanced_poet":
+        if shape.get("annecs_reference"):
             out[
                 "final ANNECS as the reference code counts it (admitted envs the best archived agent passed the MC on)"
             ] = int(run.annecs_reference.iloc[-1]) if len(annecs) else 0
-    else:  # one agent on levels the curriculum picks: dr, direct, path, a user's
+    else:  # one agent on the levels its curriculum picks
         out["trainer steps"] = len(it)
         out["envs trained on"] = int(it["env_id"].nunique()) if len(it) else 0
         out["agent's score after its last trainer step"] = last_score or "no training yet"

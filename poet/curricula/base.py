@@ -39,3 +39,12 @@ class Curriculum(Protocol):
     def run_iteration(self, ctx: RunContext, iteration: int, phase: PhaseTimer) -> None:
         """One iteration: its phases, each inside `with phase("name"):`."""
         ...
+
+
+# Optional: `report_traits() -> dict`, what the curriculum's runs record, written to run.json for the
+# report (`poet.analysis.report.traits`; absent: the report reads it from the tables):
+#   {"kind": "population"}: pairs made by reproduction, with transfers ("annecs_reference": True
+#       when admitted events carry the reference code's ANNECS count);
+#   {"kind": "level_buffer", "buffer_size": N, "min_fill": f, "edits": bool}: one agent
+#       replaying levels from a buffer (explored / edited / replayed events);
+#   {"kind": "single"}: one agent on envs the curriculum picks.

@@ -14,6 +14,10 @@ class DirectCurriculum:
 
     name = "direct"
 
+    def report_traits(self) -> dict:
+        """What this curriculum's runs record, for the report (`poet.curricula.base`)."""
+        return {"kind": "single"}
+
     def start(self, ctx: RunContext) -> None:
         start_pair(ctx)
 

@@ -52,6 +52,10 @@ class DomainRandomization:
     def __init__(self, options: DROptions | None = None):
         self.options = options if options is not None else self.Options()
 
+    def report_traits(self) -> dict:
+        """What this curriculum's runs record, for the report (`poet.curricula.base`)."""
+        return {"kind": "single"}
+
     @property
     def trains_on_levels(self) -> bool:
         """Whether the trainer gets a batch of levels (`TrainTask.levels`) each iteration."""

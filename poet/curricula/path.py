@@ -47,6 +47,10 @@ class DirectPath:
     name = "path"
     Options = PathOptions
 
+    def report_traits(self) -> dict:
+        """What this curriculum's runs record, for the report (`poet.curricula.base`)."""
+        return {"kind": "single"}
+
     def __init__(self, options: PathOptions):
         self.target, self.stages = dict(options.target or {}), options.stages
 

@@ -123,6 +123,11 @@ class RobustPLR:
         """Edits per child of a replayed level (robust PLR never edits)."""
         return getattr(self.options, "edits", 0)
 
+    def report_traits(self) -> dict:
+        """What this curriculum's runs record, for the report (`poet.curricula.base`)."""
+        o = self.options
+        return {"kind": "level_buffer", "buffer_size": o.buffer_size, "min_fill": o.min_fill, "edits": self.edits > 0}
+
     def progress_fields(self, ctx: RunContext) -> dict[str, object] | None:
         """What the progress bar shows after an iteration: while the buffer fills, how many
         levels it holds of the number the first replay needs (`min_fill`); then its size,
@@ -273,9 +278,8 @@ class RobustPLR:
         for level, parent, stamp, ret, level_scores in zip(levels, parents, stamps, returns, scores):
             record_level(ctx, level, agent.pair_id, parent, iteration)
             slot = buffer.offer({"env": level.to_json(), "max_return": ret}, level_scores, stamp)
-            scored = f"score {level_scores[-1]:.4f}" if level_scores else "no finished episode"
-            kept = "not kept" if slot is None else f"buffer slot {slot}"
-            ctx.records.event(iteration, kind, agent.pair_id, level.id, f"{scored}, {kept}")
+            score = round(float(level_scores[-1]), 4) if level_scores else None  # None: no finished episode
+            ctx.records.event(iteration, kind, agent.pair_id, level.id, {"score": score, "slot": slot})
 
 
 def edit_bases(ranking: list[float]) -> list[int]:

@@ -289,6 +289,12 @@ class StopRequest:
             signal.signal(sig, old)
 
 
+def report_traits(curriculum: object) -> dict:
+    """What the curriculum's runs record (its `report_traits()`; empty: the report reads the tables)."""
+    describe = getattr(curriculum, "report_traits", None)
+    return dict(describe()) if callable(describe) else {}
+
+
 def identity_text(cfg: RunConfig, family: EnvFamily | None = None) -> str:
     """What a checkpoint is valid for: every setting that changes results, plus the content of
     whatever the env family reads besides the config (e.g. a generic family's spec file)."""
@@ -344,6 +350,7 @@ def run(
                         "seed": cfg.seed,
                         "policy": parts.spec.to_dict(),
                         "numpy": np.__version__,
+                        "report_traits": report_traits(parts.curriculum),
                     },
                     indent=2,
                 )

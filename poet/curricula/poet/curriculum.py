@@ -41,6 +41,10 @@ class PoetCurriculum:
         },
     }
 
+    def report_traits(self) -> dict:
+        """What this curriculum's runs record, for the report (`poet.curricula.base`)."""
+        return {"kind": "population", "annecs_reference": self.enhanced}
+
     def start(self, ctx: RunContext) -> None:
         start_pair(ctx)
 
