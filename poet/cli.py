@@ -82,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     cp = sub.add_parser("compare", help="PNG figures and index.html putting several runs side by side")
     cp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="two or more run directories")
     cp.add_argument("--out", help="folder for the figures (default: runs/compare-<date-time>)")
+    cp.add_argument(
+        "--score",
+        action="store_true",
+        help="also score every run's active agents on the same 100 levels of each paper class (robustness "
+        "curves, by curriculum)",
+    )
     rd = sub.add_parser("render", help="animated GIF of one episode of a pair's agent")
     rd.add_argument("run_dir", help="the run directory")
     rd.add_argument("--pair", required=True, help="pair id of the agent (active or archived), e.g. p3")
@@ -113,7 +119,9 @@ def _report(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from poet.analysis.compare import write_comparison
 
-    out = write_comparison(args.run_dirs, args.out, say=lambda note: print(f"poet: note: {note}", file=sys.stderr))
+    out = write_comparison(
+        args.run_dirs, args.out, say=lambda note: print(f"poet: note: {note}", file=sys.stderr), score=args.score
+    )
     print(out)
     return 0
 

@@ -129,7 +129,7 @@ def test_figure_functions_take_loaded_runs(runs):
         texts = _legend_texts(fig)
         # every run is in every legend, drawn or said not to be
         for label in labels:
-            assert any(t.startswith(label) for t in texts), (name, label, texts)
+            assert any(label in t for t in texts), (name, label, texts)
     levels = FIGURES["heldout_levels"](loaded)
     assert [t.get_text() for t in levels.axes[0].get_xticklabels()] == LEVELS
     assert any("dr (dr): no held-out records" in t for t in _legend_texts(levels))
@@ -198,3 +198,24 @@ def test_compare_errors_are_one_line(runs, tmp_path):
     assert not (runs["dr"] / "heldout_levels.png").exists()
     proc = poet_cli(["compare"])
     assert proc.returncode == 2 and proc.stderr.startswith("poet: error:") and len(proc.stderr.splitlines()) == 1
+
+
+def test_seeds_of_one_curriculum_are_grouped_and_scored_on_the_same_levels(runs, tmp_path):
+    """A second POET seed joins the first in one group: the seeds figure draws its mean,
+    spread and every run; `--score` adds robustness curves on one level sample per class."""
+    from poet.analysis.compare import curriculum_groups
+
+    second = tmp_path / "poet-seed4"
+    poet.run(tiny_config(seed=4, evaluation={**tiny_config()["evaluation"], "test_every": 4}), out=second)
+    loaded = [load_run(runs["poet"]), load_run(second), load_run(runs["accel"])]
+    groups = curriculum_groups(loaded)
+    assert list(groups) == ["poet", "accel"] and [len(g) for g in groups.values()] == [2, 1]
+    seeds = FIGURES["seeds"](loaded)
+    texts = [t.get_text() for t in seeds.axes[0].get_legend().get_texts() if "run(s)" in t.get_text()]
+    assert texts == ["poet: 2 run(s) (poet (poet), poet-seed4 (poet))", "accel: 1 run(s) (accel (accel))"]
+    out = tmp_path / "cmp"
+    proc = poet_cli(["compare", runs["poet"], second, runs["accel"], "--out", out, "--score"])
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "robustness.png").read_bytes()[:8] == PNG and 'src="robustness.png"' in (
+        out / "index.html"
+    ).read_text()

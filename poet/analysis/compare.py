@@ -388,7 +388,79 @@ def training_scores_figure(runs: Sequence[Run]) -> Figure:
     return fig
 
 
+def curriculum_groups(runs: Sequence[Run]) -> dict[str, list[Run]]:
+    """The runs by curriculum, in first-seen order: a curriculum's seeds form one group."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(curriculum_of(run.config), []).append(run)
+    return groups
+
+
+def seeds_figure(runs: Sequence[Run]) -> Figure:
+    """Per curriculum, over its runs (seeds): the best agent's score on each held-out level at the last evaluation, mean (bar), every run (dots) and the spread (min to max)."""
+    groups = curriculum_groups(runs)
+    every, _ = _levels(runs)
+    fig = Figure(figsize=(11, 5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set(
+        ylabel="score on the level", title="Held-out levels by curriculum: mean over its runs, every run, min to max"
+    )
+    if not every:
+        _note(ax, f"{NO_HELDOUT} in any run (set evaluation.test_every)")
+        return fig
+    width = 0.8 / len(groups)
+    label_of = dict(zip(map(id, runs), run_labels(runs)))
+    for k, (name, members) in enumerate(groups.items()):
+        lasts = []
+        for run in members:
+            table = best_heldout(run)
+            if len(table):
+                lasts.append(table[table["iteration"] == table["iteration"].max()].set_index("level")["best"])
+        which = ", ".join(label_of[id(run)] for run in members)
+        if not lasts:
+            ax.bar([], [], color=f"C{k}", alpha=0.6, label=f"{name}: {NO_HELDOUT}, not drawn ({which})")
+            continue
+        frame = pd.DataFrame(lasts).reindex(columns=every).astype(float)
+        x = np.arange(len(every)) + (k - (len(groups) - 1) / 2) * width
+        mean, low, high = frame.mean().to_numpy(), frame.min().to_numpy(), frame.max().to_numpy()
+        ax.bar(x, mean, width * 0.9, color=f"C{k}", alpha=0.6, label=f"{name}: {len(lasts)} run(s) ({which})")
+        ax.errorbar(x, mean, yerr=[mean - low, high - mean], fmt="none", ecolor="k", capsize=3, lw=1)
+        for row in frame.to_numpy():
+            ax.scatter(x, row, color=f"C{k}", edgecolors="k", s=14, zorder=3)
+    _threshold_lines(ax, runs)
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.set_xticks(range(len(every)), every)
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=3, frameon=False)
+    return fig
+
+
+def robustness_figure(runs: Sequence[Run], n: int = 100, seed: int = 0, backend: str = "inprocess") -> Figure:
+    """Robustness on the same levels for every run: per paper class (1-3), each curriculum's best-agent CVaR curve, mean over its runs with the spread (min to max) shaded."""
+    from poet.analysis.figures import robustness_band
+
+    groups = curriculum_groups(runs)
+    fig = Figure(figsize=(15, 4.5), layout="constrained")
+    axes = fig.subplots(1, 3, sharey=True)
+    for ax, klass in zip(axes, (1, 2, 3)):
+        curves = {
+            name: [best_curve(run, klass, n, seed, backend) for run in members] for name, members in groups.items()
+        }
+        robustness_band(ax, curves, klass, n)
+    return fig
+
+
+def best_curve(run: Run, klass: int, n: int, seed: int, backend: str) -> pd.Series:
+    """The CVaR curve (index alpha) of the run's best active agent on `n` levels of `klass`."""
+    active = [a for a in run.agents() if a.active]
+    curves = run.robustness(klass, agents=active, n=n, seed=seed, backend=backend)
+    means = curves.groupby("pair_id")["cvar"].mean()
+    return curves[curves["pair_id"] == means.idxmax()].set_index("alpha")["cvar"]
+
+
+SCORED = {"robustness": robustness_figure}  # with `poet compare --score`: they score the agents again
+
 FIGURES: dict[str, Callable[[Sequence[Run]], Figure]] = {
+    "seeds": seeds_figure,
     "heldout_levels": heldout_levels_figure,
     "heldout_curves": heldout_curves_figure,
     "training_scores": training_scores_figure,
@@ -397,7 +469,7 @@ FIGURES: dict[str, Callable[[Sequence[Run]], Figure]] = {
 
 def caption(name: str) -> str:
     """The caption of a figure: its function's one-line docstring."""
-    return (FIGURES[name].__doc__ or name).strip().splitlines()[0]
+    return ({**FIGURES, **SCORED}[name].__doc__ or name).strip().splitlines()[0]
 
 
 # ---------------------------------------------------------------- summary and page
@@ -476,23 +548,28 @@ def default_out_dir() -> Path:
 
 
 def write_comparison(
-    run_dirs: Sequence[str | Path], out_dir: str | Path | None = None, say: Callable[[str], None] | None = None
+    run_dirs: Sequence[str | Path],
+    out_dir: str | Path | None = None,
+    say: Callable[[str], None] | None = None,
+    score: bool = False,
 ) -> Path:
     """Write every FIGURES figure of the runs as PNG and index.html into out_dir (default
     runs/compare-<date-time>); returns the folder. Bad input is a ConfigError, before any writing;
-    `say` is told each of the `notes` (the page and the figures show them too)."""
+    `say` is told each of the `notes` (the page and the figures show them too). `score`: also
+    the SCORED figures, which score every run's active agents on the same level samples."""
     runs = load_runs(run_dirs)
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {str(out)!r} is a file, not a directory")
     if (out / "records").is_dir():  # never write figures among a run's own files
         raise ConfigError(f"--out {str(out)!r} is a run directory; give another folder")
-    pages = {name: figure_png(make(runs)) for name, make in FIGURES.items()}
+    makers = {**FIGURES, **(SCORED if score else {})}
+    pages = {name: figure_png(make(runs)) for name, make in makers.items()}
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, png in pages.items():
             (out / f"{name}.png").write_bytes(png)
-        (out / "index.html").write_text(_html(runs, list(FIGURES)))
+        (out / "index.html").write_text(_html(runs, list(makers)))
     except OSError as exc:
         raise ConfigError(f"--out {str(out)!r}: cannot write the comparison ({exc.strerror or exc})") from None
     for note in notes(runs) if say is not None else ():

@@ -190,6 +190,22 @@ def robustness_axes(ax: Axes, runs: Mapping[str, pd.DataFrame], best_only: bool)
     ax.legend(fontsize="small")
 
 
+def robustness_band(ax: Axes, curves: Mapping[str, Sequence[pd.Series]], klass: int, n: int) -> None:
+    """Per group, the mean of its curves (CVaR by alpha) with min to max shaded, on one axes."""
+    for i, (name, members) in enumerate(curves.items()):
+        frame = pd.DataFrame(list(members))
+        alphas = frame.columns.to_numpy(float)
+        ax.fill_between(alphas, frame.min().to_numpy(), frame.max().to_numpy(), color=f"C{i}", alpha=0.2, lw=0)
+        ax.plot(alphas, frame.mean().to_numpy(), color=f"C{i}", lw=2, label=f"{name}: mean of {len(frame)} run(s)")
+    ax.set(
+        xlabel="alpha (share of worst levels)",
+        ylabel="best agent's mean score over them (CVaR)",
+        xscale="log",
+        title=f"Robustness on {n} {DIFFICULTY_CLASSES[klass]} levels",
+    )
+    ax.legend(fontsize="small")
+
+
 def param_heatmap_figure(run: Run, x: str, y: str, snapshots: int = 4, bins: int = 12) -> Figure:
     """Envs over two parameters at `snapshots` iterations (small multiples): each cell coloured
     by the best score any agent reached on an env of that cell by then (blank: no env)."""
