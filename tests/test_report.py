@@ -560,3 +560,16 @@ def test_analysis_names_no_curriculum():
         }
         assert not strings & set(CURRICULA), (path.name, strings & set(CURRICULA))
         assert not [n for n in distinctive if re.search(rf"\b{n}\b", text.lower())], path.name
+
+
+def test_tree_labels_never_run_into_the_next_node_on_their_row():
+    xs = np.array([0.0, 5.0, 40.0, 0.0, 100.0])
+    ys = np.array([0.0, 0.0, 0.0, 1.0, 1.0])
+    # span 100: a label takes 22 iterations; 0 -> 5 is too close, 5 -> 40 is not, a row's last always fits
+    assert report._label_room(xs, ys).tolist() == [False, True, True, True, True]
+
+
+def test_a_long_tree_title_is_wrapped_not_cut_off(run_dir):
+    run = load_run(run_dir)
+    fig = report.env_tree_figure(run)
+    assert all(len(line) <= 110 for line in fig.axes[0].get_title().splitlines())

@@ -12,6 +12,7 @@ import html
 import io
 import json
 import re
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -419,6 +420,22 @@ def _tree_selection(run: Run, envs: pd.DataFrame) -> tuple[pd.DataFrame, pd.Seri
     return shown, replays, "; ".join(notes)
 
 
+LABEL_SPAN = 0.22  # a node's label takes about this share of the tree's iteration span
+
+
+def _label_room(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Whether each node's label fits before the next node on its row (the last on a row
+    always does): a label that would run into a node is left out, the node still drawn
+    (with its pair id above it where the run has several pairs)."""
+    room = np.ones(len(xs), dtype=bool)
+    width = LABEL_SPAN * max(float(np.max(xs) - np.min(xs)), 1.0) if len(xs) else 0.0
+    for row in np.unique(ys):
+        at = np.flatnonzero(ys == row)
+        order = at[np.argsort(xs[at], kind="stable")]
+        room[order[:-1]] = np.diff(xs[order]) >= width
+    return room
+
+
 def env_tree_figure(run: Run) -> Figure:
     """The tree of environments (parent to child) by creation iteration, each labelled by its parameters; for a level-buffer run only the replayed levels and their ancestors."""
     envs = run.envs.drop_duplicates("env_id").sort_values("created_iteration", kind="stable")
@@ -433,7 +450,7 @@ def env_tree_figure(run: Run) -> Figure:
         ax.set(xlabel="creation iteration", title=title, yticks=[])
         _note(ax, "no envs" if not len(envs) else f"no level replayed yet: {len(envs)} levels, none trained on")
         return fig
-    ax.set(xlabel="creation iteration", title=title + (f"\n{left_out}" if left_out else ""), yticks=[])
+    ax.set(xlabel="creation iteration", title="\n".join([title, *textwrap.wrap(left_out, 110)]), yticks=[])
     ax.title.set_fontsize("small" if left_out else "medium")
     x = dict(zip(shown["env_id"], shown["created_iteration"].astype(float)))
     for env_id, parent in zip(shown["env_id"], shown["parent_env_id"]):
@@ -465,10 +482,14 @@ def env_tree_figure(run: Run) -> Figure:
         ]
     # one agent per env (POET): its pair id after the env's label; one agent for all: none
     several = shown["pair_id"].nunique() > 1
-    for xi, yi, (_, row) in zip(xs, ys, shown.iterrows()):
-        label = _env_label(row.get("params_json"), row["env_id"])
-        if several and isinstance(row["pair_id"], str):
-            label += f" ({row['pair_id']})"
+    labelled = _label_room(xs, ys)
+    for xi, yi, (_, row), room in zip(xs, ys, shown.iterrows(), labelled):
+        pair = row["pair_id"] if several and isinstance(row["pair_id"], str) else None
+        if not room:  # the label would run into the next node on its row: the pair id alone
+            if pair is not None:
+                ax.annotate(pair, (xi, yi), xytext=(0, 7), textcoords="offset points", ha="center", fontsize="x-small")
+            continue
+        label = _env_label(row.get("params_json"), row["env_id"]) + (f" ({pair})" if pair else "")
         ax.annotate(
             _two_lines(label),
             (xi, yi),
