@@ -13,8 +13,11 @@ Groups and the files they write:
 * frames: docs/bipedal_frame.png, docs/bipedal_cppn_frame.png: the walker on those two
   courses as gymnasium renders it (the frames of `poet render`'s GIFs);
 * tree: docs/quickstart_env_tree.png: `poet.analysis.report.env_tree_figure` (the report's own
-  figure) of a run of experiments/quickstart.yaml, the run `make run` makes; `--run DIR`
-  draws an existing one, otherwise the quickstart runs first (into a temporary folder);
+  figure) of a run of experiments/quickstart.yaml, the run `make run` makes, and the
+  population figures of the same run (`poet.analysis.figures`: docs/quickstart_phylogeny.png,
+  quickstart_env_param_map.png, quickstart_cross_eval.png, quickstart_robustness.png, the
+  last two scoring its agents again); `--run DIR` draws an existing one, otherwise the
+  quickstart runs first (into a temporary folder);
 * reproduce: experiments/results/reproduce_poet/scores.png, climb.png and annecs.png, redrawn
   by experiments/reproduce_poet.py's own `figures` from the results.json next to them (the
   study itself takes over an hour on 2 cores: `python experiments/reproduce_poet.py`).
@@ -109,17 +112,33 @@ def draw_tree(args: argparse.Namespace) -> list[Path]:
     from poet.analysis.report import env_tree_figure, figure_png
 
     if args.run is not None:
-        return [_write_tree(load_run(args.run), env_tree_figure, figure_png)]
+        return _write_tree(load_run(args.run), env_tree_figure, figure_png)
     with tempfile.TemporaryDirectory() as tmp:
         overrides = [] if args.workers is None else [f"ray.workers={args.workers}"]
         result = poet.run(QUICKSTART, out=Path(tmp) / "quickstart", overrides=overrides, progress=False)
-        return [_write_tree(load_run(result.run_dir), env_tree_figure, figure_png)]
+        return _write_tree(load_run(result.run_dir), env_tree_figure, figure_png)
 
 
-def _write_tree(run, env_tree_figure: Callable, figure_png: Callable) -> Path:
-    path = DOCS / "quickstart_env_tree.png"
-    path.write_bytes(figure_png(env_tree_figure(run)))
-    return path
+def _write_tree(run, env_tree_figure: Callable, figure_png: Callable) -> list[Path]:
+    written = []
+    for name, fig in {"env_tree": env_tree_figure(run), **population_figures(run)}.items():
+        path = DOCS / f"quickstart_{name}.png"
+        path.write_bytes(figure_png(fig))
+        written.append(path)
+    return written
+
+
+def population_figures(run) -> dict:
+    """The population figures of a run as the analysis docs show them, by name."""
+    from poet.analysis import figures
+
+    active = [a for a in run.agents() if a.active]
+    return {
+        "phylogeny": figures.phylogeny_figure(run),
+        "env_param_map": figures.param_heatmap_figure(run, "roughness", "pit_gap_hi"),
+        "cross_eval": figures.cross_eval_figure(run, run.cross_eval(agents=active, cache=False)),
+        "robustness": figures.robustness_figure(run.robustness(1, agents=active, n=50)),
+    }
 
 
 def draw_reproduce(args: argparse.Namespace) -> list[Path]:  # noqa: ARG001 - nothing to choose
@@ -134,7 +153,9 @@ def draw_reproduce(args: argparse.Namespace) -> list[Path]:  # noqa: ARG001 - no
 PICTURES: dict[str, list[str]] = {
     "profiles": ["docs/bipedal_mutated.png", "docs/terrain_mutated.png", "docs/bipedal_cppn_mutated.png"],
     "frames": ["docs/bipedal_frame.png", "docs/bipedal_cppn_frame.png"],
-    "tree": ["docs/quickstart_env_tree.png"],
+    "tree": [
+        f"docs/quickstart_{name}.png" for name in ("env_tree", "phylogeny", "env_param_map", "cross_eval", "robustness")
+    ],
     "reproduce": [f"experiments/results/reproduce_poet/{name}.png" for name in ("scores", "climb", "annecs")],
 }
 GROUPS: dict[str, Callable[[argparse.Namespace], list[Path]]] = {

@@ -158,6 +158,15 @@ def test_quickstart_shows_poet_working(ray_local, tmp_path, capsys):
 
     (tmp_path / "tree.png").write_bytes(figure_png(env_tree_figure(run)))
     assert_same_picture(ROOT / "docs" / "quickstart_env_tree.png", tmp_path / "tree.png")
+    # ... and so are the population figures the analysis page shows
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_pictures", ROOT / "docs" / "make_pictures.py")
+    pictures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pictures)
+    for name, fig in pictures.population_figures(run).items():
+        (tmp_path / f"{name}.png").write_bytes(figure_png(fig))
+        assert_same_picture(ROOT / "docs" / f"quickstart_{name}.png", tmp_path / f"{name}.png")
     # `poet report` on the quickstart run writes every figure and the page.
 
     index = write_report(result.run_dir)
