@@ -147,3 +147,17 @@ def test_backends_runs_both_backends_to_the_same_records(tmp_path):
     assert result["records"]["iterations"] == 2 and result["records"]["env_steps"] > 0
     for backend in ("ray", "inprocess"):
         assert len(result["runs"][backend]) == 1 and result["median"][backend]["wall_seconds"] > 0
+
+
+def test_cross_eval_benchmark_scores_the_same_on_both_backends(tmp_path):
+    """benchmarks/cross_eval.py on a tiny run: every wave's scores identical, rates reported."""
+    import poet
+    from tests.conftest import tiny_config
+
+    poet.run(tiny_config(), out=tmp_path / "run", progress=False)
+    result = run_script(
+        tmp_path, "cross_eval.py", str(tmp_path / "run"), "--agents", "3", "--envs", "3", "--rounds", "1"
+    )
+    assert result["scores_per_wave"] == 9
+    assert set(result["median"]) == {"ray first", "ray warm", "inprocess first", "inprocess warm"}
+    assert all(m["env_steps"] > 0 for m in result["median"].values())
