@@ -210,6 +210,9 @@ def test_seeds_of_one_curriculum_are_grouped_and_scored_on_the_same_levels(runs,
     loaded = [load_run(runs["poet"]), load_run(second), load_run(runs["accel"])]
     groups = curriculum_groups(loaded)
     assert list(groups) == ["poet", "accel"] and [len(g) for g in groups.values()] == [2, 1]
+    other = load_run(runs["poet"])
+    other.config = {**other.config, "reproduction": {**other.config["reproduction"], "capacity": 9}}
+    assert list(curriculum_groups([*loaded, other])) == ["poet", "accel", "poet #2"]  # another set-up
     seeds = FIGURES["seeds"](loaded)
     texts = [t.get_text() for t in seeds.axes[0].get_legend().get_texts() if "run(s)" in t.get_text()]
     assert texts == ["poet: 2 run(s) (poet (poet), poet-seed4 (poet))", "accel: 1 run(s) (accel (accel))"]

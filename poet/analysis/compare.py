@@ -16,6 +16,7 @@ on the levels whose names they share.
 from __future__ import annotations
 
 import html
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -388,11 +389,32 @@ def training_scores_figure(runs: Sequence[Run]) -> Figure:
     return fig
 
 
+def _setup(config: dict) -> str:
+    """A run's config without its seed and the settings that never change its numbers."""
+    from poet.config import where_only_settings
+
+    data = json.loads(json.dumps(config, default=str))
+    data.pop("seed", None)
+    for setting in where_only_settings():
+        *sections, name = setting.removesuffix(".*").split(".")
+        table = data
+        for section in sections:
+            table = table.get(section) or {}
+        table.pop(name, None)
+    return json.dumps(data, sort_keys=True)
+
+
 def curriculum_groups(runs: Sequence[Run]) -> dict[str, list[Run]]:
-    """The runs by curriculum, in first-seen order: a curriculum's seeds form one group."""
-    groups: dict[str, list[Run]] = {}
+    """The runs of one set-up (the same config but for the seed) as one group, named by its
+    curriculum ("#2" and on for a curriculum's other set-ups), in first-seen order."""
+    setups: dict[str, list[Run]] = {}
     for run in runs:
-        groups.setdefault(curriculum_of(run.config), []).append(run)
+        setups.setdefault(_setup(run.config), []).append(run)
+    groups: dict[str, list[Run]] = {}
+    for members in setups.values():
+        name = curriculum_of(members[0].config)
+        same = sum(1 for g in groups if g == name or g.startswith(f"{name} #"))
+        groups[name if not same else f"{name} #{same + 1}"] = members
     return groups
 
 
