@@ -66,7 +66,7 @@ def main() -> None:
     params = resolve_envs(run, list(run.envs["env_id"])[-args.envs :])
     print(f"{len(agents)} agents x {len(params)} envs = {len(agents) * len(params):,} scores per wave")
     two_waves(run, agents[:2], params[:2], "inprocess", args.workers)  # compiles the kernels, untimed
-    measured: dict[str, list[dict]] = {f"{b} {w}": [] for b in ("ray", "inprocess") for w in ("first", "warm")}
+    measured: dict[str, list[dict]] = {f"{b}_{w}": [] for b in ("ray", "inprocess") for w in ("first", "warm")}
     reference = None
     for round_ in range(args.rounds):
         for backend in ("ray", "inprocess"):
@@ -76,7 +76,7 @@ def main() -> None:
             if not np.array_equal(scores, reference, equal_nan=True):
                 raise SystemExit(f"round {round_}, {backend}: the scores differ from the first wave's")
             for wave, t in zip(("first", "warm"), timings):
-                measured[f"{backend} {wave}"].append(t)
+                measured[f"{backend}_{wave}"].append(t)
                 print(
                     f"round {round_} {backend:9s} {wave:5s}: {t['seconds']:6.2f} s, {t['env_steps']:,} env steps, "
                     f"{t['env_steps_per_s']:,.0f} steps/s"
@@ -96,9 +96,9 @@ def main() -> None:
         "envs": len(params),
         "scores_per_wave": len(agents) * len(params),
         "median": median,
-        "ray_over_inprocess_warm": median["ray warm"]["env_steps_per_s"] / median["inprocess warm"]["env_steps_per_s"],
+        "ray_over_inprocess_warm": median["ray_warm"]["env_steps_per_s"] / median["inprocess_warm"]["env_steps_per_s"],
         "pool_benchmark_steps_per_s": pool_rate,
-        "ray_warm_over_pool_benchmark": median["ray warm"]["env_steps_per_s"] / pool_rate,
+        "ray_warm_over_pool_benchmark": median["ray_warm"]["env_steps_per_s"] / pool_rate,
         "rounds": measured,
     }
     print(json.dumps({k: v for k, v in result.items() if k != "rounds"}, indent=2))

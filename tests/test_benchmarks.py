@@ -159,5 +159,5 @@ def test_cross_eval_benchmark_scores_the_same_on_both_backends(tmp_path):
         tmp_path, "cross_eval.py", str(tmp_path / "run"), "--agents", "3", "--envs", "3", "--rounds", "1"
     )
     assert result["scores_per_wave"] == 9
-    assert set(result["median"]) == {"ray first", "ray warm", "inprocess first", "inprocess warm"}
+    assert set(result["median"]) == {"ray_first", "ray_warm", "inprocess_first", "inprocess_warm"}
     assert all(m["env_steps"] > 0 for m in result["median"].values())
