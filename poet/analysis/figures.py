@@ -22,12 +22,13 @@ from matplotlib.lines import Line2D
 
 from envs.terrain import DIFFICULTY_CLASSES
 from poet.analysis.load import Run
-from poet.analysis.report import _note, _param_columns, _tree_layout
+from poet.analysis.report import _note, _param_columns, _threshold, _tree_layout
 
 CLASS_COLORS = ("#9e9e9e", "#1f77b4", "#ff7f0e", "#d62728")  # easy .. extremely challenging
 NO_CLASS_COLOR = "#555555"
 TRANSFER_COLORS = ("#2ca02c", "#9467bd", "#8c564b")  # one per transfer kind, in sorted order
 LABELLED = 60  # at most this many tick labels on an axis; beyond, none (ids would overlap)
+TRANSFER_LINES = 200  # beyond this many accepted transfers, "auto" marks them on their target's row
 
 
 def _class_color(klass: object) -> str:
@@ -46,18 +47,15 @@ def _with_ancestors(tree: pd.DataFrame, keep: pd.Series) -> pd.DataFrame:
     return tree[tree["env_id"].isin(chosen)]
 
 
-TRANSFER_LINES = 200  # beyond this many accepted transfers, "auto" marks them on their target's row
-
-
 def phylogeny_figure(run: Run, classes: Sequence[int] | None = None, transfers: str | bool = "auto") -> Figure:
     """Every env by creation iteration (x) in its lineage (y: leaves in depth-first order),
     coloured by the paper's class, filled when solved; parent links in grey. `classes` keeps
     the envs of those classes and their ancestors.
 
-    Accepted transfers between drawn envs: "lines", a vertical arrow at the transfer's
-    iteration from the source env's row to the target's; "markers", a tick on the target's
-    row where its agent was replaced; "auto" (lines up to TRANSFER_LINES transfers, else
-    markers); False, none.
+    Accepted transfers between drawn envs: "lines", a vertical line at the transfer's
+    iteration from the source env's row to the target's, with a tick on the target's;
+    "markers", only a tick on the target's row where its agent was replaced; "auto", lines
+    up to TRANSFER_LINES transfers, else markers; False, none.
     """
     tree = run.phylogeny
     shown = tree if classes is None else _with_ancestors(tree, tree["difficulty"].isin(list(classes)))
@@ -129,7 +127,7 @@ def cross_eval_figure(run: Run, matrix: pd.DataFrame | None = None) -> Figure:
     fig = Figure(figsize=(float(np.clip(0.1 * len(order) + 4, 6, 14)), float(np.clip(0.1 * len(agents) + 3, 4, 12))))
     fig.set_layout_engine("constrained")
     ax = fig.add_subplot()
-    threshold = float(run.config.get("solved_threshold") or 230.0)
+    threshold = _threshold(run)
     finite = data[np.isfinite(data)]
     low = float(min(finite.min(), threshold - 1)) if finite.size else threshold - 1
     high = float(max(finite.max(), threshold + 1)) if finite.size else threshold + 1
@@ -222,7 +220,7 @@ def param_heatmap_figure(run: Run, x: str, y: str, snapshots: int = 4, bins: int
     scores = run.iterations[["iteration", "env_id", "score"]]
     fig = Figure(figsize=(3.2 * len(times) + 1.2, 3.6), layout="constrained")
     axes = fig.subplots(1, len(times), sharex=True, sharey=True, squeeze=False)[0]
-    threshold = float(run.config.get("solved_threshold") or 230.0)
+    threshold = _threshold(run)
     image = None
     for ax, t in zip(axes, times):
         best = scores[scores["iteration"] <= t].groupby("env_id")["score"].max()
