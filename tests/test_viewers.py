@@ -159,9 +159,9 @@ def test_notebook_copied_out_of_the_repository_runs_with_poet_run_dir(run_dir, t
     nb = _execute(copy)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    assert sum("image/png" in o.get("data", {}) for o in outputs) == len(FIGURES)
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == len(FIGURES) + 2  # + cross-eval, robustness
     text = _text(nb)
-    assert str(run_dir) in text and "on env of" in text and "no cross-scores" not in text
+    assert str(run_dir) in text and "env_id" in text and "no agents" not in text and "no robustness" not in text
 
 
 def test_notebook_poet_run_dir_relative_to_where_jupyter_started(run_dir, tmp_path, monkeypatch):
