@@ -45,23 +45,11 @@ from envs.terrain_core import (  # noqa: F401  (part of this module's API)
     X,
     Y,
 )
+from envs.terrain_course import PIT_SCALE, ROUGH_GAIN, START_PAD, STUMP_SCALE, build_course, n_cells_for  # noqa: F401  (part of this module's API)
 
 FAMILY = "terrain"
 
-# ---- course geometry (metres); the physics and its constants are in envs/terrain_core.py ----
-RUNOUT = 12.0  # flat grass after the finish so the look-ahead never leaves the arrays
-START_PAD = 5.0
-WALK_STEP = 0.5  # the roughness random walk is sampled this often, then interpolated
-ROUGH_GAIN = 0.04  # metres per unit of roughness and of a kick
-REVERSION = 0.3  # POET's pull to the start height, 0.01, in units of its kick, 1 / 30
-GRASS_MIN, GRASS_MAX = 3.0, 6.0
-# A criterion's domain maximum is the runner's own limit on level ground, measured by the
-# planner (envs/terrain_planner.py, experiments/feasibility.py): the narrowest pit it never
-# crosses, 6.5 m = 8 units, and the lowest stump it never gets over, 1.46 m = 5 units.
-PIT_SCALE = 0.8125  # metres per pit_gap unit
-STUMP_SCALE = 0.292  # metres per stump_height unit
-STUMP_WIDTH = 1.0
-
+# ---- the course's geometry is in envs/terrain_course.py, the physics in envs/terrain_core.py ----
 PIT_MAX, PIT_DEFAULT, PIT_STEP = 8.0, (0.0, 0.8), 0.4
 STUMP_MAX, STUMP_DEFAULT, STUMP_STEP = 5.0, (0.0, 0.4), 0.2
 ROUGH_MAX, ROUGH_STEP = 10.0, 0.6
@@ -89,50 +77,43 @@ class Course:
         return int(self.height.size)
 
 
-def n_cells_for(course_length: float) -> int:
-    """Grid size covering the course plus the run-out."""
-    return int(round((course_length + RUNOUT) / RES)) + 1
-
-
 def generate_course(params: EnvParams, seed: int, course_length: float = 80.0) -> Course:
-    """The course of one episode, from params and the episode seed (cached, read-only)."""
+    """The course of one episode, from params and the episode seed (read-only).
+
+    Courses are kept in a per-process cache of the COURSE_CACHE most recently used (a
+    course of the default length holds about 60 KB, the cache at most about 16 MB): a
+    pinned env's course (POET's default, one per env) is built once per process and shared
+    by every row that runs it; a fresh course per episode (ACCEL, PLR, DR, held-out scoring)
+    is built by the compiled layout when first asked for, and its antithetic twin then
+    finds it in the cache."""
     return _course_of(params, int(seed), float(course_length))
 
 
-@lru_cache(maxsize=1024)
+COURSE_CACHE = 256
+
+
+@lru_cache(maxsize=COURSE_CACHE)
 def _course_of(params: EnvParams, seed: int, course_length: float) -> Course:
     # cached on the params themselves: a batch of rows on one pinned course validates and
     # reads the params once, not once per row
     validate_params(params)
     v = params.values
     pit_gap, stump_height = _as_range(v["pit_gap"]), _as_range(v["stump_height"])
-    return _build_course(float(v["roughness"]), pit_gap, stump_height, int(seed), float(course_length))
+    return course_from_values(float(v["roughness"]), pit_gap, stump_height, int(seed), float(course_length))
 
 
 def _as_range(value: Sequence[float]) -> tuple[float, ...]:
     return tuple(float(x) for x in value)
 
 
-@lru_cache(maxsize=512)
-def _build_course(
+def course_from_values(
     roughness: float, pit_gap: tuple[float, ...], stump_height: tuple[float, ...], seed: int, course_length: float
 ) -> Course:
-    rng = np.random.Generator(np.random.PCG64(seed))
-    n = n_cells_for(course_length)
-    noise = rng.uniform(-1.0, 1.0, size=_walk_samples(n))  # drawn always: roughness never shifts obstacles
-    is_pit, x0, size = _place_obstacles(rng, pit_gap, stump_height, course_length)
-    first = np.rint(x0 / RES).astype(np.int64)
-    last = first + np.where(is_pit, np.rint(size / RES).astype(np.int64), int(round(STUMP_WIDTH / RES)))
-    keep = last > first  # a pit narrower than half a cell is no pit
-    is_pit, first, last, size = is_pit[keep], first[keep], last[keep], size[keep]
-    inside = _obstacle_cells(n, first, last)
-    base, walk_slope = _ground_walk(noise, roughness, _grass_distance(inside, course_length))
-    height, pit, rim, stump = _overlay(base, inside, is_pit, first, size)
-
-    slope = np.where(pit | stump, 0.0, walk_slope)
-    table = np.empty((n, 4))
-    table[:, H], table[:, SLOPE], table[:, PIT] = height, slope, pit
-    table[:, KILL] = np.where(pit, rim - FALL_DEPTH, -np.inf)
+    """The course of these param values and seed, built anew and not validated (the
+    feasibility study also builds courses beyond the family's range)."""
+    base, height, pit, rim, stump, slope, table, is_pit, first, size = build_course(
+        roughness, pit_gap, stump_height, seed, course_length
+    )
     arrays = [base, height, pit, rim, stump, slope, table]
     for a in arrays:
         a.flags.writeable = False  # shared through the cache
@@ -158,98 +139,6 @@ def ground_course(base: np.ndarray, course_length: float) -> Course:
     for a in arrays:
         a.flags.writeable = False
     return Course(float(course_length), *arrays, obstacles=())
-
-
-def _obstacle_cells(n: int, first: np.ndarray, last: np.ndarray) -> np.ndarray:
-    """1 + the index of the obstacle covering each cell, 0 on open ground (obstacles never touch)."""
-    marks = np.zeros(n + 1, dtype=np.int64)
-    marks[first] = np.arange(1, first.size + 1)
-    marks[last] = -np.arange(1, first.size + 1)
-    return np.cumsum(marks)[:n]
-
-
-def _grass_distance(inside: np.ndarray, course_length: float) -> np.ndarray:
-    """Metres of open ground from the start to each cell, up to the finish line: the ground walk
-    runs on this distance, so it pauses over pits and stumps (POET's generator holds the
-    height while it places one) and stands still on the run-out after the finish."""
-    open_cells = np.concatenate([[0], np.cumsum(inside == 0)[:-1]])
-    finish = min(int(round(course_length / RES)), inside.size - 1)
-    return np.minimum(open_cells, open_cells[finish]) * RES
-
-
-def _overlay(
-    base: np.ndarray, inside: np.ndarray, is_pit: np.ndarray, first: np.ndarray, size: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Cut the pits and raise the stumps into the ground: (height, pit, rim, stump). The ground
-    is level across an obstacle (`_grass_distance`), so a pit's far bank is at its rim's
-    height and a stump stands on level ground."""
-    n = base.size
-    if first.size == 0:
-        return base.copy(), np.zeros(n, bool), np.zeros(n), np.zeros(n, bool)
-    which = np.maximum(inside - 1, 0)
-    pit = (inside > 0) & is_pit[which]
-    stump = (inside > 0) & ~pit
-    level = base[first][which]  # the ground's height under the obstacle covering a cell
-    rim = np.where(pit, level, 0.0)
-    height = np.where(pit, NO_GROUND, np.where(stump, level + size[which], base))
-    return height, pit, rim, stump
-
-
-def _walk_samples(n_cells: int) -> int:
-    """How many walk samples (one every WALK_STEP m) a course of `n_cells` draws noise for."""
-    return int(math.ceil((n_cells - 1) * RES / WALK_STEP)) + 1
-
-
-def _ground_walk(noise: np.ndarray, roughness: float, distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """POET's smoothed random walk of the ground, one sample every WALK_STEP m of open ground,
-    linear in between: (height, slope) at each cell's `distance` (`_grass_distance`).
-
-    As in the reference generator (`bipedal_walker_custom.py`: velocity = 0.8 velocity +
-    0.01 sign(-y) + U(-1, 1) / 30, then y += roughness * velocity), the pull back to the
-    start height is a fixed share (REVERSION) of a kick and both scale with roughness: a
-    course has the same shape at every roughness, its heights in proportion."""
-    n_cells = distance.size
-    if roughness == 0.0:
-        return np.zeros(n_cells), np.zeros(n_cells)  # the walk below stays at exactly 0
-    amplitude = roughness * ROUGH_GAIN
-    pad, last = int(START_PAD / WALK_STEP), int(math.ceil(distance[-1] / WALK_STEP))
-    ys = [0.0] * (pad + 1)  # on the start pad y = v = 0 stays exactly 0
-    y = v = 0.0
-    for kick in noise[pad + 1 : last + 1].tolist():
-        v = 0.8 * v + REVERSION * (1.0 if y < 0.0 else -1.0 if y > 0.0 else 0.0) + kick
-        y += amplitude * v
-        ys.append(y)
-    ys_arr = np.asarray(ys)
-    height = np.interp(distance, np.arange(ys_arr.size) * WALK_STEP, ys_arr)
-    segment_slope = np.append(np.diff(ys_arr) / WALK_STEP, 0.0)
-    slope = segment_slope[np.minimum((distance / WALK_STEP + 1e-9).astype(np.int64), ys_arr.size - 1)]
-    still = np.append(distance[1:] == distance[:-1], True)  # a cell over an obstacle or on the run-out
-    return height, np.where(still, 0.0, slope)
-
-
-def _place_obstacles(
-    rng: np.random.Generator, pit_gap: tuple[float, ...], stump_height: tuple[float, ...], course_length: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Alternate grass stretches with obstacles of the enabled kinds, up to the finish.
-
-    Returns (is_pit, x_start, size): size is a pit's width or a stump's height, in metres.
-    """
-    # One row per enabled kind: (is_pit, lo, hi, metres per unit).
-    kinds = np.array(
-        [(1.0, *pit_gap, PIT_SCALE)] * bool(pit_gap) + [(0.0, *stump_height, STUMP_SCALE)] * bool(stump_height)
-    ).reshape(-1, 4)
-    if not len(kinds):
-        return np.zeros(0, bool), np.zeros(0), np.zeros(0)
-    k = int(course_length // GRASS_MIN) + 1  # more than can fit
-    grass = rng.uniform(GRASS_MIN, GRASS_MAX, size=k)
-    pick = kinds[rng.integers(len(kinds), size=k)]
-    u = rng.uniform(0.0, 1.0, size=k)
-    is_pit, lo, hi, scale = pick[:, 0] > 0.5, pick[:, 1], pick[:, 2], pick[:, 3]
-    size = (lo + (hi - lo) * u) * scale
-    extent = np.where(is_pit, size, STUMP_WIDTH)
-    end = START_PAD + np.cumsum(grass + extent)
-    fits = int(np.searchsorted(end, course_length, side="right"))  # `end` increases
-    return is_pit[:fits], (end - extent)[:fits], size[:fits]
 
 
 # ==================================================================== validation

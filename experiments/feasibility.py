@@ -63,7 +63,7 @@ ROUGHNESS_SCALES = (1.0, 2.0, 3.0, 4.0)  # roughness multiplied by these in part
 
 def course(roughness: float, pit_gap: tuple, stump_height: tuple, seed: int) -> Course:
     """A course of the family's generator in its units, also beyond its validated range."""
-    return terrain._build_course(float(roughness), tuple(pit_gap), tuple(stump_height), int(seed), COURSE_LENGTH)
+    return terrain.course_from_values(float(roughness), tuple(pit_gap), tuple(stump_height), int(seed), COURSE_LENGTH)
 
 
 def clear_rate(values: dict, seeds: int, beam: int) -> int:
