@@ -8,6 +8,7 @@ evaluation worker that only runs rollouts never loads it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -275,6 +276,30 @@ def _forward(
     return out
 
 
+# Per row: (the noise table, the row's offset into it or -1 for none, sign * sigma as float32).
+Perturbations = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def pack_weights(spec: PolicySpec, flats: np.ndarray) -> np.ndarray:
+    """Flat weight rows in the layout `forward_row` reads: the flat layout stores each matrix
+    (out, in); the kernel reads it (in, out), then the layer's bias."""
+    parts, offset, n = [], 0, flats.shape[0]
+    for fan_in, fan_out in zip(spec.layer_sizes[:-1], spec.layer_sizes[1:]):
+        w = flats[:, offset : offset + fan_in * fan_out].reshape(n, fan_out, fan_in)
+        offset += fan_in * fan_out
+        parts += [w.transpose(0, 2, 1).reshape(n, -1), flats[:, offset : offset + fan_out]]
+        offset += fan_out
+    return np.ascontiguousarray(np.concatenate(parts, axis=1))
+
+
+@functools.lru_cache(maxsize=64)
+def pack_order(spec: PolicySpec) -> np.ndarray:
+    """For each position of the packed layout, the flat position it holds (read-only)."""
+    order = pack_weights(spec, np.arange(spec.num_params, dtype=np.int64)[None, :])[0]
+    order.flags.writeable = False
+    return order
+
+
 class BatchedPolicy:
     """Forward pass for many episodes, each row with its own parameter vector: row r uses
     weights row `index[r]` (by default r), so rows that share a policy share one copy.
@@ -287,20 +312,19 @@ class BatchedPolicy:
     bringing the numbers closer to the torch module's (the same floats up to round-off).
     """
 
-    def __init__(self, spec: PolicySpec, flats: np.ndarray, index: np.ndarray | None = None):
+    def __init__(
+        self,
+        spec: PolicySpec,
+        flats: np.ndarray,
+        index: np.ndarray | None = None,
+        perturbations: Perturbations | None = None,
+    ):
         self.spec = spec
         flats = np.asarray(flats, dtype=np.float32)
         if flats.ndim != 2 or flats.shape[1] != spec.num_params:
             raise ValueError(f"expected (rows, {spec.num_params}) weights, got {tuple(flats.shape)}")
         self._sizes = np.asarray(spec.layer_sizes, dtype=np.int64)
-        # The flat layout stores each matrix (out, in); the kernel reads it (in, out).
-        parts, offset, n = [], 0, flats.shape[0]
-        for fan_in, fan_out in zip(spec.layer_sizes[:-1], spec.layer_sizes[1:]):
-            w = flats[:, offset : offset + fan_in * fan_out].reshape(n, fan_out, fan_in)
-            offset += fan_in * fan_out
-            parts += [w.transpose(0, 2, 1).reshape(n, -1), flats[:, offset : offset + fan_out]]
-            offset += fan_out
-        self._weights = np.ascontiguousarray(np.concatenate(parts, axis=1))
+        self._weights = pack_weights(spec, flats)
         self._box = spec.action_kind == "box"
         self._activation = ACTIVATION_CODES[spec.activation]
         low = spec.action_low if self._box else (0.0,) * spec.act_dim
@@ -308,7 +332,23 @@ class BatchedPolicy:
         self._low = np.asarray(low, dtype=np.float32)
         self._span = np.asarray(high, dtype=np.float32) - self._low
         # which weights row each batch row uses (assigned anew where the batch's rows change)
-        self.index = np.arange(n) if index is None else np.asarray(index, dtype=np.int64)
+        self.index = np.arange(flats.shape[0]) if index is None else np.asarray(index, dtype=np.int64)
+        self.perturbations = perturbations
+
+    def perturbed_rows(self) -> None:
+        """Give each perturbed row its own weights row, perturbed now (`act` needs them; the
+        terrain kernel instead perturbs each row as it starts it, from `perturbations`)."""
+        if self.perturbations is None:
+            return
+        noise, offsets, scales = self.perturbations
+        rows = np.flatnonzero(offsets >= 0)
+        order = pack_order(self.spec)
+        # perturb()'s formula on the packed layout: theta + scale * noise[offset + flat position]
+        moved = self._weights[self.index[rows]] + scales[rows, None] * noise[offsets[rows, None] + order]
+        self._weights = np.concatenate([self._weights, moved])
+        self.index = self.index.copy()
+        self.index[rows] = len(self._weights) - rows.size + np.arange(rows.size)
+        self.perturbations = None
 
     @property
     def packed(self) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
@@ -325,6 +365,7 @@ class BatchedPolicy:
         """Actions for one observation per row: low + (tanh(raw) + 1) * 0.5 * (high - low), or
         argmax. Rows marked in the bool mask `done` are skipped (a box action reads 0 there)."""
         obs = np.asarray(obs, dtype=np.float32)
+        self.perturbed_rows()
         out = _forward(
             obs,
             self._weights,

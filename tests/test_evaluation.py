@@ -208,17 +208,31 @@ def test_episode_seed_changes_the_course(terrain) -> None:
 
 
 # ------------------------------------------------------------------ perturbations
-@pytest.mark.parametrize("fixture", ["terrain", "cartpole"])
+@pytest.fixture(scope="module")
+def terrain_lockstep(terrain):
+    """The terrain family through a batch that is not a TerrainBatch: the lock-step path."""
+    return FaultyTerrainFamily(), terrain[1]
+
+
+@pytest.mark.parametrize("fixture", ["terrain", "terrain_lockstep", "cartpole"])
 def test_perturbed_request_equals_explicitly_perturbed_weights(fixture, request) -> None:
+    """Each path applies the perturbation where its rows run (the terrain kernel as a row
+    starts, the others once per batch): the numbers of weights perturbed by `perturb`, also
+    with plain rows and two policies in the same batch."""
     family, spec = request.getfixturevalue(fixture)
     noise = NoiseTable(np.random.SeedSequence(77), NOISE_SIZE)
     ev = InProcessEvaluator(family, spec, noise)
-    theta = _weights(spec, 1, 5, scale=0.3)[0]
-    ref = ev.put(theta)
+    thetas = _weights(spec, 2, 5, scale=0.3)
+    refs = [ev.put(t) for t in thetas]
     env = mutation_chain(family, 2, 1)[-1]
-    cases = [(123, 0.3, 1), (123, 0.3, -1), (NOISE_SIZE - spec.num_params, 0.5, 1), (0, 0.05, -1)]
-    es = ev.evaluate([EvalRequest(ref, env, 2, 42, 80, Perturbation(o, s, g)) for o, s, g in cases])
-    explicit_refs = [ev.put(perturb(theta, noise.get(o, theta.size), s, g)) for o, s, g in cases]
+    cases = [(123, 0.3, 1), (123, 0.3, -1), (NOISE_SIZE - spec.num_params, 0.5, 1), (0, 0.05, -1), None, (9, 0.2, 1)]
+    es = ev.evaluate(
+        [EvalRequest(refs[i % 2], env, 2, 42, 80, None if c is None else Perturbation(*c)) for i, c in enumerate(cases)]
+    )
+    explicit_refs = [
+        refs[i % 2] if c is None else ev.put(perturb(thetas[i % 2], noise.get(c[0], spec.num_params), c[1], c[2]))
+        for i, c in enumerate(cases)
+    ]
     explicit = ev.evaluate([EvalRequest(r, env, 2, 42, 80) for r in explicit_refs])
     for a, b in zip(es, explicit):
         assert _same(a, b)

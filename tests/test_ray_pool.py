@@ -474,8 +474,9 @@ def test_deadline_kills_a_chunk_that_never_returns_and_only_its_request_fails(ra
     err = results[1].error
     assert err.tag == "r1" and "deadline of 2 s 2 times" in err.message
     assert EnvParams.from_json(err.env_json) == stuck
-    # a pair chunk timed out, then the request alone twice: three deadlines of 2 s and the restarts
-    assert seconds < 3 * 2.0 + 20, seconds
+    # a pair chunk timed out, then the request alone twice: three deadlines of 2 s and the
+    # restarts, far under the hour the step sleeps (the bound leaves room for a loaded machine)
+    assert seconds < 600, seconds
     _same([results[i] for i in (0, 2, 3)], alone)
 
 

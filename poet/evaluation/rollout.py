@@ -30,9 +30,9 @@ from gymnasium.wrappers import OrderEnforcing, TimeLimit
 from envs import EnvCache, EnvFamily, EnvParams, terrain_core
 from envs.terrain import TerrainBatch
 from poet.errors import WaveInterrupted
-from poet.evaluation.noise import NoiseTable, perturb
+from poet.evaluation.noise import NoiseTable
 from poet.evaluation.protocol import EvalError, EvalRequest, EvalResult, PolicyRef
-from poet.policies import BatchedPolicy, PolicySpec, forward_row
+from poet.policies import BatchedPolicy, PolicySpec, forward_row, pack_order
 from poet.seeding import episode_seeds
 
 WeightsLookup = Callable[[PolicyRef], np.ndarray]
@@ -65,15 +65,16 @@ def steps_in_slots(family: EnvFamily) -> bool:
     return not hasattr(family, "make_batch")
 
 
-def request_weights(req: EvalRequest, lookup: WeightsLookup, noise: NoiseTable | None) -> np.ndarray:
-    """The flat weights a request is evaluated with (perturbed on the spot for ES)."""
+def request_theta(req: EvalRequest, lookup: WeightsLookup, noise: NoiseTable | None) -> np.ndarray:
+    """The flat weights a request's policy holds, after checking that its ES perturbation (if
+    any) lies in the noise table; the rows apply it (`Rows.of`)."""
     theta = lookup(req.policy)
-    if req.perturbation is None:
-        return theta
-    if noise is None:
-        raise ValueError("an ES perturbation was requested but this evaluator has no noise table")
     p = req.perturbation
-    return perturb(theta, noise.get(int(p.offset), theta.size), p.sigma, p.sign)
+    if p is not None:
+        if noise is None:
+            raise ValueError("an ES perturbation was requested but this evaluator has no noise table")
+        noise.get(int(p.offset), theta.size)  # raises IndexError outside the table
+    return theta
 
 
 def error_result(req: EvalRequest, message: str) -> EvalResult:
@@ -119,20 +120,32 @@ class Rows:
     policy: BatchedPolicy
 
     @classmethod
-    def of(cls, spec: PolicySpec, reqs: Sequence[EvalRequest], flats: Sequence[np.ndarray]) -> Rows:
-        """The rows of every distinct episode of `reqs`, evaluated with `flats` (one per request)."""
-        params, seeds, caps, index = [], [], [], []
+    def of(
+        cls, spec: PolicySpec, reqs: Sequence[EvalRequest], thetas: Sequence[np.ndarray], noise: NoiseTable | None
+    ) -> Rows:
+        """The rows of every distinct episode of `reqs`, whose policies' weights are `thetas`
+        (one per request); an ES request's row carries its perturbation, applied where the row
+        runs (`BatchedPolicy.perturbations`), not materialised here."""
+        params, seeds, caps, index, offsets, scales = [], [], [], [], [], []
         # one copy of each distinct weights vector (requests of one policy share its array): a
         # chunk's rows then read a few policies' weights instead of a copy per row
         distinct: dict[int, int] = {}
-        for req, flat in zip(reqs, flats):
+        for req, theta in zip(reqs, thetas):
             rs = row_seeds(req)
-            params += [req.env] * len(rs)
+            k = len(rs)
+            params += [req.env] * k
             seeds += rs
-            caps += [req.max_steps] * len(rs)
-            index += [distinct.setdefault(id(flat), len(distinct))] * len(rs)
-        unique = list({id(f): f for f in flats}.values())  # in order of first use, as `distinct`
-        policy = BatchedPolicy(spec, np.stack(unique), np.asarray(index, dtype=np.int64))
+            caps += [req.max_steps] * k
+            index += [distinct.setdefault(id(theta), len(distinct))] * k
+            p = req.perturbation
+            offsets += [-1 if p is None else p.offset] * k
+            scales += [0.0 if p is None else p.sign * p.sigma] * k
+        unique = list({id(t): t for t in thetas}.values())  # in order of first use, as `distinct`
+        offset_arr = np.asarray(offsets, dtype=np.int64)
+        perturbations = None
+        if noise is not None and offset_arr.size and offset_arr.max() >= 0:
+            perturbations = noise.noise, offset_arr, np.asarray(scales, dtype=np.float64).astype(np.float32)
+        policy = BatchedPolicy(spec, np.stack(unique), np.asarray(index, dtype=np.int64), perturbations)
         return cls(params, seeds, np.asarray(caps, dtype=np.int64), policy)
 
 
@@ -177,6 +190,7 @@ def _step_batch(family: EnvFamily, batch: Rows, should_stop: StopCheck) -> tuple
     try:
         if _runs_terrain_core(env) and batch.policy.spec.action_kind == "box":
             return _step_terrain_rows(env, batch, should_stop)
+        batch.policy.perturbed_rows()
         obs = env.reset()
         state = batch.caps, np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
         _, returns, lengths, done, bad = state
@@ -202,6 +216,18 @@ def _runs_terrain_core(env: Any) -> bool:
     return type(env) is TerrainBatch and "step" not in vars(env)
 
 
+_NO_NOISE = np.zeros(0, dtype=np.float32)
+
+
+def row_perturbations(policy: BatchedPolicy) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What `_terrain_rows` reads to perturb each row's weights as it starts the row: (noise,
+    offsets, scales, packed order); no perturbation anywhere: offsets all -1."""
+    if policy.perturbations is None:
+        rows = policy.index.size
+        return _NO_NOISE, np.full(rows, -1, dtype=np.int64), np.zeros(rows, dtype=np.float32), pack_order(policy.spec)
+    return (*policy.perturbations, pack_order(policy.spec))
+
+
 # step caps summed over the rows of one compiled call of `_terrain_rows`, between two looks at a
 # stop request: a call then lasts a few tens of milliseconds at most, and a chunk of an ES wave
 # (rows of a few hundred steps) goes in one or two calls, each of which pays for converting its
@@ -217,13 +243,15 @@ def _step_terrain_rows(
     n = batch.caps.size
     out = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)  # returns, lengths, bad
     course = env.table, env.bases, env.max_cell, env.course_length, env.progress_scale
+    perturbations = row_perturbations(batch.policy)
     ends = np.cumsum(batch.caps) // TERRAIN_STEPS_PER_CALL  # rows of one call share a value
     stop = 0
     while stop < n:
         first, stop = stop, int(np.searchsorted(ends, ends[stop], side="right"))
         if should_stop is not None and first and should_stop():
             raise WaveInterrupted("stop requested during a batch of rollouts")
-        _terrain_rows(*course, *batch.policy.packed, batch.policy.index, batch.caps, first, stop, *out)
+        policy = batch.policy
+        _terrain_rows(*course, *policy.packed, policy.index, *perturbations, batch.caps, first, stop, *out)
     return out
 
 
@@ -240,6 +268,10 @@ def _terrain_rows(
     low: np.ndarray,
     span: np.ndarray,
     index: np.ndarray,
+    noise: np.ndarray,
+    offsets: np.ndarray,
+    scales: np.ndarray,
+    order: np.ndarray,
     caps: np.ndarray,
     first: int,
     stop: int,
@@ -247,7 +279,9 @@ def _terrain_rows(
     lengths: np.ndarray,
     bad: np.ndarray,
 ) -> None:
-    """Rows first..stop-1 of a terrain batch, each run to its end: per step the row's forward
+    """Rows first..stop-1 of a terrain batch, each run to its end: an ES row's weights are
+    perturbed as the row starts (`perturb`'s float32 formula on the packed layout, into one
+    scratch row, so no perturbed copy per row is ever stored), then per step the row's forward
     (`forward_row`), the physics (`terrain_core.step_row`, then `observe_row`) and the tally,
     each as its lock-step counterpart does it (`_forward`, `terrain_core.step_rows`, `_tally`).
     Arrays come one per argument: taken from tuples inside the kernel, they ran the loop 3-4%
@@ -256,14 +290,21 @@ def _terrain_rows(
     width = sizes.max()
     h, acc = np.empty(width, dtype=np.float32), np.empty(width, dtype=np.float32)
     action, state = np.empty(sizes[-1], dtype=np.float32), np.empty(4)
+    perturbed = np.empty(weights.shape[1], dtype=np.float32)
     for r in range(first, stop):
+        w = weights[index[r]]
+        if offsets[r] >= 0:
+            start, scale = offsets[r], scales[r]
+            for j in range(perturbed.size):
+                perturbed[j] = w[j] + scale * noise[start + order[j]]
+            w = perturbed
         base = bases[r]
         state[:] = 0.0
         grounded, cell = True, 0
         terrain_core.observe_row(table, base, state, grounded, cell, obs)
         while True:
             h[: obs.size] = obs
-            forward_row(weights[index[r]], sizes, activation, True, low, span, h, acc, action)
+            forward_row(w, sizes, activation, True, low, span, h, acc, action)
             reward, fell, finished, cell, grounded = terrain_core.step_row(
                 table,
                 base,
@@ -321,6 +362,7 @@ def _step_slots(
     of all observations per step.
     """
     params, seeds, caps_arr, policy = batch.params, batch.seeds, batch.caps, batch.policy
+    policy.perturbed_rows()  # before the slots take over the policy's row index
     n = len(params)
     returns, lengths, bad = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
     take = family.make_env if env_cache is None else env_cache.take
@@ -443,9 +485,9 @@ def run_requests(
         idx = batches.pop(0)
         reqs = [requests[i] for i in idx]
         # Outside the try: a missing policy or noise table is a caller bug, not an env failure.
-        flats = [request_weights(r, lookup, noise) for r in reqs]
+        thetas = [request_theta(r, lookup, noise) for r in reqs]
         try:
-            batch = Rows.of(spec, reqs, flats)
+            batch = Rows.of(spec, reqs, thetas, noise)
             if steps_in_slots(family):
                 returns, lengths, bad = _step_slots(family, batch, should_stop, env_cache)
             else:
