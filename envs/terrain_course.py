@@ -1,7 +1,8 @@
 """The terrain course's layout, compiled: obstacles, the ground walk and the cell table.
 
-`build_course` draws a course's random numbers with numpy's generator (one PCG64 stream per
-course seed, in a fixed order) and lays the course out in one compiled call (`_layout`):
+`build_course` draws a course's random numbers from numpy's PCG64 stream of the course seed
+(in a fixed order; computed by `envs.seed_stream`) and lays the course out in one compiled
+call (`_layout`):
 where the obstacles go, the smoothed random walk of the ground (paused over obstacles, as
 POET's generator holds the height while it places one), the pits cut and the stumps raised,
 and the (cell, 4) table the physics reads. Every number is computed as the numpy code it
@@ -18,6 +19,7 @@ import math
 import numba
 import numpy as np
 
+from envs.seed_stream import coin_flips, entropy_words, generate_state, pcg64, random_doubles
 from envs.terrain_core import FALL_DEPTH, KILL, NO_GROUND, PIT, RES, SLOPE, H
 
 RUNOUT = 12.0  # flat grass after the finish so the look-ahead never leaves the arrays
@@ -60,37 +62,37 @@ def build_course(
     """The arrays of one course: (base, height, pit, rim, stump, slope, table, obstacle is_pit,
     obstacle first cell, obstacle size in metres).
 
-    The draws, in this order from one PCG64 stream seeded with `seed`: a uniform kick in
+    The draws, in this order from numpy's PCG64 stream seeded with `seed`: a uniform kick in
     [-1, 1) per walk sample (drawn always, so roughness never shifts the obstacles); then,
     when an obstacle kind is enabled, per obstacle slot a grass length in [GRASS_MIN,
     GRASS_MAX), a kind and a uniform position within the kind's range.
     """
-    rng = np.random.Generator(np.random.PCG64(seed))
     n = n_cells_for(course_length)
     kinds = obstacle_kinds(pit_gap, stump_height)
     slots = int(course_length // GRASS_MIN) + 1 if len(kinds) else 0  # more than can fit
-    # uniform(a, b) is a + (b - a) * random(), and the kicks and the grass lengths follow each
-    # other in the stream: one call draws both, the layout scales them
-    doubles = rng.random(walk_samples(n) + slots)
-    pick = rng.integers(len(kinds), size=slots) if slots else np.zeros(0, dtype=np.int64)
-    position = rng.random(slots)
     finish = min(int(round(course_length / RES)), n - 1)
-    return _layout(doubles, pick, position, kinds, float(roughness), n, float(course_length), finish)
+    walk = walk_samples(n)
+    return _layout(entropy_words(seed), kinds, float(roughness), n, walk, slots, float(course_length), finish)
 
 
 @numba.njit(cache=True)
 def _layout(
-    doubles: np.ndarray,
-    pick: np.ndarray,
-    position: np.ndarray,
+    entropy: np.ndarray,
     kinds: np.ndarray,
     roughness: float,
     n: int,
+    walk_n: int,
+    slots: int,
     course_length: float,
     finish: int,
 ) -> CourseArrays:
-    slots = position.size
-    walk_n = doubles.size - slots
+    # the draws, as `np.random.Generator(np.random.PCG64(seed))` gives them: the kicks and the
+    # grass lengths follow each other in the stream (uniform(a, b) is a + (b - a) * random()),
+    # then the kinds (integers(1) draws nothing) and the positions
+    state = pcg64(generate_state(entropy, 8))
+    doubles = random_doubles(state, walk_n + slots)
+    pick = coin_flips(state, slots) if kinds.shape[0] == 2 else np.zeros(slots, dtype=np.int64)
+    position = random_doubles(state, slots)
 
     # ---- obstacles: grass stretches alternating with obstacles, up to the finish
     is_pit = np.zeros(slots, dtype=np.bool_)

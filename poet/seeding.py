@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envs.seed_stream import entropy_words, generate_state
+
 
 def _name_key(name: str) -> int:
     # crc32 is stable across processes and Python versions (unlike hash()).
@@ -43,7 +45,11 @@ class Seeds:
         return int(self.sequence(name, *keys).generate_state(1, dtype=np.uint32)[0] >> 1)
 
 
+_EPISODE_KEY = _name_key("episode")
+
+
 def episode_seeds(seed: int, episodes: int) -> list[int]:
     """Per-episode env seeds of an evaluation request, a function of (seed, episode index) only."""
-    ss = np.random.SeedSequence(entropy=int(seed), spawn_key=(_name_key("episode"),))
-    return [int(x >> 1) for x in ss.generate_state(episodes, dtype=np.uint32)]
+    # np.random.SeedSequence(entropy=seed, spawn_key=(key,)).generate_state(episodes), compiled
+    words = generate_state(entropy_words(int(seed), (_EPISODE_KEY,)), int(episodes))
+    return [x >> 1 for x in words.tolist()]
