@@ -4,9 +4,16 @@
     python benchmarks/eval_pool.py --raw-widths [--json PATH]
 
 For each env the same matrix of P policies x E envs x n episodes (one EvalRequest per
-(policy, env)), shaped like an ES wave (terrain: 32 perturbations x 8 envs; BipedalWalker:
-a population of 64), is evaluated these ways, with W workers:
+(policy, env)), shaped like an ES wave (terrain: 32 perturbations x 8 envs, each env pinned
+to one course as POET runs them; terrain_fresh: the same on a new course every episode, as
+ACCEL, PLR, DR and held-out scoring run them; BipedalWalker: a population of 64), is
+evaluated these ways, with W workers:
 
+- engine: the engine alone in one process, no policy: actions drawn at random once and
+         cycled through (terrain: the compiled physics and observation of the pool's kernel;
+         a new course per episode is built here too; gymnasium: `env.step` one episode at a
+         time). Reported per core, with raw's rate per core (`rollout_steps_per_s_per_core`):
+         with the pool's rate, the three numbers peers publish.
 - raw:   the limit, as the best plain code does the same work: W plain processes
          (multiprocessing, spawn), no Ray and no framework code, each given an equal share
          of the episodes. A family with a batched path (`make_batch`, e.g. terrain) steps all
@@ -77,17 +84,18 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numba
 import numpy as np
 import torch
 
-from envs import EnvFamily, EnvParams, make_family
+from envs import EnvFamily, EnvParams, make_family, terrain_core
 from envs.base import EnvParamError
 from envs.generic import renew_gym_env
 from envs.terrain import TerrainBatch, TerrainFamily
 from poet.evaluation.protocol import EvalRequest, PolicyRef
 from poet.evaluation.ray_pool import INLINE_PART_BYTES, RayEvaluator
 from poet.evaluation.rollout import _tally as tally
-from poet.evaluation.rollout import _terrain_rows, simulated_steps
+from poet.evaluation.rollout import _terrain_rows, row_perturbations, simulated_steps
 from poet.policies import BatchedPolicy, PolicySpec, init_flat, spec_for_spaces
 from poet.seeding import episode_seeds
 from poet.torch_policy import MLPPolicy
@@ -98,7 +106,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 TARGETS = {
-    "efficiency": {"terrain": 0.85, "bipedal": 0.93},
+    "efficiency": {"terrain": 0.75, "terrain_fresh": 0.7, "bipedal": 0.97},
     "speedup_vs_naive_terrain": 5.0,
     "pool_vs_raw_numpy_terrain": 2.0,
     "rss_growth_1000_vs_10": 0.10,
@@ -147,6 +155,7 @@ class Sizes:
     shapes: dict[str, tuple[int, int, int]] = field(
         default_factory=lambda: {
             "terrain": (32, 8, 1),  # an ES wave: 32 perturbations on each of 8 envs
+            "terrain_fresh": (32, 8, 1),  # the same on a new course every episode
             "bipedal": (64, 1, 1),  # an ES population of 64 on BipedalWalker-v3
             "bipedal_family": (16, 4, 1),
         }
@@ -157,7 +166,6 @@ class Sizes:
     # terrain's waves take about 70 ms: 40 of them make a span of seconds, long enough that
     # the machine's noise averages out (10 gave shares 3% apart from one run to the next)
     terrain_waves: int | None = 40
-    fixed_courses: bool = True  # each env pinned to one course (evaluation.course: fixed, the default)
     repeats: int = 5  # the shares move by a few percent between repetitions: the median of 5 steadies them
     memory_requests: int = 1000  # rows of each memory wave (one episode per request)
     memory_policies: tuple[int, int] = (10, 1000)
@@ -167,7 +175,12 @@ class Sizes:
     def quick(cls) -> Sizes:
         """A smoke run: seconds per env instead of minutes."""
         return cls(
-            shapes={"terrain": (4, 2, 2), "bipedal": (4, 1, 2), "bipedal_family": (2, 2, 1)},
+            shapes={
+                "terrain": (4, 2, 2),
+                "terrain_fresh": (4, 2, 2),
+                "bipedal": (4, 1, 2),
+                "bipedal_family": (2, 2, 1),
+            },
             bipedal_max_steps=100,
             terrain_max_steps=100,
             waves=2,
@@ -178,7 +191,7 @@ class Sizes:
 
     def waves_for(self, name: str) -> int:
         """Consecutive waves per timed span for env `name`."""
-        return self.terrain_waves if name == "terrain" and self.terrain_waves else self.waves
+        return self.terrain_waves if name.startswith("terrain") and self.terrain_waves else self.waves
 
 
 @dataclass
@@ -203,7 +216,7 @@ def random_policies(spec: PolicySpec, count: int, seed: int) -> list[np.ndarray]
 def make_setup(name: str, sizes: Sizes) -> Setup:
     """The matrix for `terrain` (initial params and mutated children) or `bipedal`."""
     n_policies, n_envs, episodes = sizes.shapes[name] if name in sizes.shapes else (0, 0, 0)
-    if name == "terrain":
+    if name in ("terrain", "terrain_fresh"):
         family: EnvFamily = TerrainFamily()
         envs, rng = [family.initial()], np.random.default_rng(7)
         while len(envs) < n_envs:
@@ -221,11 +234,11 @@ def make_setup(name: str, sizes: Sizes) -> Setup:
             envs.append(family.mutate(envs[-1], rng))
         max_steps = sizes.bipedal_max_steps
     else:
-        raise ValueError(f"unknown env {name!r} (known: terrain, bipedal, bipedal_family)")
+        raise ValueError(f"unknown env {name!r} (known: terrain, terrain_fresh, bipedal, bipedal_family)")
     probe = family.make_env(envs[0])
     spec = spec_for_spaces(probe.observation_space, probe.action_space, HIDDEN, ACTIVATION)
     probe.close()
-    if sizes.fixed_courses:  # as POET runs them: every episode on an env runs that env's one course
+    if name != "terrain_fresh":  # as POET runs them: every episode on an env runs that env's one course
         envs = [env.with_course_seed(1000 + i) for i, env in enumerate(envs)]
     return Setup(name, family, spec, random_policies(spec, n_policies, seed=1), envs, episodes, max_steps)
 
@@ -443,7 +456,8 @@ def raw_rows(
         env, policy = family.make_batch(params, seeds, int(caps.max())), BatchedPolicy(spec, flats, index)
         if core == "compiled" and isinstance(env, TerrainBatch):
             course = env.table, env.bases, env.max_cell, env.course_length, env.progress_scale
-            _terrain_rows(*course, *policy.packed, policy.index, caps, 0, n, returns, lengths, np.zeros(n, dtype=bool))
+            rows = *policy.packed, policy.index, *row_perturbations(policy)
+            _terrain_rows(*course, *rows, caps, 0, n, returns, lengths, np.zeros(n, dtype=bool))
             return int(lengths.sum())
         obs, bad, all_done = env.reset(), np.zeros(n, dtype=bool), False
         while not all_done:
@@ -644,6 +658,104 @@ def measure_raw(
     return Measurement(
         steps, wall, rate, cpu | quiet, {"wall_steps_per_s": steps / wall, "synced_steps_per_s": steps / synced}
     )
+
+
+# ====================================================== the engine alone (no policy)
+ENGINE_ACTIONS = 997  # actions drawn once and cycled through: the engine alone, without a policy
+
+
+def engine_actions(spec: PolicySpec) -> np.ndarray:
+    """Uniform random actions over the action box, float32 (the same every run)."""
+    low, high = action_bounds(spec)
+    return np.random.default_rng(0).uniform(low, high, size=(ENGINE_ACTIONS, low.size)).astype(np.float32)
+
+
+@numba.njit(cache=True)
+def _engine_rows(
+    table: np.ndarray,
+    bases: np.ndarray,
+    max_cell: int,
+    course_length: float,
+    progress_scale: float,
+    caps: np.ndarray,
+    actions: np.ndarray,
+) -> int:
+    """Terrain rows each to its end with actions from `actions` instead of a policy: the
+    physics and the observation of `_terrain_rows`, nothing else. Returns the steps taken."""
+    obs = np.empty(terrain_core.OBS_DIM, dtype=np.float32)
+    state = np.empty(4)
+    steps = 0
+    for r in range(bases.size):
+        base = bases[r]
+        state[:] = 0.0
+        grounded, cell = True, 0
+        terrain_core.observe_row(table, base, state, grounded, cell, obs)
+        for _ in range(caps[r]):
+            a = actions[steps % actions.shape[0]]
+            _, fell, finished, cell, grounded = terrain_core.step_row(
+                table,
+                base,
+                max_cell,
+                course_length,
+                progress_scale,
+                np.float64(a[0]),
+                np.float64(a[1]),
+                state,
+                grounded,
+                cell,
+            )
+            terrain_core.observe_row(table, base, state, grounded, cell, obs)
+            steps += 1
+            if fell or finished:
+                break
+    return steps
+
+
+def engine_runner(setup: Setup) -> Callable[[list[Episode]], int]:
+    """Episodes in -> env steps taken, stepping the engine with `engine_actions` (no policy):
+    terrain rows through `_engine_rows` on the batch the family builds (so a fresh course per
+    episode is built here too), a gymnasium env one episode at a time on envs built once and
+    renewed as the pool renews them."""
+    actions = engine_actions(setup.spec)
+    if hasattr(setup.family, "make_batch"):
+
+        def run_batch(episodes: list[Episode]) -> int:
+            env = setup.family.make_batch([setup.envs[e] for _, e, _ in episodes], [s for _, _, s in episodes], 1)
+            caps = np.full(len(episodes), setup.max_steps, dtype=np.int64)
+            course = env.table, env.bases, env.max_cell, env.course_length, env.progress_scale
+            return _engine_rows(*course, caps, actions)
+
+        return run_batch
+    envs = [setup.family.make_env(p) for p in setup.envs]
+    renew = getattr(setup.family, "renew", None)
+
+    def run_envs(episodes: list[Episode]) -> int:
+        steps = 0
+        for _, e, seed in episodes:
+            env = envs[e]
+            if renew is not None:
+                renew(env)
+            env.reset(seed=seed)
+            step, limit = env.unwrapped.step, env.spec.max_episode_steps if env.spec is not None else None
+            for _ in range(min(setup.max_steps, limit or setup.max_steps)):
+                _, _, terminated, truncated, _ = step(actions[steps % ENGINE_ACTIONS])
+                steps += 1
+                if terminated or truncated:
+                    break
+        return steps
+
+    return run_envs
+
+
+def measure_engine(setup: Setup, warmup: list[Episode], waves: list[list[Episode]]) -> Measurement:
+    """The engine alone in this process (one core): steps/s over the waves, after a warm-up wave."""
+    run = engine_runner(setup)
+    run(warmup)
+    quiet = settle()
+    watch, t0 = CpuWatch(), time.perf_counter()
+    steps = sum(run(wave) for wave in waves)
+    seconds = time.perf_counter() - t0
+    return Measurement(steps, seconds, steps / seconds, watch.stop() | quiet)
 
 
 class PlainRayWorker:
@@ -930,10 +1042,17 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
     """Interleaved raw / pool / naive repetitions, then memory; returns the env's JSON entry."""
     setup = make_setup(name, sizes)
     n_waves = sizes.waves_for(name)
-    runs: dict[str, list[Measurement]] = {"raw": [], "raw_ray": [], "raw_ray_weights": [], "pool": [], "naive": []}
-    # a compiled family: also the numpy core it replaced (the previous limit) and the same
-    # kernels in lock-step
-    extra_cores = ["numpy", "lockstep"] if isinstance(setup.family, TerrainFamily) else []
+    runs: dict[str, list[Measurement]] = {
+        "engine": [],
+        "raw": [],
+        "raw_ray": [],
+        "raw_ray_weights": [],
+        "pool": [],
+        "naive": [],
+    }
+    # the compiled family on fixed courses: also the numpy core it replaced (the previous
+    # limit) and the same kernels in lock-step
+    extra_cores = ["numpy", "lockstep"] if name == "terrain" else []
     for core in extra_cores:
         runs[f"raw_{core}"] = []
     if evotorch_applies(setup):
@@ -943,6 +1062,7 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         seed_bases = [10**6 * (rep + 1) + 10**4 * wave for wave in range(n_waves)]
         waves = [matrix_episodes(setup, base) for base in seed_bases]
         warmup_base = 10**6 * (rep + 1) + 10**4 * n_waves  # one wave beyond the timed ones
+        runs["engine"].append(measure_engine(setup, matrix_episodes(setup, warmup_base), waves))  # one core
         runs["raw"].append(measure_raw(setup, matrix_episodes(setup, warmup_base), waves, workers))  # no Ray running
         for core in extra_cores:
             runs[f"raw_{core}"].append(measure_raw(setup, matrix_episodes(setup, warmup_base), waves, workers, core))
@@ -968,6 +1088,10 @@ def benchmark_env(name: str, sizes: Sizes, workers: int, log: Callable[[str], No
         for way, ms in runs.items()
     }
     entry = {
+        # the three rates peers publish: the engine alone and plain code's rollouts per core,
+        # and the pool's rate (over all workers)
+        "engine_steps_per_s_per_core": round(median["engine"], 1),
+        "rollout_steps_per_s_per_core": round(median["raw"] / workers, 1),
         "raw_steps_per_s": round(median["raw"], 1),
         "pool_steps_per_s": round(median["pool"], 1),
         "naive_steps_per_s": round(median["naive"], 1),
@@ -1054,6 +1178,8 @@ def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
     """One row per env, then the targets."""
     cols = [
         ("env", "{}"),
+        ("engine/core", "{:,.0f}"),
+        ("rollout/core", "{:,.0f}"),
         ("raw", "{:,.0f}"),
         ("pool", "{:,.0f}"),
         ("naive", "{:,.0f}"),
@@ -1065,6 +1191,8 @@ def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
         ("total_1000", "{:.0f}"),
     ]
     keys = [
+        "engine_steps_per_s_per_core",
+        "rollout_steps_per_s_per_core",
         "raw_steps_per_s",
         "pool_steps_per_s",
         "naive_steps_per_s",
@@ -1077,7 +1205,10 @@ def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
     ]
     rows = [[name] + [fmt.format(r[k]) for (_, fmt), k in zip(cols[1:], keys)] for name, r in results.items()]
     widths = [max(len(c[0]), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
-    print("steps/s (median over repeats); RSS in MB: max over workers (rss_*) and sum over workers (total_*)")
+    print(
+        "steps/s (median over repeats): the engine alone and plain code's rollouts per core, then over all "
+        "workers; RSS in MB: max over workers (rss_*) and sum over workers (total_*)"
+    )
     print("  ".join(c[0].rjust(w) for c, w in zip(cols, widths)))
     for row in rows:
         print("  ".join(v.rjust(w) for v, w in zip(row, widths)))
@@ -1125,17 +1256,12 @@ def print_table(results: dict[str, dict[str, Any]], quick: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--envs", default="terrain,bipedal")
+    parser.add_argument("--envs", default="terrain,terrain_fresh,bipedal")
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
     parser.add_argument(
         "--raw-widths",
         action="store_true",
         help="only time the raw loop in one process with 1, 4 and 8 walkers stepped together",
-    )
-    parser.add_argument(
-        "--per-episode-courses",
-        action="store_true",
-        help="a new course every episode (evaluation.course: per_episode) instead of fixed courses",
     )
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 5, quick 1)")
     parser.add_argument(
@@ -1151,7 +1277,6 @@ def main() -> None:
     sizes = Sizes.quick() if args.quick else Sizes()
     if args.quick:
         SETTLE_MAX_WAIT["seconds"] = 0.0
-    sizes.fixed_courses = not args.per_episode_courses
     if args.repeats:
         sizes.repeats = args.repeats
     t0 = time.perf_counter()

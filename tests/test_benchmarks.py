@@ -39,15 +39,13 @@ def _sizes(**shapes) -> ep.Sizes:
 
 
 @pytest.mark.parametrize("core", ["compiled", "lockstep", "numpy"])
-@pytest.mark.parametrize("fixed", [True, False])
-def test_raw_limit_runs_the_pools_episodes(fixed, core):
+@pytest.mark.parametrize("name", ["terrain", "terrain_fresh"])
+def test_raw_limit_runs_the_pools_episodes(name, core):
     """The batched raw loops (the pool's compiled path, the same kernels in lock-step, the numpy
     core before them) and the framework's rollout step the same episodes to the same lengths."""
-    sizes = _sizes(terrain=(6, 3, 2))
-    sizes.fixed_courses = fixed
-    setup = ep.make_setup("terrain", sizes)
+    setup = ep.make_setup(name, _sizes(**{name: (6, 3, 2)}))
     episodes = ep.matrix_episodes(setup, 10**6)
-    assert len(episodes) == 6 * 3 * (1 if fixed else 2)
+    assert len(episodes) == 6 * 3 * (1 if name == "terrain" else 2)
     low, high = ep.action_bounds(setup.spec)
     raw_steps = ep.raw_batch(setup, episodes, low, high, core)
     ev = InProcessEvaluator(setup.family, setup.spec, None)
@@ -161,3 +159,17 @@ def test_cross_eval_benchmark_scores_the_same_on_both_backends(tmp_path):
     assert result["scores_per_wave"] == 9
     assert set(result["median"]) == {"ray_first", "ray_warm", "inprocess_first", "inprocess_warm"}
     assert all(m["env_steps"] > 0 for m in result["median"].values())
+
+
+@pytest.mark.slow
+def test_accel_ppo_times_every_part_of_both_loops(tmp_path):
+    """`benchmarks/accel_ppo.py` (a few iterations): both the framework's ACCEL and the plain
+    PPO loop train, every part of a framework run is timed, and the parts add up to its wall."""
+    result = run_script(tmp_path, "accel_ppo.py", "--iterations", "6", "--plain-updates", "1", "--repeats", "1")
+    accel, plain = result["runs"]["accel"][0], result["runs"]["plain"][0]
+    assert accel["ppo_updates"] > 0 and accel["calls"]["rollout"] >= accel["ppo_updates"]
+    assert accel["calls"]["level_scoring"] > 0  # ACCEL scored new levels
+    assert all(accel["seconds"][p] >= 0 for p in ("rollout", "gae", "update", "level_scoring", "rest"))
+    assert sum(accel["seconds"].values()) == pytest.approx(accel["wall_seconds"])
+    assert plain["env_steps"] == result["sizes"]["levels_per_update"] * result["sizes"]["n_steps"]
+    assert result["accel_vs_plain"] > 0

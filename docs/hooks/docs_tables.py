@@ -102,6 +102,8 @@ def eval_pool() -> Table:
     table = Table(
         [
             "env",
+            "engine alone, per core",
+            "plain-code rollouts, per core",
             "raw limit (2 plain processes)",
             "raw, waiting for each wave",
             "plain code on Ray, nothing sent (Ray's floor)",
@@ -117,6 +119,8 @@ def eval_pool() -> Table:
         table.rows.append(
             [
                 text(label),
+                src.num(k + "engine_steps_per_s_per_core"),
+                src.num(k + "rollout_steps_per_s_per_core"),
                 src.num(k + "raw_steps_per_s"),
                 src.num(k + "raw_synced_steps_per_s"),
                 src.num(k + "raw_ray_steps_per_s"),
@@ -193,7 +197,11 @@ def eval_pool_one_worker() -> Table:
     )
 
 
-EVAL_POOL_ENVS = {"terrain": "terrain (compiled core)", "bipedal": "BipedalWalker-v3"}
+EVAL_POOL_ENVS = {
+    "terrain": "terrain (compiled core), fixed courses",
+    "terrain_fresh": "terrain, a new course every episode",
+    "bipedal": "BipedalWalker-v3",
+}
 
 
 def eval_pool_ways() -> Table:
