@@ -5,13 +5,12 @@ result = poet.run("experiments/quickstart.yaml", out="runs/demo")
 run = poet.analysis.load_run(result.run_dir)
 """
 
-__version__ = "0.1.0"
+from typing import Any
 
-from typing import Any  # noqa: E402
-
-from poet import analysis  # noqa: E402
-from poet.config import ConfigError, RunConfig  # noqa: E402
-from poet.errors import RunInterrupted  # noqa: E402
+from poet import analysis
+from poet.config import ConfigError, RunConfig
+from poet.errors import RunInterrupted
+from poet.version import __version__
 
 _RUNNER = ("RunResult", "resume", "run")
 

@@ -9,9 +9,9 @@ import warnings
 from pathlib import Path
 
 from envs import EnvParamError
-from poet import __version__
 from poet.config import ConfigError, check_overrides
 from poet.errors import EvaluationFailed, RunInterrupted, StorageError
+from poet.version import __version__
 
 QUICKSTART = Path("experiments") / "quickstart.yaml"
 

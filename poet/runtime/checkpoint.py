@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from envs import EnvParams
-from poet import __version__
 from poet.context import RunContext
 from poet.errors import StorageError, is_storage_error
 from poet.pair import Pair
@@ -36,6 +35,7 @@ from poet.population import Population
 from poet.records import TABLES, fsync_dir
 from poet.scoring import ScoreCache
 from poet.state import RunState
+from poet.version import __version__
 
 FORMAT_VERSION = 1
 PREFIX = "ckpt-"

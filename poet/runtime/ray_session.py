@@ -1,28 +1,37 @@
 """Starting or joining the Ray a run's pool works on (`ensure_ray`), and checking a cluster's
 address before joining it, so a wrong one fails in seconds.
 
-`ray.init(address=...)` on an address where nothing listens, or on a cluster that wants
-an authentication token this driver lacks, retries for minutes and fills the terminal with
-its C++ warnings before an error that names neither the address nor the token. Before
-`ray.init`, `check_cluster` resolves the address as Ray would (`auto`: RAY_ADDRESS, then
-the cluster a `ray start` on this machine recorded) and makes one gRPC call over Ray's own
-channel with a short deadline: to a head's GCS, carrying the token Ray would send, or a ping
-of a Ray Client server. Each way it can fail is one `ClusterError` line naming `ray.address`.
+`ray.init(address=...)` on an address where nothing answers as a Ray head, or on a cluster
+that wants an authentication token this driver lacks, retries for minutes (over five on an
+open port where nothing answers) and fills the terminal with its C++ warnings before an
+error that names neither the address nor the token. Before `ray.init`, `check_cluster`
+resolves the address as Ray's documentation says `auto` does (RAY_ADDRESS, then the cluster
+a `ray start` on this machine recorded), opens one TCP connection to it, and makes one gRPC
+call with a short deadline: to a head's GCS, carrying the token Ray's documented settings
+give (RAY_AUTH_MODE, RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token), or to a Ray
+Client server. The call goes through the public `grpc` package by its method's name, so no
+Ray module beyond the public `ray` API is imported. Each way it can fail is one
+`ClusterError` line naming `ray.address`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
 
-CONNECT_TIMEOUT_S = 5.0  # the deadline of the one call; a head that is up answers in milliseconds
+CONNECT_TIMEOUT_S = 5.0  # the deadline of the connection and of the call; a head that is up answers in milliseconds
 TOKEN_HELP = (
     "the cluster's token in RAY_AUTH_TOKEN, or in a file named by RAY_AUTH_TOKEN_PATH "
     "(default ~/.ray/auth_token); `ray get-auth-token` on the head prints it"
 )
+# A head's GCS answers this (its cluster's id) to any driver it lets in; a Ray Client server
+# answers the other. Both take an empty request, protobuf's encoding of default fields.
+GCS_METHOD = "/ray.rpc.NodeInfoGcsService/GetClusterId"
+CLIENT_METHOD = "/ray.rpc.RayletDriver/ClusterInfo"
 
 
 class ClusterError(ConnectionError):
@@ -48,50 +57,33 @@ def _recorded_cluster() -> str | None:
         return None
 
 
-def _unreachable(exc: Exception, host: str, shown: str, start: str) -> ClusterError | None:
-    """The ClusterError for a gRPC call that never reached a server (None: it reached one).
-    gRPC says why in its details: a failed name lookup, a refused connection, or a timeout."""
-    import grpc
+def split_address(address: str) -> tuple[str, int] | None:
+    """(host, port) of HOST:PORT or [IPv6]:PORT, or None when it is not one."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
 
-    code = exc.code() if callable(getattr(exc, "code", None)) else None
-    details = str(exc.details()) if callable(getattr(exc, "details", None)) else ""
-    if code == grpc.StatusCode.UNAVAILABLE:
-        if "resolv" in details or "lookup" in details:
-            return ClusterError(f"ray.address: cannot resolve host {host!r} of {shown}")
-        if "refused" in details.lower():
-            return ClusterError(f"ray.address: nothing is listening at {shown}: is the head started, with `{start}`?")
-        return ClusterError(f"ray.address: cannot reach {shown} ({details or code.name})")
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED and "connect" in details.lower():
-        return ClusterError(
+
+def _connect(host: str, port: int, shown: str, start: str) -> None:
+    """One TCP connection to host:port; a ClusterError naming why it cannot be opened."""
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+    except socket.gaierror:
+        raise ClusterError(f"ray.address: cannot resolve host {host!r} of {shown}") from None
+    except ConnectionRefusedError:
+        raise ClusterError(
+            f"ray.address: nothing is listening at {shown}: is the head started, with `{start}`?"
+        ) from None
+    except TimeoutError:
+        raise ClusterError(
             f"ray.address: no answer from {shown} within {CONNECT_TIMEOUT_S:g} s "
             "(host down, or a firewall drops the port)"
-        )
-    return None
-
-
-def _token_mode(auto: bool) -> tuple[bool, bool, tuple]:
-    """Whether this driver uses token authentication, whether it has a token, and the gRPC
-    metadata to add by hand (Ray's channel adds the token itself under RAY_AUTH_MODE=token).
-
-    An explicit address (RAY_ADDRESS included) uses tokens only under RAY_AUTH_MODE=token;
-    `auto` also does, as `ray.init` decides, when RAY_AUTH_MODE is unset and a token exists."""
-    from ray._private.authentication.authentication_utils import is_token_auth_enabled
-    from ray._raylet import AuthenticationTokenLoader
-    from ray.exceptions import AuthenticationError
-
-    loader = AuthenticationTokenLoader.instance()
-    try:
-        has_token = loader.has_token(ignore_auth_mode=True)
-    except AuthenticationError as exc:  # e.g. RAY_AUTH_TOKEN_PATH names no readable file
-        raise ClusterError(
-            f"ray.address: cannot read this driver's authentication token "
-            f"({exc.message.rstrip('.')}): give {TOKEN_HELP}"
         ) from None
-    if is_token_auth_enabled():
-        return True, has_token, ()
-    if auto and "RAY_AUTH_MODE" not in os.environ and has_token:
-        return True, True, tuple(loader.get_token_for_http_header(ignore_auth_mode=True).items())
-    return False, has_token, ()
+    except OSError as exc:
+        raise ClusterError(f"ray.address: cannot reach {shown} ({exc.strerror or exc})") from None
 
 
 def _token_source() -> str:
@@ -103,48 +95,97 @@ def _token_source() -> str:
     return "~/.ray/auth_token"
 
 
-def _ask_gcs(gcs: str, host: str, port_number: str, shown: str, auto: bool) -> None:
-    """One call to the GCS at `gcs` over Ray's own gRPC channel, with the token (and TLS) Ray
-    would use; a ClusterError unless it answers."""
-    import grpc
-    from ray._private.gcs_utils import create_gcs_channel
-    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
-
-    token_mode, has_token, metadata = _token_mode(auto)
-    channel = create_gcs_channel(gcs)
+def _token() -> str | None:
+    """This driver's token where Ray's documentation says Ray reads it, or None. A
+    RAY_AUTH_TOKEN_PATH that names no readable file is a ClusterError, as it is to Ray."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return os.environ["RAY_AUTH_TOKEN"].strip()
+    named = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    path = Path(named).expanduser() if named else Path.home() / ".ray" / "auth_token"
     try:
-        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
-        stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=CONNECT_TIMEOUT_S, metadata=metadata or None)
+        return path.read_text().strip() or None
+    except OSError as exc:
+        if not named:
+            return None
+        raise ClusterError(
+            f"ray.address: cannot read this driver's authentication token from RAY_AUTH_TOKEN_PATH={named} "
+            f"({exc.strerror or exc}): give {TOKEN_HELP}"
+        ) from None
+
+
+def _token_mode(auto: bool) -> tuple[bool, str | None]:
+    """Whether this driver sends a token, and the token (None: it has none).
+
+    An explicit address (RAY_ADDRESS included) uses tokens only under RAY_AUTH_MODE=token;
+    `auto` also does, as `ray.init` decides, when RAY_AUTH_MODE is unset and a token exists."""
+    token = _token()
+    mode = os.environ.get("RAY_AUTH_MODE", "").lower()
+    return mode == "token" or (auto and not mode and token is not None), token
+
+
+def _channel(target: str):
+    """A gRPC channel to `target`, with TLS from Ray's documented RAY_TLS_* files when
+    RAY_USE_TLS is on, as Ray's own channels have."""
+    import grpc
+
+    if os.environ.get("RAY_USE_TLS", "0").lower() not in ("1", "true"):
+        return grpc.insecure_channel(target)
+
+    def read(name: str) -> bytes | None:
+        path = os.environ.get(name)
+        return Path(path).read_bytes() if path else None
+
+    credentials = grpc.ssl_channel_credentials(
+        read("RAY_TLS_CA_CERT"), read("RAY_TLS_SERVER_KEY"), read("RAY_TLS_SERVER_CERT")
+    )
+    return grpc.secure_channel(target, credentials)
+
+
+def _call(target: str, method: str, metadata: tuple = ()):
+    """The status code of one empty-request call of `method` at `target` (None: it answered)."""
+    import grpc
+
+    channel = _channel(target)
+    try:
+        channel.unary_unary(method)(b"", timeout=CONNECT_TIMEOUT_S, metadata=metadata or None)
+        return None
     except grpc.RpcError as exc:
-        unreachable = _unreachable(exc, host, shown, f"ray start --head --port={port_number}")
-        if unreachable is not None:
-            raise unreachable from None
-        code = exc.code() if callable(getattr(exc, "code", None)) else None
-        if code == grpc.StatusCode.UNAUTHENTICATED:
-            if not token_mode:
-                raise ClusterError(
-                    f"ray.address: the Ray cluster at {shown} requires authentication: run with "
-                    f"RAY_AUTH_MODE=token and {TOKEN_HELP}"
-                ) from None
-            if not has_token:
-                raise ClusterError(
-                    f"ray.address: the Ray cluster at {shown} requires authentication and "
-                    f"RAY_AUTH_MODE=token finds no token: give {TOKEN_HELP}"
-                ) from None
-            raise ClusterError(
-                f"ray.address: the Ray cluster at {shown} rejected the authentication token "
-                f"from {_token_source()}: give {TOKEN_HELP}"
-            ) from None
-        port = "give the port the head was started with (`ray start --head --port=PORT`, 6379 by default)"
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            raise ClusterError(
-                f"ray.address: {shown} accepts connections but no Ray head's GCS answers there "
-                f"within {CONNECT_TIMEOUT_S:g} s; {port}"
-            ) from None
-        name = code.name if code is not None else type(exc).__name__
-        raise ClusterError(f"ray.address: {shown} does not answer as a Ray head's GCS ({name}); {port}") from None
+        return exc.code() if callable(getattr(exc, "code", None)) else grpc.StatusCode.UNKNOWN
     finally:
         channel.close()
+
+
+def _ask_gcs(target: str, shown: str, auto: bool) -> None:
+    """One call to the GCS at `target` with the token Ray would send; a ClusterError unless it answers."""
+    import grpc
+
+    token_mode, token = _token_mode(auto)
+    metadata = (("authorization", f"Bearer {token}"),) if token_mode and token else ()
+    code = _call(target, GCS_METHOD, metadata)
+    if code is None:
+        return
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        if not token_mode:
+            raise ClusterError(
+                f"ray.address: the Ray cluster at {shown} requires authentication: run with "
+                f"RAY_AUTH_MODE=token and {TOKEN_HELP}"
+            )
+        if token is None:
+            raise ClusterError(
+                f"ray.address: the Ray cluster at {shown} requires authentication and "
+                f"RAY_AUTH_MODE=token finds no token: give {TOKEN_HELP}"
+            )
+        raise ClusterError(
+            f"ray.address: the Ray cluster at {shown} rejected the authentication token "
+            f"from {_token_source()}: give {TOKEN_HELP}"
+        )
+    port = "give the port the head was started with (`ray start --head --port=PORT`, 6379 by default)"
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        raise ClusterError(
+            f"ray.address: {shown} accepts connections but no Ray head's GCS answers there "
+            f"within {CONNECT_TIMEOUT_S:g} s; {port}"
+        )
+    raise ClusterError(f"ray.address: {shown} does not answer as a Ray head's GCS ({code.name}); {port}")
 
 
 def check_cluster(address: str) -> None:
@@ -152,11 +193,8 @@ def check_cluster(address: str) -> None:
     answers, and, for a head's GCS address, accepts this driver's authentication.
 
     `address` is what `ray.init` would take: `auto`, HOST:PORT of the head's GCS, or
-    `ray://HOST:PORT` (Ray Client: only the connection is checked). Other schemes are left
-    to Ray."""
-    from ray._common.network_utils import parse_address
-    from ray._private import services
-
+    `ray://HOST:PORT` (Ray Client: only that a server is reached is checked). Other schemes
+    are left to Ray."""
     # As ray.init: RAY_ADDRESS stands for `auto`, and is then an explicit address (one that
     # never turns token authentication on by itself)
     auto = address == "auto" and not os.environ.get("RAY_ADDRESS")
@@ -168,50 +206,30 @@ def check_cluster(address: str) -> None:
         scheme, rest = address.split("://", 1)
         if scheme != "ray":
             return
-        parsed = parse_address(rest.rstrip("/"))
-        if parsed is None or not parsed[1].isdigit() or not 0 < int(parsed[1]) < 65536:
+        parsed = split_address(rest.rstrip("/"))
+        if parsed is None:
             raise ClusterError(f"ray.address: {address!r} is not ray://HOST:PORT")
-        _ping_client_server(
-            rest.rstrip("/"), parsed[0], address, f"ray start --head --ray-client-server-port={parsed[1]}"
-        )
+        _connect(*parsed, address, f"ray start --head --ray-client-server-port={parsed[1]}")
+        # what answers there is left to Ray Client; only a server that never does is an error
+        import grpc
+
+        if _call(rest.rstrip("/"), CLIENT_METHOD) == grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise ClusterError(
+                f"ray.address: {address} accepts connections but no Ray Client server answers there "
+                f"within {CONNECT_TIMEOUT_S:g} s"
+            )
         return
     # `auto` is the cluster the last `ray start` here recorded: Ray would otherwise fall back
     # to any Ray it finds running on this machine, such as another run's own local pool
-    recorded = _recorded_cluster() if auto else None
-    if auto and recorded is None:
+    target = _recorded_cluster() if auto else address
+    if target is None:
         raise ClusterError(NO_CLUSTER)
-    try:
-        # Ray's own resolution of an explicit address: localhost becomes this node's address
-        gcs = services.canonicalize_bootstrap_address(recorded if auto else address)
-    except ConnectionError:
-        raise ClusterError(NO_CLUSTER) from None
-    except ValueError:
-        raise ClusterError(f"ray.address: {address!r} is not HOST:PORT, ray://HOST:PORT or auto") from None
-    parsed = parse_address(gcs) if gcs else None
-    if parsed is None or not parsed[1].isdigit() or not 0 < int(parsed[1]) < 65536:
+    parsed = split_address(target)
+    if parsed is None:
         raise ClusterError(f"ray.address: {address!r} is not HOST:PORT, ray://HOST:PORT or auto")
-    shown = address if address == gcs else f"{address} (as {gcs})"
-    _ask_gcs(gcs, parsed[0], parsed[1], shown, auto)
-
-
-def _ping_client_server(target: str, host: str, shown: str, start: str) -> None:
-    """One ping of the Ray Client server at `target` over Ray's own gRPC channel; a
-    ClusterError only when no server is reached (what answers there is left to Ray Client)."""
-    import grpc
-    from ray._private.gcs_utils import create_gcs_channel
-    from ray.core.generated import ray_client_pb2, ray_client_pb2_grpc
-
-    channel = create_gcs_channel(target)
-    try:
-        ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(
-            ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING), timeout=CONNECT_TIMEOUT_S
-        )
-    except grpc.RpcError as exc:
-        unreachable = _unreachable(exc, host, shown, start)
-        if unreachable is not None:
-            raise unreachable from None
-    finally:
-        channel.close()
+    shown = address if address == target else f"{address} (as {target})"
+    _connect(*parsed, shown, f"ray start --head --port={parsed[1]}")
+    _ask_gcs(target, shown, auto)
 
 
 def ensure_ray(

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from envs import EnvFamily
-from poet import __version__
 from poet.config import ConfigError, RunConfig, changes_results, save_config, where_only_settings
 from poet.config import load_config as load_as_saved
 from poet.context import RunContext
@@ -37,6 +36,7 @@ from poet.runtime.sinks import Sink, row_scalars
 from poet.scoring import ScoreCache, Scorer
 from poet.seeding import Seeds
 from poet.trainers import ErrorPolicy, TrainerContext
+from poet.version import __version__
 
 
 def default_out_dir(config_path: str | Path | None) -> Path:
