@@ -82,9 +82,9 @@ class PartTimer:
 
 @contextmanager
 def timed_framework(timer: PartTimer):
-    """Wrap the framework's functions for one run (the job functions are resolved by name
-    when a run first uses them, so the wrapped ones are what it finds)."""
-    from poet.evaluation import inprocess
+    """Wrap the framework's functions for one run. Job functions are resolved by name once per
+    process, so that cache is emptied on the way in and out: a run finds this run's wrappers."""
+    from poet.evaluation import inprocess, jobs
 
     saved = [
         (ppo_job._Rollouts, "collect"),
@@ -97,11 +97,13 @@ def timed_framework(timer: PartTimer):
     parts = ["rollout", "gae", "update", "level_scoring", "evaluations"]
     for (owner, name), original, part in zip(saved, originals, parts):
         setattr(owner, name, timer.wrap(part, original))
+    jobs.resolve_job_fn.cache_clear()
     try:
         yield
     finally:
         for (owner, name), original in zip(saved, originals):
             setattr(owner, name, original)
+        jobs.resolve_job_fn.cache_clear()
 
 
 def run_accel(iterations: int) -> dict[str, Any]:

@@ -29,10 +29,12 @@ class MLPPolicy(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Raw outputs (pre-squash) for a batch of observations."""
+        # iterated, not sliced: a slice of a ModuleList builds a new ModuleList on every call
+        *hidden, last = self.layers
         h = obs
-        for layer in self.layers[:-1]:
+        for layer in hidden:
             h = self._act(layer(h))
-        return self.layers[-1](h)
+        return last(h)
 
     def load_flat(self, flat: np.ndarray) -> None:
         """Copy a flat parameter vector into the module."""

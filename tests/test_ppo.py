@@ -220,7 +220,8 @@ def test_killed_worker_mid_jobs_wave_gives_identical_agents(ray_local, tmp_path)
 
 
 class _ExplodingEnvFamily:
-    """Terrain whose envs raise on the 30th step when roughness is 0.5."""
+    """Terrain whose envs raise on the 30th step when roughness is 0.5, and give a NaN
+    reward on it when roughness is 0.7."""
 
     name = "terrain"
 
@@ -234,29 +235,35 @@ class _ExplodingEnvFamily:
 
     def make_env(self, params: EnvParams, render_mode=None):
         env = self.inner.make_env(params, render_mode)
-        if params["roughness"] != 0.5:
+        if params["roughness"] not in (0.5, 0.7):
             return env
         step, count = env.step, [0]
 
         def exploding(action):
             count[0] += 1
             if count[0] == 30:
-                raise RuntimeError("terrain generator exploded")
+                if params["roughness"] == 0.5:
+                    raise RuntimeError("terrain generator exploded")
+                obs, _, term, trunc, info = step(action)
+                return obs, float("nan"), term, trunc, info
             return step(action)
 
         env.step = exploding
         return env
 
 
-def test_env_error_in_a_ppo_job_names_the_pair_and_env():
+@pytest.mark.parametrize(
+    "roughness, why", [(0.5, "step raised RuntimeError: terrain generator exploded"), (0.7, "non-finite reward")]
+)
+def test_env_error_in_a_ppo_job_names_the_pair_and_env(roughness, why):
     family = _ExplodingEnvFamily()
-    boom = family.initial().replace(roughness=0.5)
+    boom = family.initial().replace(roughness=roughness)
     spec, trainer = _setup(family)
     ev = InProcessEvaluator(family, spec)
     theta = init_flat(spec, np.random.default_rng(0))
     task = TrainTask("p7", theta, boom, trainer.init_state(theta), seed=1)
     with pytest.raises(
-        EvaluationFailed, match=r"PPO training failed for p7: .*roughness.:0.5.*terrain generator exploded.*on_error"
+        EvaluationFailed, match=rf"PPO training failed for p7: .*roughness.:{roughness}.*{why}.*on_error"
     ):
         trainer.step([task], ev)
     _, lenient = _setup(family, errors=ErrorPolicy("score_as_failure", -5.0))

@@ -139,6 +139,7 @@ class _Rollouts:
         us, logps, vals, rews = [], np.empty((n_steps, n)), np.empty((n_steps, n)), np.empty((n_steps, n))
         next_v = np.zeros((n_steps, n))
         cont = np.ones((n_steps, n))
+        step_obs = np.empty((n, dim))  # each env's observation after this step, before any reset
         finished_returns, finished_lengths, finished_slots = [], [], []
         for t in range(n_steps):
             obs[t] = self.obs
@@ -151,9 +152,7 @@ class _Rollouts:
                     o, r, term, trunc, _ = env.step(actions[i])
                 except Exception as exc:  # noqa: BLE001 - reported with the env's params
                     raise self._fail(i, f"step raised {type(exc).__name__}: {exc}") from None
-                o = np.asarray(o, dtype=np.float64).ravel()
-                if not math.isfinite(float(r)) or not np.all(np.isfinite(o)):
-                    raise self._fail(i, f"non-finite reward or observation (reward {r})")
+                o = step_obs[i] = np.asarray(o, dtype=np.float64).ravel()
                 rews[t, i] = r
                 self.ep_return[i] += r
                 self.ep_len[i] += 1
@@ -168,6 +167,11 @@ class _Rollouts:
                     self.ep_return[i], self.ep_len[i] = 0.0, 0
                     o = self._reset(i)
                 self.obs[i] = o
+            # one look per step for all envs (almost never true): the first bad env is named
+            bad = ~(np.isfinite(rews[t]) & np.isfinite(step_obs).all(axis=1))
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise self._fail(i, f"non-finite reward or observation (reward {rews[t, i]})")
             if truncated_obs:  # bootstrap a time-limit cut from the value of where it stopped
                 idx = sorted(truncated_obs)
                 next_v[t, idx] = learner.values(norm.apply(np.stack([truncated_obs[i] for i in idx])))
