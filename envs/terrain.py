@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import gymnasium as gym
@@ -69,12 +69,23 @@ class Course:
     stump: np.ndarray  # bool
     slope: np.ndarray  # gradient of the smooth ground (0 on stumps and pits)
     table: np.ndarray  # (n_cells, 4) float64: height, slope, pit (0/1), fall level
-    obstacles: tuple[tuple[str, float, float], ...]  # (kind, x_start m, pit width m | stump height m)
+    # per obstacle in course order: is it a pit, its first cell, pit width m | stump height m
+    obstacle_arrays: tuple[np.ndarray, np.ndarray, np.ndarray]
 
     @property
     def n_cells(self) -> int:
         """Number of grid cells."""
         return int(self.height.size)
+
+    @cached_property
+    def obstacles(self) -> tuple[tuple[str, float, float], ...]:
+        """(kind, x_start m, pit width m | stump height m) per obstacle, in course order (built
+        when first read: the rollouts never read it)."""
+        is_pit, first, size = self.obstacle_arrays
+        return tuple(
+            ("pit" if p else "stump", float(i * RES), float(z))
+            for p, i, z in zip(is_pit.tolist(), first.tolist(), size.tolist())
+        )
 
 
 def generate_course(params: EnvParams, seed: int, course_length: float = 80.0) -> Course:
@@ -94,12 +105,15 @@ COURSE_CACHE = 256
 
 @lru_cache(maxsize=COURSE_CACHE)
 def _course_of(params: EnvParams, seed: int, course_length: float) -> Course:
-    # cached on the params themselves: a batch of rows on one pinned course validates and
-    # reads the params once, not once per row
+    return course_from_values(*_checked_values(params), seed, course_length)
+
+
+@lru_cache(maxsize=4 * COURSE_CACHE)
+def _checked_values(params: EnvParams) -> tuple[float, tuple[float, ...], tuple[float, ...]]:
+    # once per params, not per course: a fresh course per episode reuses its level's params
     validate_params(params)
     v = params.values
-    pit_gap, stump_height = _as_range(v["pit_gap"]), _as_range(v["stump_height"])
-    return course_from_values(float(v["roughness"]), pit_gap, stump_height, int(seed), float(course_length))
+    return float(v["roughness"]), _as_range(v["pit_gap"]), _as_range(v["stump_height"])
 
 
 def _as_range(value: Sequence[float]) -> tuple[float, ...]:
@@ -114,14 +128,10 @@ def course_from_values(
     base, height, pit, rim, stump, slope, table, is_pit, first, size = build_course(
         roughness, pit_gap, stump_height, seed, course_length
     )
-    arrays = [base, height, pit, rim, stump, slope, table]
+    arrays = [base, height, pit, rim, stump, slope, table, is_pit, first, size]
     for a in arrays:
         a.flags.writeable = False  # shared through the cache
-    obstacles = tuple(
-        ("pit" if p else "stump", float(i * RES), float(z))
-        for p, i, z in zip(is_pit.tolist(), first.tolist(), size.tolist())
-    )
-    return Course(course_length, *arrays, obstacles=obstacles)
+    return Course(course_length, base, height, pit, rim, stump, slope, table, (is_pit, first, size))
 
 
 def ground_course(base: np.ndarray, course_length: float) -> Course:
@@ -138,7 +148,8 @@ def ground_course(base: np.ndarray, course_length: float) -> Course:
     arrays = [base, base.copy(), none, np.zeros(n), none.copy(), slope, table]
     for a in arrays:
         a.flags.writeable = False
-    return Course(float(course_length), *arrays, obstacles=())
+    no_obstacles = np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64), np.zeros(0)
+    return Course(float(course_length), *arrays, no_obstacles)
 
 
 # ==================================================================== validation
