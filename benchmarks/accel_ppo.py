@@ -1,6 +1,6 @@
 """Where ACCEL's time goes with PPO, against a plain PyTorch PPO loop on the same family and sizes.
 
-    python benchmarks/accel_ppo.py [--iterations 60] [--plain-updates 12] [--repeats 2] [--json PATH]
+    python benchmarks/accel_ppo.py [--iterations 60] [--plain-updates 30] [--repeats 3] [--json PATH]
 
 1. ACCEL: `experiments/ued_terrain.yaml` (ACCEL with dcd's PPO settings at laptop scale),
    run in this process (`evaluation.backend: inprocess`) so that its parts can be timed by
@@ -11,12 +11,15 @@
 2. plain: the same PPO work written as plain PyTorch, top to bottom, no framework and no Ray:
    as many levels as ACCEL trains on per update, each stepped as a gymnasium env (the family's
    `make_env`, as the framework's job steps them), `n_steps` steps each with an episode
-   restarted where it ends, one torch forward for all levels per step, GAE in numpy, then the
-   same epochs and minibatch size with torch's Adam and gradient clipping. Its levels are
+   restarted where it ends, one torch forward for all levels per step, GAE (the framework's
+   own numpy `gae`, so that part times the same code), then the same epochs and
+   minibatch size with torch's Adam and gradient clipping. Its levels are
    drawn at random each update (domain randomisation), so no curriculum work is in it.
 
-The script prints, for each, the seconds per PPO update by part and the env steps per second
-over the whole run; the ratio of those rates is ACCEL's share of plain code. Runs alternate
+The script prints, for each, the seconds per PPO update by part and two rates over the whole
+run: every env step taken (ACCEL's scoring rollouts included), and the env steps PPO trained
+on (levels x `n_steps` per update), whose ratio is ACCEL's share of plain code for the same
+training. Runs alternate
 (ACCEL, plain, ACCEL, plain, ...) and the medians are reported. Nothing here is a pass/fail test.
 """
 
@@ -234,8 +237,8 @@ def per_update(run: dict[str, Any]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=60, help="ACCEL iterations per run")
-    parser.add_argument("--plain-updates", type=int, default=12, help="PPO updates per plain run")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--plain-updates", type=int, default=30, help="PPO updates per plain run")
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)  # as a pool worker runs a job: one core
@@ -258,6 +261,12 @@ def main() -> None:
                 flush=True,
             )
     median = {way: statistics.median(r["env_steps_per_s"] for r in rs) for way, rs in runs.items()}
+    # the env steps PPO trains on (levels x n_steps per update), over the whole run's time: ACCEL's
+    # scoring rollouts then count as the cost they are, not as steps
+    for rs in runs.values():
+        for r in rs:
+            r["trained_steps_per_s"] = r["ppo_updates"] * n_levels * o.n_steps / r["wall_seconds"]
+    trained = {way: statistics.median(r["trained_steps_per_s"] for r in rs) for way, rs in runs.items()}
     breakdown = {way: {p: statistics.median(per_update(r)[p] for r in rs) for p in PARTS} for way, rs in runs.items()}
     summary = {
         "machine": {
@@ -280,13 +289,16 @@ def main() -> None:
         },
         "median_env_steps_per_s": median,
         "accel_vs_plain": round(median["accel"] / median["plain"], 3),
+        "median_trained_steps_per_s": trained,
+        "accel_vs_plain_trained": round(trained["accel"] / trained["plain"], 3),
         "ms_per_update": breakdown,
         "wall_seconds": round(time.perf_counter() - t0, 1),
         "runs": runs,
     }
     print(
         f"env steps/s: ACCEL {median['accel']:,.0f}, plain PPO {median['plain']:,.0f} "
-        f"(ACCEL / plain {summary['accel_vs_plain']:.2f})"
+        f"(ACCEL / plain {summary['accel_vs_plain']:.2f}); env steps trained on per second: ACCEL "
+        f"{trained['accel']:,.0f}, plain PPO {trained['plain']:,.0f} (ACCEL / plain {summary['accel_vs_plain_trained']:.2f})"
     )
     for way in breakdown:
         print(f"  {way}: ms per PPO update: " + ", ".join(f"{p} {v:.0f}" for p, v in breakdown[way].items()))

@@ -452,6 +452,32 @@ def ppo_lunar_lander() -> Table:
     return table
 
 
+ACCEL_PARTS = {
+    "rollout": "PPO rollout",
+    "gae": "GAE",
+    "update": "minibatch epochs",
+    "level_scoring": "scoring new levels (regret rollouts)",
+    "evaluations": "held-out scoring",
+    "rest": "the rest (curriculum, records, checkpoints)",
+}
+
+
+def accel_ppo() -> Table:
+    """ACCEL with PPO through the framework beside a plain PyTorch PPO loop: ms per update by part."""
+    src = Source("benchmarks/results/accel_ppo.json")
+    table = Table(["", "ACCEL", "plain PPO"], sources=[src.path])
+    for part, name in ACCEL_PARTS.items():
+        table.rows.append(
+            [text(f"{name}, ms per update")] + [src.num(f"ms_per_update.{way}.{part}") for way in ("accel", "plain")]
+        )
+    for key, name in (
+        ("median_env_steps_per_s", "env steps/s, all"),
+        ("median_trained_steps_per_s", "env steps trained on per s"),
+    ):
+        table.rows.append([text(name)] + [src.num(f"{key}.{way}") for way in ("accel", "plain")])
+    return table
+
+
 def poet_cap20_1000() -> Table:
     """Throughput per phase of a 1,000-iteration POET run at the study's settings."""
     src = Source("experiments/results/poet_cap20_1000.json")
@@ -763,6 +789,7 @@ TABLES: dict[str, Callable[[], Table]] = {
         quickstart_vs_numpy_core,
         bipedal_step,
         ppo_lunar_lander,
+        accel_ppo,
         poet_cap20_1000,
         compare_curricula,
         compare_curricula_es,
