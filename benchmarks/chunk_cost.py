@@ -2,12 +2,14 @@
 
     python benchmarks/chunk_cost.py [--chunks 40] [--repeats 5] [--json PATH]
 
-A pool worker runs a chunk with `poet.evaluation.rollout.run_requests` (requests expanded
-into rows, weights looked up, one batch through the family). This script takes the chunks
-the pool would send one worker for `eval_pool.py`'s terrain waves (the first of each wave's
-two) and runs them, in this one process with no Ray, two ways, interleaved:
+A pool worker runs a chunk with `RolloutWorker.run`: the pickled table of requests in
+(`RequestTable`), rows expanded from it, one batch through the family (`run_table`), the
+packed results pickled out. This script takes the chunks the pool would send one worker for
+`eval_pool.py`'s terrain waves (the first of each wave's two), packs them as the pool does
+(`pack_chunk`, untimed: the driver's part) and runs them, in this one process with no Ray,
+two ways, interleaved:
 
-- framework: `run_requests` on the chunk's requests, as a worker runs them;
+- framework: `RolloutWorker.run` on each packed chunk, as a worker runs it;
 - plain:     `eval_pool.raw_rows` on the same rows (the raw limit's code: one `make_batch`
              batch, the same compiled kernels).
 
@@ -33,7 +35,8 @@ import eval_pool as ep  # noqa: E402  (the same setup and waves as the main benc
 
 from poet.evaluation.inprocess import InProcessEvaluator  # noqa: E402
 from poet.evaluation.planning import plan_chunks  # noqa: E402
-from poet.evaluation.rollout import row_seeds, run_requests  # noqa: E402
+from poet.evaluation.ray_pool import RolloutWorker, pack_chunk  # noqa: E402
+from poet.evaluation.rollout import row_seeds  # noqa: E402
 
 
 def main() -> None:
@@ -46,9 +49,7 @@ def main() -> None:
     setup = ep.make_setup("terrain", ep.Sizes())
     store = InProcessEvaluator(setup.family, setup.spec, None)
     refs = [store.put(w) for w in setup.policies]
-
-    def lookup(ref):
-        return store.policies.get(ref.key)
+    worker = RolloutWorker(setup.family, setup.spec.to_dict(), None, 4096)
 
     chunks = []
     for k in range(args.chunks):
@@ -66,10 +67,11 @@ def main() -> None:
                 index.append(position.setdefault(r.policy.key, len(position)))
         flats = np.stack([store.policies.get(k) for k in position])
         rows.append((params, seeds, flats, np.asarray(caps), np.asarray(index)))
+    packed = [pack_chunk(reqs, store.policies) for reqs in chunks]
 
     def framework() -> None:
-        for reqs in chunks:
-            run_requests(setup.family, setup.spec, reqs, lookup, None)
+        for head, weights in packed:
+            worker.run(head, *weights)
 
     def plain() -> None:
         for params, seeds, flats, caps, index in rows:

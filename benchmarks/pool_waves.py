@@ -128,22 +128,22 @@ def wave_timeline(pool, setup, refs, waves: int) -> dict:
     sent: dict[int, float] = {}  # worker -> when its call was sent
     answers: list[float] = []  # when the driver took each answer, in order
     rollouts: list[float] = []  # each answer's rollout seconds, as its worker timed them
-    submit, unpack, observe = pool._submit, ray_pool.unpack_results, pool.deadlines.observe
+    submit, unpack, observe = pool._submit, ray_pool.results_of, pool.deadlines.observe
 
     def stamped_submit(wi, requests, chunk):
         ref = submit(wi, requests, chunk)
         sent[wi] = time.time()
         return ref
 
-    def stamped_unpack(packed, requests):
+    def stamped_unpack(packed, episodes):
         answers.append(time.time())
-        return unpack(packed, requests)
+        return unpack(packed, episodes)
 
     def stamped_observe(kind, seconds, work):
         rollouts.append(seconds)
         observe(kind, seconds, work)
 
-    pool._submit, ray_pool.unpack_results, pool.deadlines.observe = stamped_submit, stamped_unpack, stamped_observe
+    pool._submit, ray_pool.results_of, pool.deadlines.observe = stamped_submit, stamped_unpack, stamped_observe
     names = ("wave", "driver_before_call", "ray_to_worker", "call", "call_beyond_rollouts", "ray_back", "driver_after")
     parts: dict[str, list[float]] = {k: [] for k in names}
     try:
@@ -167,7 +167,7 @@ def wave_timeline(pool, setup, refs, waves: int) -> dict:
             parts["ray_back"].append(answers[-1] - end)
             parts["driver_after"].append(ended - answers[-1])
     finally:
-        pool._submit, ray_pool.unpack_results, pool.deadlines.observe = submit, unpack, observe
+        pool._submit, ray_pool.results_of, pool.deadlines.observe = submit, unpack, observe
     return {
         "waves": len(parts["wave"]),
         "ms_median": {k: round(1e3 * statistics.median(v), 3) for k, v in parts.items()},

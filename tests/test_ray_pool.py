@@ -163,10 +163,7 @@ def test_the_pool_opens_no_connection_of_its_own(ray_local):
         assert ray.get([w.actor.pid.remote() for w in ev.workers]) == ev.worker_pids()
     finally:
         ev.close()
-    sources = [p.read_text() for p in (ROOT / "poet").rglob("*.py")] + [
-        p.read_text() for p in (ROOT / "envs").rglob("*.py")
-    ]
-    assert not any("import socket" in text or "multiprocessing.connection" in text for text in sources)
+    # and no module imports a transport of its own: tests/test_layout.py
 
 
 class FlakyFamily:

@@ -321,7 +321,7 @@ def chunk_cost() -> Table:
     return Table(
         ["code", "ms per chunk (median)"],
         [
-            [text("framework (`run_requests`)"), src.num("chunk_ms_median.framework", ".2f")],
+            [text("framework (a worker's `run`)"), src.num("chunk_ms_median.framework", ".2f")],
             [text("plain code"), src.num("chunk_ms_median.plain", ".2f")],
             [text("framework over plain"), src.num("framework_over_plain", ".2f", suffix="x")],
         ],

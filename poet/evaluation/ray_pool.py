@@ -37,69 +37,38 @@ from typing import Any
 
 import numpy as np
 
-from envs import EnvCache, EnvFamily, EnvParams
+from envs import EnvCache, EnvFamily
 from poet.errors import WaveInterrupted
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.planning import Deadlines, EpisodeLengths, plan_chunks, plan_guided
 from poet.evaluation.policy_store import PolicyStore
-from poet.evaluation.protocol import EvalRequest, EvalResult, Perturbation, PolicyRef
-from poet.evaluation.rollout import ENV_SLOTS, RolloutTally, error_result, run_requests, steps_in_slots
+from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
+from poet.evaluation.rollout import (
+    ENV_SLOTS,
+    RequestTable,
+    RolloutTally,
+    error_result,
+    results_of,
+    run_table,
+    steps_in_slots,
+)
 from poet.policies import PolicySpec
 
 
-# A chunk travels as plain tuples and two arrays, not as hundreds of dataclass instances
-# and small numpy arrays: per-object serialisation cost more than short rollouts.
-# Both ways the pool pickles them itself into one byte string, and sends weights as raw
-# float32 bytes: Ray serialises each argument and result on its own, and a few byte
-# strings start a chunk sooner than tuples and arrays (the pool's page of the docs has the
+# A chunk travels as a table of columns (`RequestTable`), not as hundreds of dataclass
+# instances: per-object serialisation cost more than short rollouts, and the worker runs the
+# table as it comes. Both ways the pool pickles it itself into one byte string, and sends
+# weights as raw float32 bytes: Ray serialises each argument and result on its own, and a few
+# byte strings start a chunk sooner than tuples and arrays (the pool's page of the docs has the
 # measurement).
-def pack_requests(requests: Sequence[EvalRequest]) -> tuple:
-    """(unique envs, one plain tuple per request)."""
-    envs: dict[EnvParams, int] = {}
-    rows = []
-    for r in requests:
-        p = r.perturbation
-        perturbation = None if p is None else (p.offset, p.sigma, p.sign)
-        rows.append(
-            (r.policy.key, envs.setdefault(r.env, len(envs)), r.episodes, r.seed, r.max_steps, perturbation, r.tag)
-        )
-    return list(envs), rows
-
-
 def pack_chunk(requests: Sequence[EvalRequest], policies: PolicyStore) -> tuple[bytes, list[bytes]]:
-    """What `RolloutWorker.run` takes for a chunk: the pickled (`pack_requests`, policy keys)
-    and the keys' weights as float32 byte strings, each under Ray's inline size."""
-    keys = sorted({r.policy.key for r in requests})
-    head = pickle.dumps((pack_requests(requests), keys), protocol=pickle.HIGHEST_PROTOCOL)
-    data = np.stack([policies.get(k) for k in keys]).tobytes()
+    """What `RolloutWorker.run` takes for a chunk: the pickled `RequestTable`, and the weights
+    of its policies, in its rows' order, as float32 byte strings, each under Ray's inline size."""
+    rows: dict[str, int] = {key: i for i, key in enumerate(sorted({r.policy.key for r in requests}))}
+    head = pickle.dumps(RequestTable.of(requests, rows), protocol=pickle.HIGHEST_PROTOCOL)
+    data = np.stack([policies.get(k) for k in rows]).tobytes()
     return head, [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
-
-
-def unpack_requests(packed: tuple) -> list[EvalRequest]:
-    """Inverse of `pack_requests`."""
-    envs, rows = packed
-    return [
-        EvalRequest(PolicyRef(key), envs[e], episodes, seed, max_steps, None if p is None else Perturbation(*p), tag)
-        for key, e, episodes, seed, max_steps, p, tag in rows
-    ]
-
-
-def pack_results(results: Sequence[EvalResult]) -> tuple:
-    """(all returns, all lengths, [(position, error)])."""
-    returns = np.concatenate([r.returns for r in results]) if results else np.zeros(0)
-    lengths = np.concatenate([r.lengths for r in results]) if results else np.zeros(0, dtype=np.int64)
-    return returns, lengths, [(i, r.error) for i, r in enumerate(results) if r.error is not None]
-
-
-def unpack_results(packed: tuple, requests: Sequence[EvalRequest]) -> list[EvalResult]:
-    """Inverse of `pack_results` for the chunk's `requests` (each has `episodes` entries)."""
-    returns, lengths, errors = packed
-    bounds = np.cumsum([0] + [r.episodes for r in requests])
-    out = [EvalResult(returns=returns[a:b], lengths=lengths[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-    for i, err in errors:
-        out[i] = EvalResult(returns=out[i].returns, lengths=out[i].lengths, error=err)
-    return out
 
 
 class RolloutWorker:
@@ -119,31 +88,19 @@ class RolloutWorker:
         self.env_cache = EnvCache(family)  # used gymnasium envs, for the next chunks
 
     def run(self, head: bytes, *weights: bytes) -> bytes:
-        """Evaluate a chunk: `head` is the pickled (`pack_requests(...)`, policy keys); the weights
-        of the keys, in order, are the float32 rows of the `weights` byte strings. Returns,
-        pickled, the packed results and, for the pool's deadlines and step count, (seconds,
-        env steps simulated, lock-step iterations: the longest episode)."""
-        packed, keys = pickle.loads(head)
-        rows = np.frombuffer(b"".join(weights), dtype=np.float32).reshape(len(keys), -1)
-        table = dict(zip(keys, rows))
-
-        def lookup(ref: PolicyRef) -> np.ndarray:
-            return table[ref.key]
-
+        """Evaluate a chunk: `head` is the pickled `RequestTable`; its weights rows are the
+        float32 rows of the `weights` byte strings. Returns, pickled, `run_table`'s packed
+        results and, for the pool's deadlines and step count, (seconds, env steps simulated,
+        lock-step iterations: the longest episode)."""
+        table = pickle.loads(head)
+        rows = np.frombuffer(b"".join(weights), dtype=np.float32).reshape(-1, self.spec.num_params)
         t0 = time.perf_counter()
         tally = RolloutTally()
-        results = run_requests(
-            self.family,
-            self.spec,
-            unpack_requests(packed),
-            lookup,
-            self.noise,
-            self.batch_rows,
-            env_cache=self.env_cache,
-            tally=tally,
+        packed = run_table(
+            self.family, self.spec, table, rows, self.noise, self.batch_rows, env_cache=self.env_cache, tally=tally
         )
         stats = (time.perf_counter() - t0, tally.steps, tally.longest)
-        return pickle.dumps((pack_results(results), stats), protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps((packed, stats), protocol=pickle.HIGHEST_PROTOCOL)
 
     def run_jobs(self, jobs: list[Job]) -> list[JobResult]:
         """Run whole jobs (a trainer's training loops) here, in order."""
@@ -435,7 +392,7 @@ class RayEvaluator:
             nonlocal steps
             packed, (seconds, chunk_steps, longest) = pickle.loads(out)
             chunk_requests = [requests[i] for i in chunk]
-            chunk_results = unpack_results(packed, chunk_requests)
+            chunk_results = results_of(packed, [r.episodes for r in chunk_requests])
             for i, r in zip(chunk, chunk_results):
                 results[i] = r
             self.episode_lengths.observe(chunk_requests, chunk_results)

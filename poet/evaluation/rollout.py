@@ -65,16 +65,17 @@ def steps_in_slots(family: EnvFamily) -> bool:
     return not hasattr(family, "make_batch")
 
 
-def request_theta(req: EvalRequest, lookup: WeightsLookup, noise: NoiseTable | None) -> np.ndarray:
-    """The flat weights a request's policy holds, after checking that its ES perturbation (if
-    any) lies in the noise table; the rows apply it (`Rows.of`)."""
-    theta = lookup(req.policy)
-    p = req.perturbation
-    if p is not None:
-        if noise is None:
-            raise ValueError("an ES perturbation was requested but this evaluator has no noise table")
-        noise.get(int(p.offset), theta.size)  # raises IndexError outside the table
-    return theta
+def check_perturbations(offsets: np.ndarray, dim: int, noise: NoiseTable | None) -> None:
+    """Raise unless every ES perturbation (offset >= 0; -1: none) lies in the noise table: a
+    caller's bug, raised before any episode runs."""
+    perturbed = offsets[offsets >= 0]
+    if not perturbed.size:
+        return
+    if noise is None:
+        raise ValueError("an ES perturbation was requested but this evaluator has no noise table")
+    worst = int(perturbed.max())
+    if worst + dim > noise.size:
+        raise IndexError(f"noise offset {worst} + dim {dim} outside a table of {noise.size}")
 
 
 def error_result(req: EvalRequest, message: str) -> EvalResult:
@@ -119,34 +120,73 @@ class Rows:
     caps: np.ndarray  # int64
     policy: BatchedPolicy
 
+
+@dataclass
+class RequestTable:
+    """Requests as columns, one entry per request: the form in which a chunk travels to a
+    worker and runs there (a few arrays pickle and index faster than hundreds of small
+    objects). The weights are rows of a separate array; `policy` gives each request's row."""
+
+    envs: list[EnvParams]  # the distinct envs
+    env: np.ndarray  # int64: each request's env in `envs`
+    policy: np.ndarray  # int64: each request's weights row
+    episodes: np.ndarray  # int64
+    seeds: list[int]  # Python ints: a request's seed need not fit 64 bits
+    max_steps: np.ndarray  # int64
+    offset: np.ndarray  # int64: an ES perturbation's noise offset, -1 for none
+    scale: np.ndarray  # float64: its sign * sigma (0 for none)
+    tags: list[str]
+
     @classmethod
-    def of(
-        cls, spec: PolicySpec, reqs: Sequence[EvalRequest], thetas: Sequence[np.ndarray], noise: NoiseTable | None
+    def of(cls, requests: Sequence[EvalRequest], rows: dict[str, int]) -> RequestTable:
+        """The table of `requests`; `rows` maps a policy key to its weights row, and a key it
+        lacks is given the next row (so `rows` lists, in order, the weights to send)."""
+        envs: dict[EnvParams, int] = {}
+        columns: list[list] = [[] for _ in range(7)]
+        env, policy, episodes, seeds, max_steps, offset, scale = columns
+        tags = []
+        for r in requests:
+            p = r.perturbation
+            env.append(envs.setdefault(r.env, len(envs)))
+            policy.append(rows.setdefault(r.policy.key, len(rows)))
+            episodes.append(r.episodes)
+            seeds.append(r.seed)
+            max_steps.append(r.max_steps)
+            offset.append(-1 if p is None else p.offset)
+            scale.append(0.0 if p is None else p.sign * p.sigma)
+            tags.append(r.tag)
+        ints = [np.asarray(c, dtype=np.int64) for c in (env, policy, episodes, max_steps, offset)]
+        return cls(list(envs), *ints[:3], seeds, *ints[3:], np.asarray(scale, dtype=np.float64), tags)
+
+    def __len__(self) -> int:
+        return len(self.seeds)
+
+    def error(self, i: int, message: str) -> EvalError:
+        """Request i's error, with its identity."""
+        return EvalError(
+            message=message, env_json=self.envs[self.env[i]].to_json(), tag=self.tags[i], seed=self.seeds[i]
+        )
+
+    def batch(
+        self, first: int, stop: int, rows: np.ndarray, spec: PolicySpec, weights: np.ndarray, noise: NoiseTable | None
     ) -> Rows:
-        """The rows of every distinct episode of `reqs`, whose policies' weights are `thetas`
-        (one per request); an ES request's row carries its perturbation, applied where the row
-        runs (`BatchedPolicy.perturbations`), not materialised here."""
-        params, seeds, caps, index, offsets, scales = [], [], [], [], [], []
-        # one copy of each distinct weights vector (requests of one policy share its array): a
-        # chunk's rows then read a few policies' weights instead of a copy per row
-        distinct: dict[int, int] = {}
-        for req, theta in zip(reqs, thetas):
-            rs = row_seeds(req)
-            k = len(rs)
-            params += [req.env] * k
-            seeds += rs
-            caps += [req.max_steps] * k
-            index += [distinct.setdefault(id(theta), len(distinct))] * k
-            p = req.perturbation
-            offsets += [-1 if p is None else p.offset] * k
-            scales += [0.0 if p is None else p.sign * p.sigma] * k
-        unique = list({id(t): t for t in thetas}.values())  # in order of first use, as `distinct`
-        offset_arr = np.asarray(offsets, dtype=np.int64)
+        """The rows of every distinct episode of requests first..stop-1 (`rows[i]` of request
+        i: one on a pinned course); an ES request's rows carry its perturbation, applied where
+        the row runs (`BatchedPolicy.perturbations`), not materialised here."""
+        counts = rows[first:stop]
+        params = [self.envs[e] for e in np.repeat(self.env[first:stop], counts).tolist()]
+        seeds: list[int] = []
+        for i in range(first, stop):
+            course_seed = self.envs[self.env[i]].course_seed
+            seeds += [course_seed] if course_seed is not None else episode_seeds(self.seeds[i], int(self.episodes[i]))
+        # only the weights this batch uses, each once: its rows then read a few policies' weights
+        used, index = np.unique(np.repeat(self.policy[first:stop], counts), return_inverse=True)
+        offsets = np.repeat(self.offset[first:stop], counts)
         perturbations = None
-        if noise is not None and offset_arr.size and offset_arr.max() >= 0:
-            perturbations = noise.noise, offset_arr, np.asarray(scales, dtype=np.float64).astype(np.float32)
-        policy = BatchedPolicy(spec, np.stack(unique), np.asarray(index, dtype=np.int64), perturbations)
-        return cls(params, seeds, np.asarray(caps, dtype=np.int64), policy)
+        if noise is not None and offsets.size and offsets.max() >= 0:
+            perturbations = noise.noise, offsets, np.repeat(self.scale[first:stop], counts).astype(np.float32)
+        policy = BatchedPolicy(spec, weights[used], index.astype(np.int64), perturbations)
+        return Rows(params, seeds, np.repeat(self.max_steps[first:stop], counts), policy)
 
 
 @numba.njit(cache=True)
@@ -448,18 +488,99 @@ def _step_slots(
         raise
 
 
-def _batches(reqs: Sequence[EvalRequest], batch_rows: int) -> list[list[int]]:
-    """Split request indices into batches of at most `batch_rows` episodes (a request is never split)."""
-    out, cur, rows = [], [], 0
-    for i, r in enumerate(reqs):
-        n = r.rows
-        if cur and rows + n > batch_rows:
-            out.append(cur)
-            cur, rows = [], 0
-        cur.append(i)
-        rows += n
-    if cur:
-        out.append(cur)
+def _batches(rows: np.ndarray, batch_rows: int) -> list[tuple[int, int]]:
+    """Requests first..stop-1 per batch, of at most `batch_rows` episodes (a request is never
+    split); `rows[i]` is request i's episodes."""
+    out, first, total = [], 0, 0
+    for i, n in enumerate(rows.tolist()):
+        if i > first and total + n > batch_rows:
+            out.append((first, i))
+            first, total = i, 0
+        total += n
+    if first < rows.size:
+        out.append((first, int(rows.size)))
+    return out
+
+
+Packed = tuple[np.ndarray, np.ndarray, list[tuple[int, EvalError]]]
+
+
+def run_table(
+    family: EnvFamily,
+    spec: PolicySpec,
+    table: RequestTable,
+    weights: np.ndarray,
+    noise: NoiseTable | None,
+    batch_rows: int = 4096,
+    should_stop: StopCheck = None,
+    env_cache: EnvCache | None = None,
+    tally: RolloutTally | None = None,
+) -> Packed:
+    """Evaluate a table of requests whose policies' weights are the rows of `weights`:
+    (returns, lengths) of every request's episodes, concatenated in request order, and
+    [(request, error)]. A request whose env raises or gives non-finite values gets an
+    error (NaN returns, zero lengths). `should_stop` is polled as the batches step: when it
+    turns true, WaveInterrupted is raised. Gymnasium envs are taken from and given back to
+    `env_cache` where the family renews them. `tally`, if given, is added what the batches
+    simulated."""
+    tally = RolloutTally() if tally is None else tally
+    # outside any batch: a perturbation beyond the noise table is a caller bug, not an env failure
+    check_perturbations(table.offset, spec.num_params, noise)
+    on_course = np.array([e.course_seed is not None for e in table.envs], dtype=bool)
+    pinned = on_course[table.env] if len(table) else np.zeros(0, dtype=bool)
+    rows = np.where(pinned, 1, table.episodes)
+    reps = np.where(pinned, table.episodes, 1)  # a pinned course's one episode stands for all
+    ends = np.cumsum(table.episodes)  # request i's episodes are entries starts[i]..ends[i]-1
+    starts = ends - table.episodes
+    total = int(ends[-1]) if ends.size else 0
+    returns, lengths = np.full(total, np.nan), np.zeros(total, dtype=np.int64)
+    errors: list[tuple[int, EvalError]] = []
+    batches = _batches(rows, batch_rows)
+    while batches:
+        first, stop = batches.pop(0)
+        try:
+            batch = table.batch(first, stop, rows, spec, weights, noise)
+            if steps_in_slots(family):
+                row_returns, row_lengths, bad = _step_slots(family, batch, should_stop, env_cache)
+            else:
+                row_returns, row_lengths, bad = _step_batch(family, batch, should_stop)
+        except WaveInterrupted:
+            raise
+        except Exception as exc:  # an env raised: find the culprit by running the requests alone, next
+            if stop - first == 1:
+                errors.append((first, table.error(first, f"{type(exc).__name__}: {exc}")))
+            else:
+                batches[:0] = [(i, i + 1) for i in range(first, stop)]
+            continue
+        row_reps = np.repeat(reps[first:stop], rows[first:stop])
+        returns[starts[first] : ends[stop - 1]] = np.repeat(row_returns, row_reps)
+        lengths[starts[first] : ends[stop - 1]] = np.repeat(row_lengths, row_reps)
+        if bad.any():  # almost never: one look for the whole batch
+            row = 0
+            for i in range(first, stop):
+                end = row + int(rows[i])
+                if bad[row:end].any():
+                    errors.append((i, table.error(i, "the env returned a non-finite reward or observation")))
+                    returns[starts[i] : ends[i]], lengths[starts[i] : ends[i]] = np.nan, 0
+                    row_lengths[row:end] = 0  # an error reports no steps
+                row = end
+        if row_lengths.size:
+            tally.steps += int(row_lengths.sum())
+            tally.longest = max(tally.longest, int(row_lengths.max()))
+    errors.sort(key=lambda e: e[0])
+    return returns, lengths, errors
+
+
+def results_of(packed: Packed, episodes: Sequence[int]) -> list[EvalResult]:
+    """One result per request from `run_table`'s packed output (request i has `episodes[i]`
+    entries); each result's arrays are its own."""
+    returns, lengths, errors = packed
+    bounds = np.cumsum([0, *episodes]).tolist()
+    out = [
+        EvalResult(returns=returns[a:b].copy(), lengths=lengths[a:b].copy()) for a, b in zip(bounds[:-1], bounds[1:])
+    ]
+    for i, err in errors:
+        out[i] = EvalResult(returns=out[i].returns, lengths=out[i].lengths, error=err)
     return out
 
 
@@ -474,46 +595,11 @@ def run_requests(
     env_cache: EnvCache | None = None,
     tally: RolloutTally | None = None,
 ) -> list[EvalResult]:
-    """Evaluate requests; a request whose env raises or gives non-finite values gets an error result.
-    `should_stop` is polled as the batches step: when it turns true, WaveInterrupted is raised.
-    Gymnasium envs are taken from and given back to `env_cache` where the family renews them.
-    `tally`, if given, is added what the batches simulated."""
-    results: list[EvalResult | None] = [None] * len(requests)
-    tally = RolloutTally() if tally is None else tally
-    batches = _batches(requests, batch_rows)
-    while batches:
-        idx = batches.pop(0)
-        reqs = [requests[i] for i in idx]
-        # Outside the try: a missing policy or noise table is a caller bug, not an env failure.
-        thetas = [request_theta(r, lookup, noise) for r in reqs]
-        try:
-            batch = Rows.of(spec, reqs, thetas, noise)
-            if steps_in_slots(family):
-                returns, lengths, bad = _step_slots(family, batch, should_stop, env_cache)
-            else:
-                returns, lengths, bad = _step_batch(family, batch, should_stop)
-        except WaveInterrupted:
-            raise
-        except Exception as exc:  # an env raised: find the culprit by running the requests alone, next
-            if len(idx) == 1:
-                results[idx[0]] = error_result(reqs[0], f"{type(exc).__name__}: {exc}")
-            else:
-                batches[:0] = [[i] for i in idx]
-            continue
-        any_bad = bool(bad.any())  # almost never: one look for the whole batch
-        row = 0
-        for i, r in zip(idx, reqs):
-            end = row + r.rows
-            if any_bad and bad[row:end].any():
-                results[i] = error_result(r, "the env returned a non-finite reward or observation")
-                lengths[row:end] = 0  # an error reports no steps
-            elif r.episodes == r.rows:  # copies: a result must not share memory with its neighbours
-                results[i] = EvalResult(returns=returns[row:end].copy(), lengths=lengths[row:end].copy())
-            else:  # a pinned course: its one episode stands for all of the request's episodes
-                reps = r.episodes // r.rows
-                results[i] = EvalResult(returns=returns[row:end].repeat(reps), lengths=lengths[row:end].repeat(reps))
-            row = end
-        if lengths.size:
-            tally.steps += int(lengths.sum())
-            tally.longest = max(tally.longest, int(lengths.max()))
-    return results  # type: ignore[return-value]
+    """`run_table` on `requests`, whose weights `lookup` gives: one result per request."""
+    keys: dict[str, int] = {}
+    table = RequestTable.of(requests, keys)
+    # outside any batch: a missing policy is a caller bug, not an env failure
+    weights = [lookup(PolicyRef(key)) for key in keys]
+    stacked = np.stack(weights) if weights else np.zeros((0, spec.num_params), dtype=np.float32)
+    packed = run_table(family, spec, table, stacked, noise, batch_rows, should_stop, env_cache, tally)
+    return results_of(packed, [r.episodes for r in requests])
