@@ -85,15 +85,20 @@ def error_result(req: EvalRequest, message: str) -> EvalResult:
 
 
 def row_seeds(req: EvalRequest) -> list[int]:
-    """The reset seeds of the distinct episodes a request needs.
+    """The reset seeds of the distinct episodes a request needs (`env_row_seeds`)."""
+    return env_row_seeds(req.env, req.seed, req.episodes)
+
+
+def env_row_seeds(env: EnvParams, seed: int, episodes: int) -> list[int]:
+    """The reset seeds of the distinct episodes of `episodes` on `env` from a request's seed.
 
     An env pinned to one course (`course_seed`) gives the same episode every time, since
     policies and seeded envs are deterministic: it is run once and its outcome stands for
-    all `req.episodes` (the reference runs them all; the numbers are the same).
+    all the episodes (the reference runs them all; the numbers are the same).
     """
-    if req.env.course_seed is not None:
-        return [req.env.course_seed]
-    return episode_seeds(req.seed, req.episodes)
+    if env.course_seed is not None:
+        return [env.course_seed]
+    return episode_seeds(seed, episodes)
 
 
 def simulated_steps(requests: Sequence[EvalRequest], results: Sequence[EvalResult]) -> int:
@@ -142,9 +147,7 @@ class RequestTable:
         """The table of `requests`; `rows` maps a policy key to its weights row, and a key it
         lacks is given the next row (so `rows` lists, in order, the weights to send)."""
         envs: dict[EnvParams, int] = {}
-        columns: list[list] = [[] for _ in range(7)]
-        env, policy, episodes, seeds, max_steps, offset, scale = columns
-        tags = []
+        env, policy, episodes, seeds, max_steps, offset, scale, tags = ([] for _ in range(8))
         for r in requests:
             p = r.perturbation
             env.append(envs.setdefault(r.env, len(envs)))
@@ -177,8 +180,7 @@ class RequestTable:
         params = [self.envs[e] for e in np.repeat(self.env[first:stop], counts).tolist()]
         seeds: list[int] = []
         for i in range(first, stop):
-            course_seed = self.envs[self.env[i]].course_seed
-            seeds += [course_seed] if course_seed is not None else episode_seeds(self.seeds[i], int(self.episodes[i]))
+            seeds += env_row_seeds(self.envs[self.env[i]], self.seeds[i], int(self.episodes[i]))
         # only the weights this batch uses, each once: its rows then read a few policies' weights
         used, index = np.unique(np.repeat(self.policy[first:stop], counts), return_inverse=True)
         offsets = np.repeat(self.offset[first:stop], counts)
