@@ -37,6 +37,12 @@ class RunParts:
     trainer_options: Any
     curriculum: Any = None  # the built curriculum; None when only reading a run
 
+    @property
+    def noise_table_size(self) -> int | None:
+        """Entries of the shared noise table the trainer samples perturbations from (its options'
+        `noise_table_size`, as ES declares one); None: the run needs no noise table."""
+        return getattr(self.trainer_options, "noise_table_size", None)
+
 
 FAMILY_METHODS = ("initial", "mutate", "make_env", "features", "validate", "flat")
 TRUST_CODE_VAR = "POET_TRUST_CODE"  # set to 1 to let reading a run import its `env.family: module:Factory`

@@ -28,3 +28,8 @@ class RunState:
     # a curriculum's own state as plain data (numbers, strings, lists, dicts, numpy arrays),
     # saved and loaded with the rest
     curriculum_data: dict[str, Any] = field(default_factory=dict)
+
+    def annecs(self) -> int:
+        """ANNECS: solved envs other than the ones the run started from (envs admitted by reproduction)."""
+        initial = {p.env.id for p in self.population.all_pairs if p.parent_env_id is None}
+        return sum(1 for env_id in self.solved if env_id not in initial)

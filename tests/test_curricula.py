@@ -636,7 +636,7 @@ def test_level_buffer_progress_fields_say_what_the_iteration_did(tmp_path):
 def test_progress_bar_of_a_level_buffer_run_says_it_is_filling_never_nan(tmp_path, capsys):
     from types import SimpleNamespace
 
-    from poet.runtime.runner import Progress
+    from poet.runtime.loop import Progress
 
     ctx, cur, _ = _plr_ctx(tmp_path, "accel")  # dcd's defaults: 1000 levels, min fill 0.5, 16 per cycle
     bar = Progress(30, 0, True)

@@ -139,6 +139,18 @@ class CountingEvaluator:
     def __init__(self, inner):
         self.inner, self.scored = inner, []
 
+    @property
+    def env_steps(self):
+        return self.inner.env_steps
+
+    @property
+    def should_stop(self):
+        return self.inner.should_stop
+
+    @should_stop.setter
+    def should_stop(self, check):
+        self.inner.should_stop = check
+
     def put(self, weights):
         return self.inner.put(weights)
 

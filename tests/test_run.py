@@ -295,11 +295,11 @@ def test_default_run_directories_of_the_same_second_get_their_own_names(tmp_path
 def test_the_progress_bars_clock_starts_when_the_pool_is_ready(monkeypatch):
     """ETA and throughput count from the pool's start, not Ray's: the first `1/40 [00:06<04:10]`
     of a 9 s run was Ray's start spread over the whole run."""
-    from poet.runtime import runner
+    from poet.runtime import loop
 
-    bar = runner.Progress(40, 0, True)
+    bar = loop.Progress(40, 0, True)
     bar.bar.start_t = bar.bar.last_print_t = 1000.0  # the bar as made before Ray started
-    monkeypatch.setattr(runner.time, "time", lambda: 1006.0)
+    monkeypatch.setattr(loop.time, "time", lambda: 1006.0)
     bar.started()
     assert bar.bar.start_t == bar.bar.last_print_t == 1006.0
     bar.close()

@@ -41,6 +41,10 @@ class Curriculum(Protocol):
         ...
 
 
+# Optional: `progress_fields(ctx) -> dict | None`, what the progress bar shows after an iteration
+# (None or absent: active pairs, the best score, envs solved), and `outcome(state) -> str`, how
+# the run ended, for its closing line (absent: the number of envs solved besides the first).
+#
 # Optional: `report_traits() -> dict`, what the curriculum's runs record, written to run.json for the
 # report (`poet.analysis.report.traits`; absent: the report reads it from the tables):
 #   {"kind": "population"}: pairs made by reproduction, with transfers ("annecs_reference": True

@@ -9,7 +9,7 @@ of the batch. Policies travel by reference (`PolicyRef`), registered once with `
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -99,7 +99,17 @@ class EvalResult:
 
 @runtime_checkable
 class Evaluator(Protocol):
-    """Scores policies on envs in batches."""
+    """Scores policies on envs in batches.
+
+    Besides its methods an evaluator holds two attributes: `env_steps`, the env steps it has
+    simulated so far (the run's `phases` table counts each phase's from it), and `should_stop`,
+    a callable the run sets (None until then) that the evaluator polls while a wave runs: when
+    it returns True, the wave is abandoned with `poet.errors.WaveInterrupted` within a fraction
+    of a second.
+    """
+
+    env_steps: int
+    should_stop: Callable[[], bool] | None
 
     def put(self, weights: np.ndarray) -> PolicyRef:
         """Register weights once; returns the reference requests carry."""

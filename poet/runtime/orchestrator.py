@@ -14,21 +14,17 @@ from contextlib import contextmanager
 
 from poet import heldout
 from poet.context import RunContext
-from poet.curricula import Curriculum, PoetCurriculum
-from poet.state import RunState
+from poet.curricula import Curriculum
 
 
 class Orchestrator:
     """Runs a curriculum over a RunContext."""
 
     def __init__(
-        self,
-        ctx: RunContext,
-        on_iteration: Callable[[Orchestrator], None] | None = None,
-        curriculum: Curriculum | None = None,
+        self, ctx: RunContext, curriculum: Curriculum, on_iteration: Callable[[Orchestrator], None] | None = None
     ):
         self.ctx = ctx
-        self.curriculum = curriculum if curriculum is not None else PoetCurriculum()
+        self.curriculum = curriculum
         self.on_iteration = on_iteration
         self.last_steps_per_second = float("nan")  # env steps per second of the last iteration
 
@@ -44,10 +40,10 @@ class Orchestrator:
     @contextmanager
     def _phase(self, name: str, totals: list[float]) -> Iterator[None]:
         """Time a phase and count its env steps into the `phases` table (and `totals`: seconds, steps)."""
-        steps0, t0 = getattr(self.ctx.evaluator, "env_steps", 0), time.perf_counter()
+        steps0, t0 = self.ctx.evaluator.env_steps, time.perf_counter()
         yield
         seconds = time.perf_counter() - t0
-        steps = getattr(self.ctx.evaluator, "env_steps", 0) - steps0
+        steps = self.ctx.evaluator.env_steps - steps0
         totals[0] += seconds
         totals[1] += steps
         self.ctx.records.write(
@@ -84,10 +80,4 @@ class Orchestrator:
 
     def annecs(self) -> int:
         """Accumulated number of novel environments created and solved (envs admitted by reproduction)."""
-        return annecs(self.ctx.state)
-
-
-def annecs(state: RunState) -> int:
-    """ANNECS of a run's state: solved envs other than the ones the run started from."""
-    initial = {p.env.id for p in state.population.all_pairs if p.parent_env_id is None}
-    return sum(1 for env_id in state.solved if env_id not in initial)
+        return self.ctx.state.annecs()

@@ -7,15 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import json
-import math
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,15 +19,12 @@ from envs import EnvFamily
 from poet.config import ConfigError, RunConfig, changes_results, save_config, where_only_settings
 from poet.config import load_config as load_as_saved
 from poet.context import RunContext
-from poet.curricula import PoetCurriculum
-from poet.errors import RunInterrupted, StorageError, WaveInterrupted, is_storage_error
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
 from poet.parts import RunParts, check_parts, load_config
 from poet.records import RecordWriter, complete_rows, truncate_tables
 from poet.runtime import checkpoint
-from poet.runtime.orchestrator import Orchestrator, annecs
+from poet.runtime.loop import Progress, RunLoop, RunResult
 from poet.runtime.rundir_lock import RunDirLock
-from poet.runtime.sinks import Sink, row_scalars
 from poet.scoring import ScoreCache, Scorer
 from poet.seeding import Seeds
 from poet.trainers import ErrorPolicy, TrainerContext
@@ -155,7 +147,7 @@ def build_context(parts: RunParts, run_dir: Path, log: Callable[[str], None]) ->
     """Create noise table, evaluator, trainer, scorer and records for a run."""
     cfg = parts.cfg
     seeds = Seeds(cfg.seed)
-    size = getattr(parts.trainer_options, "noise_table_size", None)
+    size = parts.noise_table_size
     noise = NoiseTable(seeds.sequence("es.noise_table"), size) if size else None
     errors = ErrorPolicy(cfg.evaluation.on_error, cfg.evaluation.failure_score)
     evaluator = make_evaluator(parts, noise)
@@ -177,116 +169,6 @@ def build_context(parts: RunParts, run_dir: Path, log: Callable[[str], None]) ->
     except BaseException:
         evaluator.close()
         raise
-
-
-def make_sinks(cfg: RunConfig, run_dir: Path, start: int) -> list[Sink]:
-    """The logger sinks `logging` asks for, their curves cut back to `start` (a resume)."""
-    sinks: list[Sink] = []
-    try:
-        if cfg.logging.tensorboard:
-            from poet.runtime.sinks import TensorBoardSink
-
-            sinks.append(TensorBoardSink(run_dir, start))
-        if cfg.logging.mlflow:
-            from poet.runtime.sinks import MLflowSink
-
-            sinks.append(
-                MLflowSink(run_dir, start, cfg.logging.mlflow_uri, cfg.logging.mlflow_experiment, Path(run_dir).name)
-            )
-    except ImportError as exc:
-        for sink in sinks:
-            sink.close()
-        raise ConfigError(f"logging: {exc.name or exc} is not installed (pip install -e .[logging])") from None
-    return sinks
-
-
-class Progress:
-    """A progress bar with ETA on stderr; phase summaries print above it."""
-
-    def __init__(self, total: int, start: int, enabled: bool):
-        self.enabled = enabled
-        self.bar = None
-        if enabled:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, initial=start, unit="it", dynamic_ncols=True, file=sys.stderr)
-
-    def started(self) -> None:
-        """The pool is ready: ETA and throughput count from now, not from Ray's start."""
-        if self.bar is not None:
-            self.bar.start_t = self.bar.last_print_t = time.time()
-
-    def log(self, line: str) -> None:
-        """Print a summary line without breaking the bar."""
-        if self.bar is not None:
-            self.bar.write(line, file=sys.stderr)
-        elif self.enabled:
-            print(line, file=sys.stderr)
-
-    def update(self, orch: Orchestrator) -> None:
-        """Advance the bar after an iteration."""
-        if self.bar is None:
-            return
-        pop = orch.ctx.state.population
-        # A curriculum may say what its iteration did in its own terms (a level buffer filling
-        # before its first replay); otherwise the population's.
-        fields = getattr(orch.curriculum, "progress_fields", None)
-        postfix = fields(orch.ctx) if callable(fields) else None
-        if postfix is None:
-            best = max((p.scores[-1] for p in pop.active if p.scores), default=float("nan"))
-            postfix = {"active": len(pop.active), "best": f"{best:.0f}"}
-            postfix["annecs" if isinstance(orch.curriculum, PoetCurriculum) else "solved"] = orch.annecs()
-        self.bar.set_postfix(**postfix, steps_per_s=f"{orch.last_steps_per_second:,.0f}", refresh=False)
-        self.bar.update(1)
-
-    def close(self) -> None:
-        """Finish the bar."""
-        if self.bar is not None:
-            self.bar.close()
-
-
-@dataclass
-class RunResult:
-    """Where a finished run lives, and its headline numbers."""
-
-    run_dir: Path
-    iterations: int
-    active: int
-    archived: int
-    annecs: int
-    seconds: float  # the whole wall time, Ray's start included
-    # Enhanced POET: admitted envs on which the best archived agent passed the MC (the reference
-    # code's ANNECS count, beside the paper's `annecs`)
-    annecs_reference: int = 0
-    ray_start_seconds: float = 0.0  # of `seconds`, starting Ray and the pool (0 in process)
-
-
-class StopRequest:
-    """SIGINT/SIGTERM ask the run to stop: the evaluators abandon the wave in progress within a
-    fraction of a second and the run checkpoints its last completed iteration (a second
-    SIGINT aborts at once)."""
-
-    def __init__(self, log: Callable[[str], None]):
-        self.requested, self.log, self._old = False, log, {}
-
-    def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame) -> None:
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.requested = True
-        self.log(
-            f"{signal.Signals(signum).name}: stopping; the iteration in progress is dropped and the last "
-            "completed one checkpointed (Ctrl-C again aborts without a checkpoint)"
-        )
-
-    def __exit__(self, *exc) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
 
 
 def report_traits(curriculum: object) -> dict:
@@ -445,16 +327,14 @@ def _already_done(run_dir: Path, snapshot: checkpoint.Snapshot, target: int) -> 
         f"poet: {run_dir} is {where}: nothing to run; `poet resume {run_dir} --iterations N` (N > {done}) goes further",
         file=sys.stderr,
     )
-    return RunResult(run_dir, done, len(pop.active), len(pop.archive), annecs(state), 0.0, state.annecs_reference)
+    return RunResult(run_dir, done, len(pop.active), len(pop.archive), state.annecs(), 0.0, state.annecs_reference)
 
 
 def _drive(
     parts: RunParts, run_dir: Path, snapshot: checkpoint.Snapshot | None, progress: bool | None, restart: bool = False
 ) -> RunResult:
-    """Run (or continue) the schedule with progress, periodic checkpoints and signal handling
-    (`restart`: a run without a checkpoint, started again)."""
+    """Run (or continue) the schedule (`restart`: a run without a checkpoint, started again)."""
     cfg = parts.cfg
-    show = cfg.progress if progress is None else progress
     start = snapshot.iteration if snapshot is not None else 0
     # The first and the closing line print even without progress (--quiet): where the run is, how it ended.
     where = (
@@ -473,133 +353,8 @@ def _drive(
         f"rollouts {where}; run directory {run_dir}",
         file=sys.stderr,
     )
-    bar = Progress(cfg.iterations, start, show)
+    bar = Progress(cfg.iterations, start, cfg.progress if progress is None else progress)
     t_start = time.perf_counter()
     ctx = build_context(parts, run_dir, bar.log)
     ray_start = time.perf_counter() - t_start if cfg.evaluation.backend == "ray" else 0.0
-    try:
-        sinks = make_sinks(cfg, run_dir, start)
-    except BaseException:
-        ctx.records.close()
-        ctx.evaluator.close()
-        raise
-
-    def to_sinks(table: str, row: dict) -> None:
-        values = row_scalars(table, row)
-        if values:
-            for sink in sinks:
-                sink.scalars(int(row["iteration"]), values)
-
-    if sinks:
-        ctx.records.listeners.append(to_sinks)
-    identity = identity_text(cfg, parts.family)
-    last_saved = {"iteration": start if snapshot is not None else -1}
-    # The state at the last iteration boundary, copied: what checkpoints write, and what a
-    # stop in the middle of an iteration goes back to (that iteration is dropped).
-    boundary: list[checkpoint.Captured] = []
-
-    def save() -> None:
-        if last_saved["iteration"] != boundary[0].iteration:
-            for sink in sinks:  # a checkpoint's steps must be in the curves when it is
-                sink.flush()
-            checkpoint.write(ctx, boundary[0], run_dir, identity, cfg.checkpoint.keep)
-            last_saved["iteration"] = boundary[0].iteration
-
-    t0 = time.perf_counter()
-    with StopRequest(bar.log) as stop:
-
-        def after_iteration(orch: Orchestrator) -> None:
-            bar.update(orch)
-            if sinks:
-                pop = ctx.state.population
-                summary = {
-                    "run/annecs": orch.annecs(),
-                    "run/active": len(pop.active),
-                    "run/archived": len(pop.archive),
-                    "run/env_steps_per_s": orch.last_steps_per_second,
-                }
-                for sink in sinks:
-                    sink.scalars(orch.iteration - 1, {k: float(v) for k, v in summary.items() if math.isfinite(v)})
-            boundary[:] = [checkpoint.capture(ctx)]
-            every = cfg.checkpoint.every
-            if (every and orch.iteration % every == 0) or stop.requested:
-                save()
-            if stop.requested and orch.iteration < cfg.iterations:
-                raise RunInterrupted(orch.iteration, run_dir)
-
-        orch = Orchestrator(ctx, on_iteration=after_iteration, curriculum=parts.curriculum)
-        dropped = storage_failed = False
-        try:
-            workers = getattr(ctx.evaluator, "num_workers", None)
-            if workers is not None:
-                bar.log(f"ray pool ready: {workers} workers")
-            bar.started()
-            if snapshot is not None:
-                ctx.restore(snapshot.state)
-            elif not ctx.state.population.active:
-                orch.start()
-            boundary[:] = [checkpoint.capture(ctx)]
-            ctx.evaluator.should_stop = lambda: stop.requested
-            # What exists now (imported modules, Ray's client, the run's parts) lives as long as
-            # the run. Frozen, it is left out of the collector's full passes, each of which would
-            # otherwise walk all of it while the workers wait for their next chunk.
-            thaw = gc.get_freeze_count() == 0  # a caller's own freeze is the caller's to lift
-            gc.freeze()
-            try:
-                orch.run(cfg.iterations)
-            except WaveInterrupted:
-                dropped = True
-            finally:
-                if thaw:  # collectable again once the run is over (a notebook goes on)
-                    gc.unfreeze()
-            save()
-        except (OSError, StorageError) as exc:  # the disk's answer is one line, not a traceback
-            if isinstance(exc, OSError) and not is_storage_error(exc):
-                raise
-            storage_failed = True
-            if isinstance(exc, StorageError):
-                raise
-            raise StorageError(exc, run_dir) from None
-        finally:
-            bar.close()
-            try:
-                ctx.records.close()
-            except OSError:
-                if not storage_failed:  # else the same disk said no twice; the first says it
-                    raise
-            ctx.evaluator.close()
-            for sink in sinks:
-                sink.close()
-        if dropped:  # the tables end where the checkpoint does, as after a clean stop
-            truncate_tables(run_dir, boundary[0].table_rows)
-            raise RunInterrupted(boundary[0].iteration, run_dir)
-    pop = ctx.state.population
-    iterating = time.perf_counter() - t0
-    result = RunResult(
-        run_dir,
-        orch.iteration,
-        len(pop.active),
-        len(pop.archive),
-        orch.annecs(),
-        ray_start + iterating,
-        ctx.state.annecs_reference,
-        ray_start,
-    )
-    # the parts rounded first, so that they add up to the whole as printed
-    took = (
-        f"{round(ray_start) + round(iterating)}s (Ray start {round(ray_start)}s, iterations {round(iterating)}s)"
-        if cfg.evaluation.backend == "ray"
-        else f"{round(iterating)}s"
-    )
-    if isinstance(parts.curriculum, PoetCurriculum):
-        reference = (
-            f" ({result.annecs_reference} as the reference code counts: admitted envs the best archived "
-            "agent passed the MC on)"
-            if parts.curriculum.enhanced
-            else ""
-        )
-        outcome = f"{result.active} active pairs, {result.archived} archived, ANNECS {result.annecs}{reference}"
-    else:  # ANNECS is POET's measure (envs made by reproduction); other curricula solve levels they pick
-        outcome = f"{result.annecs} envs solved besides the first"
-    print(f"done: {result.iterations} iterations in {took}, {outcome}; run directory {run_dir}", file=sys.stderr)
-    return result
+    return RunLoop(parts, ctx, run_dir, bar, snapshot, identity_text(cfg, parts.family), ray_start).run()

@@ -15,6 +15,7 @@ from poet.curricula.base import PhaseTimer
 from poet.curricula.common import start_pair, train_pairs
 from poet.curricula.poet.reproduction import reproduce
 from poet.curricula.poet.transfer import transfer
+from poet.state import RunState
 
 
 class PoetCurriculum:
@@ -44,6 +45,23 @@ class PoetCurriculum:
     def report_traits(self) -> dict:
         """What this curriculum's runs record, for the report (`poet.curricula.base`)."""
         return {"kind": "population", "annecs_reference": self.enhanced}
+
+    def progress_fields(self, ctx: RunContext) -> dict[str, object]:
+        """What the progress bar shows after an iteration: active pairs, the best score, ANNECS."""
+        pop = ctx.state.population
+        best = max((p.scores[-1] for p in pop.active if p.scores), default=float("nan"))
+        return {"active": len(pop.active), "best": f"{best:.0f}", "annecs": ctx.state.annecs()}
+
+    def outcome(self, state: RunState) -> str:
+        """How the run ended, for its closing line."""
+        pop = state.population
+        reference = (
+            f" ({state.annecs_reference} as the reference code counts: admitted envs the best archived "
+            "agent passed the MC on)"
+            if self.enhanced
+            else ""
+        )
+        return f"{len(pop.active)} active pairs, {len(pop.archive)} archived, ANNECS {state.annecs()}{reference}"
 
     def start(self, ctx: RunContext) -> None:
         start_pair(ctx)
