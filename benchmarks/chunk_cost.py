@@ -10,7 +10,7 @@ packed results pickled out. This script takes the chunks the pool would send one
 two ways, interleaved:
 
 - framework: `RolloutWorker.run` on each packed chunk, as a worker runs it;
-- plain:     `eval_pool.raw_rows` on the same rows (the raw limit's code: one `make_batch`
+- plain:     `eval_pool.raw_rows` on the same rows (the raw limit's code: one row-kernel
              batch, the same compiled kernels).
 
 It prints the median milliseconds per chunk of each and writes JSON. Nothing here is a

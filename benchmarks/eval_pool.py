@@ -16,7 +16,7 @@ evaluated these ways, with W workers:
          with the pool's rate, the three numbers peers publish.
 - raw:   the limit, as the best plain code does the same work: W plain processes
          (multiprocessing, spawn), no Ray and no framework code, each given an equal share
-         of the episodes. A family with a batched path (`make_batch`, e.g. terrain) steps all
+         of the episodes. A family with a row kernel (`row_kernel`, e.g. terrain) steps all
          of a process's episodes in one batch with a batched numpy MLP (each row its own
          weights, finished rows dropped as the loop goes); plain gymnasium envs are stepped
          RAW_SLOTS (4) at a time per process with one batched numpy forward per step, each
@@ -91,11 +91,10 @@ import torch
 from envs import EnvFamily, EnvParams, make_family, terrain_core
 from envs.base import EnvParamError
 from envs.generic import renew_gym_env
-from envs.terrain import TerrainBatch, TerrainFamily
+from envs.terrain import TerrainFamily
 from poet.evaluation.protocol import EvalRequest, PolicyRef
 from poet.evaluation.ray_pool import INLINE_PART_BYTES, RayEvaluator
-from poet.evaluation.rollout import _tally as tally
-from poet.evaluation.rollout import _terrain_rows, row_perturbations, simulated_steps
+from poet.evaluation.rollout import Rows, _step_kernel, simulated_steps
 from poet.policies import BatchedPolicy, PolicySpec, init_flat, spec_for_spaces
 from poet.seeding import episode_seeds
 from poet.torch_policy import MLPPolicy
@@ -118,7 +117,7 @@ EVOTORCH_NETWORK = "Linear(obs_length, 40) >> Tanh() >> Linear(40, 40) >> Tanh()
 
 # =============================================================================== the envs
 class BipedalFamily:
-    """gymnasium's BipedalWalker-v3 as a one-env family: no params, no `make_batch`, so the
+    """gymnasium's BipedalWalker-v3 as a one-env family: no params, no `row_kernel`, so the
     pool steps it as gymnasium envs in slots, reusing each worker's envs as the generic
     gymnasium family does (`renew`: a new Box2D world before each reset)."""
 
@@ -428,6 +427,39 @@ def raw_batch(setup: Setup, episodes: list[Episode], low: np.ndarray, high: np.n
     )
 
 
+@numba.njit(cache=True)
+def tally(
+    rewards: np.ndarray,
+    obs: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    caps: np.ndarray,
+    returns: np.ndarray,
+    lengths: np.ndarray,
+    done: np.ndarray,
+    bad: np.ndarray,
+) -> bool:
+    """Add one lock-step to every row not yet done; returns whether all rows are done.
+
+    A row ends at termination, truncation, its step cap or a non-finite reward or observation
+    (then it is `bad` and that step's reward is not added)."""
+    all_done = True
+    for r in range(returns.size):
+        if done[r]:
+            continue
+        finite = np.isfinite(rewards[r])
+        for k in range(obs.shape[1]):
+            finite = finite and np.isfinite(obs[r, k])
+        if finite:
+            returns[r] += rewards[r]
+        else:
+            bad[r] = True
+        lengths[r] += 1
+        done[r] = terminated[r] or truncated[r] or lengths[r] >= caps[r] or not finite
+        all_done = all_done and done[r]
+    return all_done
+
+
 def raw_rows(
     family: Any,
     spec: PolicySpec,
@@ -441,24 +473,22 @@ def raw_rows(
     """Episodes (one row per params, seed and step cap; row r runs weights `flats[index[r]]`,
     by default `flats[r]`) in one batch, as plain code runs them; returns the steps taken. `core`:
 
-    - "compiled": the family's `make_batch` with the compiled batched forward, as the pool
-      runs it: terrain's rows each to its end in turn in one compiled call
-      (`rollout._terrain_rows`), any other batched family in lock-step;
-    - "lockstep" (terrain): the same kernels in lock-step, three compiled calls per step
-      (forward, step, tally);
+    - "compiled": the family's row kernel as the pool runs it: rows each to its end in turn
+      in one compiled call with the compiled forward (`rollout._step_kernel`);
+    - "lockstep" (terrain): the same physics and forward in lock-step on the family's
+      `make_batch`, three compiled calls per step (forward, step, `tally`);
     - "numpy": the numpy core the terrain family had before it was compiled (frozen in
       tests/test_terrain_core.py) with a batched numpy forward, finished rows dropped as the
       loop goes: the previous limit.
     """
     n, caps = len(params), np.asarray(caps, dtype=np.int64)
     done, lengths, returns = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n)
-    if core in ("compiled", "lockstep"):
+    if core == "compiled":
+        policy = BatchedPolicy(spec, flats, index)
+        _, lengths, _ = _step_kernel(family.row_kernel(), Rows(list(params), list(seeds), caps, policy), None)
+        return int(lengths.sum())
+    if core == "lockstep":
         env, policy = family.make_batch(params, seeds, int(caps.max())), BatchedPolicy(spec, flats, index)
-        if core == "compiled" and isinstance(env, TerrainBatch):
-            course = env.table, env.bases, env.max_cell, env.course_length, env.progress_scale
-            rows = *policy.packed, policy.index, *row_perturbations(policy)
-            _terrain_rows(*course, *rows, caps, 0, n, returns, lengths, np.zeros(n, dtype=bool))
-            return int(lengths.sum())
         obs, bad, all_done = env.reset(), np.zeros(n, dtype=bool), False
         while not all_done:
             obs, rew, term, trunc = env.step(policy.act(obs, done))
@@ -574,7 +604,7 @@ class Measurement:
 def plain_runner(setup: Setup, core: str = "compiled") -> Callable[[list[Episode]], int]:
     """The limit's plain code for `setup`: episodes in -> env steps taken. One `raw_batch` batch
     with `core` for a batched family, else RAW_SLOTS reused gymnasium envs at a time."""
-    if not hasattr(setup.family, "make_batch"):
+    if not hasattr(setup.family, "row_kernel"):
         return raw_walkers(setup, RAW_SLOTS)
     low, high = action_bounds(setup.spec)
     return lambda episodes: raw_batch(setup, episodes, low, high, core)
@@ -681,7 +711,7 @@ def _engine_rows(
     actions: np.ndarray,
 ) -> int:
     """Terrain rows each to its end with actions from `actions` instead of a policy: the
-    physics and the observation of `_terrain_rows`, nothing else. Returns the steps taken."""
+    physics and the observation of the terrain row kernel, nothing else. Returns the steps taken."""
     obs = np.empty(terrain_core.OBS_DIM, dtype=np.float32)
     state = np.empty(4)
     steps = 0
@@ -717,7 +747,7 @@ def engine_runner(setup: Setup) -> Callable[[list[Episode]], int]:
     episode is built here too), a gymnasium env one episode at a time on envs built once and
     renewed as the pool renews them."""
     actions = engine_actions(setup.spec)
-    if hasattr(setup.family, "make_batch"):
+    if hasattr(setup.family, "row_kernel"):
 
         def run_batch(episodes: list[Episode]) -> int:
             env = setup.family.make_batch([setup.envs[e] for _, e, _ in episodes], [s for _, _, s in episodes], 1)

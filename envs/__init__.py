@@ -6,9 +6,10 @@ registered with gymnasium under the `poet/` namespace, e.g. `gymnasium.make("poe
 
 from __future__ import annotations
 
-from envs.base import BatchEnv, EnvCache, EnvFamily, EnvParamError, EnvParams
+from envs.base import EnvCache, EnvFamily, EnvParamError, EnvParams
+from envs.kernel import RowKernel
 from envs.registry import FAMILIES, make_family, register_gymnasium_envs
 
 register_gymnasium_envs()
 
-__all__ = ["BatchEnv", "EnvCache", "EnvFamily", "EnvParamError", "EnvParams", "FAMILIES", "make_family"]
+__all__ = ["EnvCache", "EnvFamily", "EnvParamError", "EnvParams", "FAMILIES", "RowKernel", "make_family"]

@@ -1,4 +1,4 @@
-"""Contracts shared by every environment family: EnvParams, EnvFamily, BatchEnv.
+"""Contracts shared by every environment family: EnvParams, EnvFamily, EnvCache.
 
 `envs` never imports `poet`: a family is usable on its own with gymnasium.
 """
@@ -169,28 +169,6 @@ class EnvParams:
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
 
-@runtime_checkable
-class BatchEnv(Protocol):
-    """Many episodes stepped together with numpy arrays (the fast path of a family).
-
-    Each row is one episode with its own params and seed. Rows are independent: the
-    result of a row never depends on the other rows or on the batch size.
-    """
-
-    num_envs: int
-
-    def reset(self) -> np.ndarray:
-        """Start every episode; returns observations of shape (num_envs, obs_dim)."""
-        ...
-
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Step every row; returns (obs, rewards, terminated, truncated).
-
-        Rows already done keep returning zero reward; callers mask them.
-        """
-        ...
-
-
 # A family's `defaults` when its returns are on BipedalWalker's scale (falling -100, a finished
 # course about 300): it names no score scale of its own, so POET's thresholds apply.
 BIPEDAL_SCORES: Mapping[str, Any] = MappingProxyType({})
@@ -202,7 +180,8 @@ class EnvFamily(Protocol):
 
     Optional, each enabling what needs it (docs/envs.md, "Adding a family"): `sample(rng)`,
     random params over the family's whole range (DR, robust PLR and ACCEL's new levels; all
-    randomness from `rng`), `sample_easy`, `test_levels`, `difficulty`, `make_batch`, `renew`,
+    randomness from `rng`), `sample_easy`, `test_levels`, `difficulty`, `row_kernel` (a compiled
+    fast path, `envs.kernel`), `renew`,
     `interpolate`, `course_profile`; `version` (an int, 1 when absent), raised when the
     same params and seed start to build other episodes (a run records it and is not resumed
     under another); and `defaults`, the family's score scale as the config settings it fills

@@ -27,6 +27,7 @@ from gymnasium import spaces
 
 from envs import _raster, terrain_core
 from envs.base import BIPEDAL_SCORES, EnvParamError, EnvParams
+from envs.kernel import KernelData, RowKernel
 from envs.profile import CourseProfile, runs, span_text
 from envs.terrain_core import (  # noqa: F401  (part of this module's API)
     FALL_DEPTH,
@@ -255,7 +256,7 @@ def from_edit_vector(vector: Sequence[float]) -> EnvParams:
 
 # ===================================================================== the core
 class TerrainBatch:
-    """Many terrain episodes stepped together (implements envs.base.BatchEnv).
+    """Many terrain episodes stepped together in lock-step (the gymnasium env's core, tests, analysis).
 
     Each step is one call of the compiled kernel `terrain_core.step_rows`, which steps every
     row on its own (no value crosses rows), so a row's numbers never depend on the other rows
@@ -275,16 +276,7 @@ class TerrainBatch:
         self.max_steps = int(max_steps)
         self.single_observation_space = observation_space()
         self.single_action_space = action_space()
-        m = courses[0].n_cells
-        # What the compiled core reads: each distinct course once, laid end to end (row r's
-        # cells start at table[bases[r]]), the last cell a runner can stand on, and reward per
-        # metre. Rows on one course (a pinned env's, from the course cache) share its cells,
-        # which then stay in the CPU's cache from one row to the next.
-        place: dict[int, int] = {}  # a distinct course's place in the table, by identity
-        row_course = [place.setdefault(id(c), len(place)) for c in courses]
-        self.table = np.concatenate([c.table for c in {id(c): c for c in courses}.values()])
-        self.bases = np.asarray(row_course, dtype=np.int64) * m
-        self.max_cell = m - 1 - MAX_LOOKAHEAD
+        self.table, self.bases, self.max_cell = lay_out(courses)
         self.progress_scale = PROGRESS_REWARD / self.course_length
         self._state = np.zeros((self.num_envs, 4))  # x, y, vx, vy per row
         self.grounded = np.ones(self.num_envs, dtype=bool)
@@ -337,6 +329,42 @@ class TerrainBatch:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def lay_out(courses: Sequence[Course]) -> tuple[np.ndarray, np.ndarray, int]:
+    """What the compiled core reads of a batch's courses: each distinct course once, laid end
+    to end (row r's cells start at table[bases[r]]), and the last cell a runner can stand on.
+    Rows on one course (a pinned env's, from the course cache) share its cells, which then
+    stay in the CPU's cache from one row to the next."""
+    place: dict[int, int] = {}  # a distinct course's place in the table, by identity
+    row_course = [place.setdefault(id(c), len(place)) for c in courses]
+    table = np.concatenate([c.table for c in {id(c): c for c in courses}.values()])
+    m = courses[0].n_cells
+    return table, np.asarray(row_course, dtype=np.int64) * m, m - 1 - MAX_LOOKAHEAD
+
+
+def kernel_data(courses: Sequence[Course]) -> KernelData:
+    """The row kernel's data (`terrain_core.kernel_step`) for one row per course."""
+    if not courses:
+        return np.zeros((0, 4)), np.zeros(1, dtype=np.int64), np.zeros(2)
+    if len({c.course_length for c in courses}) != 1:
+        raise ValueError("all courses of a batch need the same course_length")
+    table, bases, max_cell = lay_out(courses)
+    course_length = float(courses[0].course_length)
+    ints = np.append(bases, max_cell)
+    return table, ints, np.array([course_length, PROGRESS_REWARD / course_length])
+
+
+def terrain_kernel(course: Callable[[EnvParams, int], Course]) -> RowKernel:
+    """The terrain core as a row kernel, on the courses `course(params, seed)` builds."""
+    return RowKernel(
+        obs_dim=OBS_DIM,
+        act_dim=2,
+        state_size=terrain_core.KERNEL_STATE,
+        data=lambda params, seeds: kernel_data([course(p, int(s)) for p, s in zip(params, seeds)]),
+        reset=terrain_core.kernel_reset,
+        step=terrain_core.kernel_step,
+    )
 
 
 def observation_space() -> spaces.Box:
@@ -639,8 +667,13 @@ class TerrainFamily:
         """A gymnasium env on these params (truncates at max_episode_steps)."""
         return TerrainEnv(params, self.course_length, self.max_episode_steps, render_mode)
 
+    def row_kernel(self) -> RowKernel:
+        """The compiled fast path the evaluators run (`envs.kernel`)."""
+        return terrain_kernel(self.course)
+
     def make_batch(self, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int) -> TerrainBatch:
-        """One row per (params, seed) episode; the fast path."""
+        """One row per (params, seed) episode, stepped together (tests and analysis; the
+        evaluators run `row_kernel`)."""
         if len(params) != len(seeds):
             raise ValueError(f"got {len(params)} params but {len(seeds)} seeds")
         if int(max_steps) < 1:

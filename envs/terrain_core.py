@@ -16,6 +16,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from envs.kernel import row_reset, row_step
+
 # ---- course geometry (metres) ----
 RES = 0.1  # grid resolution of the course arrays
 NO_GROUND = -1000.0  # height stored in pit cells: far below anything, so walls never trigger there
@@ -46,8 +48,10 @@ OBS_LIMIT = 5.0
 
 # Columns of a course's table (one row per cell).
 H, SLOPE, PIT, KILL = range(4)
-# Columns of the per-row state.
+# Columns of the per-row state; the row kernel's state adds two.
 X, Y, VX, VY = range(4)
+GROUNDED, CELL = 4, 5  # 1.0 / 0.0, and the cell under the runner (a whole number)
+KERNEL_STATE = 6
 
 _INV_RES = 1.0 / RES
 _FALL_STEP = DT * GRAVITY
@@ -226,3 +230,37 @@ def step_rows(
         done[r] = terminated[r] or truncated[r]
         observe_row(table, bases[r], state[r], contact, cell, obs[r])
     return obs, rewards, terminated, truncated
+
+
+# ---- the row kernel (envs.kernel): data = (courses end to end, each row's first cell then
+# the last cell a runner can stand on, [course_length, reward per metre])
+@row_reset
+def kernel_reset(data, row, state, obs):
+    """Row `row` at x = 0, standing on the start pad, and its observation."""
+    table, ints, _ = data
+    state[:] = 0.0
+    state[GROUNDED] = 1.0
+    observe_row(table, ints[row], state[:4], True, 0, obs)
+
+
+@row_step
+def kernel_step(data, row, action, state, obs):
+    """One step of row `row` (`step_row`, then `observe_row`); ends when it falls or finishes."""
+    table, ints, floats = data
+    base = ints[row]
+    reward, fell, finished, cell, grounded = step_row(
+        table,
+        base,
+        ints[ints.size - 1],
+        floats[0],
+        floats[1],
+        np.float64(action[0]),
+        np.float64(action[1]),
+        state[:4],
+        state[GROUNDED] != 0.0,
+        np.int64(state[CELL]),
+    )
+    state[GROUNDED] = 1.0 if grounded else 0.0
+    state[CELL] = cell
+    observe_row(table, base, state[:4], grounded, cell, obs)
+    return reward, fell or finished

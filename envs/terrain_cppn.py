@@ -25,6 +25,7 @@ from envs.base import BIPEDAL_SCORES, EnvParamError, EnvParams
 from envs.bipedal import TERRAIN_HEIGHT, TERRAIN_LENGTH, TERRAIN_STEP
 from envs.bipedal_cppn import FAMILY as WALKER_FAMILY
 from envs.bipedal_cppn import BipedalCPPNFamily, ground_heights
+from envs.kernel import RowKernel
 from envs.profile import CourseProfile
 from envs.terrain import (
     RES,
@@ -36,6 +37,7 @@ from envs.terrain import (
     course_profile,
     ground_course,
     n_cells_for,
+    terrain_kernel,
 )
 
 FAMILY = "terrain_cppn"
@@ -129,8 +131,13 @@ class TerrainCPPNFamily:
         self.validate(params)
         return TerrainEnv(params, self.course_length, self.max_episode_steps, render_mode, course_of=self.course)
 
+    def row_kernel(self) -> RowKernel:
+        """The compiled fast path the evaluators run: the terrain core on these courses (`envs.kernel`)."""
+        return terrain_kernel(self.course)
+
     def make_batch(self, params: Sequence[EnvParams], seeds: Sequence[int], max_steps: int) -> TerrainBatch:
-        """One row per (params, seed) episode, on the terrain family's compiled core."""
+        """One row per (params, seed) episode, stepped together, on the terrain family's core
+        (tests and analysis; the evaluators run `row_kernel`)."""
         if len(params) != len(seeds):
             raise ValueError(f"got {len(params)} params but {len(seeds)} seeds")
         if int(max_steps) < 1:

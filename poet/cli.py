@@ -26,6 +26,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="poet", description="POET and Enhanced POET runs.")
     parser.add_argument("--version", action="version", version=f"poet {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_run_commands(sub)
+    _add_analysis_commands(sub)
+    return parser
+
+
+def _add_run_commands(sub: argparse._SubParsersAction) -> None:
+    """`poet run` and `poet resume`."""
     r = sub.add_parser("run", help="start a new run")
     r.add_argument("config", nargs="?", help=f"YAML config (default: {QUICKSTART})")
     r.add_argument("--out", help="run directory to create (default: runs/<config>-<time>)")
@@ -70,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no progress bar or phase lines (the run directory and the closing line still print)",
     )
+
+
+def _add_analysis_commands(sub: argparse._SubParsersAction) -> None:
+    """`poet report`, `compare`, `render` and `profile`: they read run directories."""
     rp = sub.add_parser("report", help="write PNG figures and index.html of a run")
     rp.add_argument("run_dir", help="the run directory")
     rp.add_argument("--out", help="folder for the report (default: DIR/report)")
@@ -106,7 +117,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pf.add_argument("--seed", type=int, default=0, help="course seed, for envs not pinned to one course (default: 0)")
     pf.add_argument("--out", required=True, help="figure to write: .png, .svg or .pdf")
-    return parser
 
 
 def _report(args: argparse.Namespace) -> int:

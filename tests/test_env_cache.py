@@ -14,7 +14,7 @@ from poet.evaluation.rollout import run_requests
 from poet.policies import spec_for_spaces
 from tests.conftest import mutation_chain
 
-LOCKSTEP_FAMILIES = sorted(n for n in FAMILIES if not hasattr(make_family(n, EXAMPLE_OPTIONS.get(n)), "make_batch"))
+LOCKSTEP_FAMILIES = sorted(n for n in FAMILIES if not hasattr(make_family(n, EXAMPLE_OPTIONS.get(n)), "row_kernel"))
 
 
 def _policy_action(space: gym.Space, weights: np.ndarray, obs: np.ndarray):

@@ -3,15 +3,19 @@ isolation, error policies, and the batched policy forward."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 import envs
+from envs import terrain_core
 from envs.base import EnvParams
-from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator, NoiseTable, Perturbation, perturb
+from envs.kernel import row_step
+from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator
 from poet.evaluation.protocol import EvalError
 from poet.evaluation.rollout import simulated_steps
 from poet.policies import BatchedPolicy, init_flat, spec_for_spaces
@@ -103,15 +107,33 @@ def test_terrain_results_depend_only_on_their_request(terrain) -> None:
     assert any(r.lengths.min() < cap for r, cap in zip(results, TERRAIN_CAPS))
 
 
-@pytest.mark.parametrize("hidden,steps_per_call", [((8, 8), 65536), ((40, 40), 65536), ((8, 8), 500)])
-def test_terrain_rows_in_one_call_equal_the_lockstep(hidden, steps_per_call, monkeypatch) -> None:
-    """The pool's terrain path (each row to its end inside one compiled call, or in several
-    calls of a few rows) against the same kernels in lock-step (batch step, batched forward,
-    tally): the same returns, lengths and bad flags bit for bit, on mutated courses with mixed
-    step caps, and with weights large enough to give non-finite actions."""
-    from poet.evaluation.rollout import Rows, _step_batch, _tally
+def _lockstep(env, policy: BatchedPolicy, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of a terrain batch in lock-step (the batch's own step, the batched forward, a numpy
+    tally): an independent way to the kernel path's numbers."""
+    n = caps.size
+    returns, lengths, bad, done = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool), np.zeros(n, bool)
+    obs = env.reset()
+    while not done.all():
+        obs, rew, term, trunc = env.step(policy.act(obs, done))
+        live = ~done
+        finite = np.isfinite(rew) & np.isfinite(obs).all(axis=1)
+        returns[live & finite] += rew[live & finite]
+        bad |= live & ~finite
+        lengths[live] += 1
+        done |= live & (term | trunc | (lengths >= caps) | ~finite)
+    return returns, lengths, bad
 
-    monkeypatch.setattr("poet.evaluation.rollout.TERRAIN_STEPS_PER_CALL", steps_per_call)
+
+@pytest.mark.parametrize("hidden,steps_per_call", [((8, 8), 65536), ((40, 40), 65536), ((8, 8), 500)])
+def test_kernel_rows_equal_the_lockstep(hidden, steps_per_call, monkeypatch) -> None:
+    """The terrain family's row kernel as the evaluators run it (each row to its end inside one
+    compiled call, or in several calls of a few rows) against the same physics in lock-step
+    (the batch's step, the batched forward, a tally): the same returns, lengths and bad flags
+    bit for bit, on mutated courses with mixed step caps, and with weights large enough to
+    give non-finite actions."""
+    from poet.evaluation.rollout import Rows, _step_kernel
+
+    monkeypatch.setattr("poet.evaluation.rollout.KERNEL_STEPS_PER_CALL", steps_per_call)
 
     family = envs.make_family("terrain", {"course_length": 30.0, "max_episode_steps": 400})
     env0 = family.make_env(family.initial())
@@ -125,168 +147,14 @@ def test_terrain_rows_in_one_call_equal_the_lockstep(hidden, steps_per_call, mon
     flats = [(rng.standard_normal(spec.num_params) * rng.choice([0.1, 1.0, 3.0])).astype(np.float32) for _ in range(n)]
     flats[3] = np.full(spec.num_params, np.float32(1e38))  # overflows to inf, then NaN
     flats[4][0] = np.nan
-    returns, lengths, bad = _step_batch(family, Rows(params, seeds, caps, BatchedPolicy(spec, np.stack(flats))), None)
+    batch = Rows(params, seeds, caps, BatchedPolicy(spec, np.stack(flats)))
+    returns, lengths, bad = _step_kernel(family.row_kernel(), batch, None)
 
-    env = family.make_batch(params, seeds, int(caps.max()))
-    policy = BatchedPolicy(spec, np.stack(flats))
-    obs, all_done = env.reset(), False
-    expected = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
-    done = np.zeros(n, dtype=bool)
-    while not all_done:
-        obs, rew, term, trunc = env.step(policy.act(obs, done))
-        all_done = _tally(rew, obs, term, trunc, caps, expected[0], expected[1], done, expected[2])
+    expected = _lockstep(family.make_batch(params, seeds, int(caps.max())), BatchedPolicy(spec, np.stack(flats)), caps)
     np.testing.assert_array_equal(returns, expected[0])
     np.testing.assert_array_equal(lengths, expected[1])
     np.testing.assert_array_equal(bad, expected[2])
-    assert bad.any() and (lengths == caps).any() and ((lengths < caps) & ~bad).any()  # every way to end
-
-
-def test_cartpole_results_depend_only_on_their_request(cartpole) -> None:
-    family, spec = cartpole
-    results = _check_request_only(family, spec, [200, 60, 200, 200, 30, 150])
-    assert len({tuple(r.lengths) for r in results}) >= 3
-    # CartPole gives +1 per step
-    for r in results:
-        np.testing.assert_array_equal(r.returns, r.lengths.astype(np.float64))
-
-
-def test_bipedal_results_with_reused_envs_equal_new_envs_results() -> None:
-    """The walker's envs are reused across batches (`EnvCache`); its results stay those of a new env per episode."""
-    from poet.evaluation.rollout import run_requests
-
-    family = envs.make_family("bipedal")
-    spec = _spec(family)
-    caps = [90, 40, 90, 60, 90, 30]
-    results = _check_request_only(family, spec, caps)  # alone, reversed, other batch sizes: envs reused
-    ev = InProcessEvaluator(family, spec)
-    reqs = _requests(family, spec, ev, seed=3, max_steps=caps)
-    new_envs = run_requests(family, spec, reqs, ev._lookup, None)  # no cache: a new env per episode
-    assert all(_same(a, b) for a, b in zip(results, new_envs))
-    ev.evaluate(reqs)
-    assert ev.env_cache.idle > 0  # the comparison above did reuse envs
-    assert len({round(r.mean, 9) for r in results}) >= 4
-
-
-def test_tally_counts_the_steps_results_report_and_results_share_no_memory(terrain) -> None:
-    from poet.evaluation.rollout import RolloutTally, run_requests
-
-    family, spec = terrain
-    ev = InProcessEvaluator(family, spec)
-    reqs = _requests(family, spec, ev, seed=5, max_steps=[40, 90, 20, 70, 55])
-    pinned = family.initial().with_course_seed(321)  # one episode stands for its request's three
-    reqs.append(EvalRequest(reqs[0].policy, pinned, episodes=3, seed=1, max_steps=80))
-    tally = RolloutTally()
-    results = run_requests(family, spec, reqs, ev._lookup, None, tally=tally)
-    assert tally.steps == simulated_steps(reqs, results) == sum(r.steps for r in results) - 2 * results[-1].lengths[0]
-    assert tally.longest == max(int(r.lengths.max()) for r in results) == 90
-    assert results[-1].lengths.tolist() == [results[-1].lengths[0]] * 3
-    before = [r.returns.copy() for r in results]
-    results[0].returns[:] = 1e9  # a caller writing into one result changes no other
-    assert all(np.array_equal(r.returns, b) for r, b in zip(results[1:], before[1:]))
-
-
-def test_results_in_request_order(terrain) -> None:
-    family, spec = terrain
-    ev = InProcessEvaluator(family, spec)
-    reqs = _requests(family, spec, ev, seed=9, max_steps=[10, 20, 30, 40, 50, 60])
-    # one flat env so nobody falls or finishes early: each length is its cap
-    reqs = [EvalRequest(q.policy, family.initial(), q.episodes, q.seed, q.max_steps) for q in reqs]
-    out = ev.evaluate(reqs)
-    assert [list(r.lengths) for r in out] == [[q.max_steps] * q.episodes for q in reqs]
-    assert ev.env_steps == sum(q.max_steps * q.episodes for q in reqs)
-
-
-def test_episode_seed_changes_the_course(terrain) -> None:
-    family, spec = terrain
-    ev = InProcessEvaluator(family, spec)
-    ref = ev.put(_weights(spec, 1, 4)[0])
-    rough = family.initial().replace(roughness=6.0, pit_gap=[0.0, 2.0])
-    a, b, c = ev.evaluate([EvalRequest(ref, rough, 3, s, 100) for s in (1, 1, 2)])
-    assert _same(a, b)
-    assert a.returns.tobytes() != c.returns.tobytes()
-    assert len(set(a.returns.tolist())) > 1  # the episodes of one request get different seeds
-
-
-# ------------------------------------------------------------------ perturbations
-@pytest.fixture(scope="module")
-def terrain_lockstep(terrain):
-    """The terrain family through a batch that is not a TerrainBatch: the lock-step path."""
-    return FaultyTerrainFamily(), terrain[1]
-
-
-@pytest.mark.parametrize("fixture", ["terrain", "terrain_lockstep", "cartpole"])
-def test_perturbed_request_equals_explicitly_perturbed_weights(fixture, request) -> None:
-    """Each path applies the perturbation where its rows run (the terrain kernel as a row
-    starts, the others once per batch): the numbers of weights perturbed by `perturb`, also
-    with plain rows and two policies in the same batch."""
-    family, spec = request.getfixturevalue(fixture)
-    noise = NoiseTable(np.random.SeedSequence(77), NOISE_SIZE)
-    ev = InProcessEvaluator(family, spec, noise)
-    thetas = _weights(spec, 2, 5, scale=0.3)
-    refs = [ev.put(t) for t in thetas]
-    env = mutation_chain(family, 2, 1)[-1]
-    cases = [(123, 0.3, 1), (123, 0.3, -1), (NOISE_SIZE - spec.num_params, 0.5, 1), (0, 0.05, -1), None, (9, 0.2, 1)]
-    es = ev.evaluate(
-        [EvalRequest(refs[i % 2], env, 2, 42, 80, None if c is None else Perturbation(*c)) for i, c in enumerate(cases)]
-    )
-    explicit_refs = [
-        refs[i % 2] if c is None else ev.put(perturb(thetas[i % 2], noise.get(c[0], spec.num_params), c[1], c[2]))
-        for i, c in enumerate(cases)
-    ]
-    explicit = ev.evaluate([EvalRequest(r, env, 2, 42, 80) for r in explicit_refs])
-    for a, b in zip(es, explicit):
-        assert _same(a, b)
-    assert len({r.returns.tobytes() for r in es}) > 1
-
-
-def test_perturb_formula() -> None:
-    theta = np.array([1.0, -2.0], dtype=np.float32)
-    eps = np.array([0.5, 4.0], dtype=np.float32)
-    out = perturb(theta, eps, 0.1, -1)
-    assert out.dtype == np.float32
-    np.testing.assert_allclose(out, [0.95, -2.4], rtol=1e-6)
-
-
-# ------------------------------------------------------------------ policy refs
-def test_put_is_content_addressed(terrain) -> None:
-    family, spec = terrain
-    ev = InProcessEvaluator(family, spec)
-    w, other = _weights(spec, 2, 8)
-    ref = ev.put(w)
-    assert ev.put(w.copy()) == ref
-    assert ev.put(w.astype(np.float64)) == ref
-    assert ev.put(other) != ref
-    with pytest.raises(ValueError, match=str(spec.num_params)):
-        ev.put(w[:-1])
-
-
-def test_put_copies_weights(terrain) -> None:
-    family, spec = terrain
-    ev = InProcessEvaluator(family, spec)
-    w = _weights(spec, 1, 10)[0]
-    ref = ev.put(w)
-    req = EvalRequest(ref, family.initial(), 1, 3, 60)
-    before = ev.evaluate([req])[0]
-    w[:] = 0.0  # the caller reusing its buffer must not change the stored policy
-    assert _same(before, ev.evaluate([req])[0])
-
-
-def test_release_forgets_only_the_released_policy(terrain) -> None:
-    family, spec = terrain
-    ev = InProcessEvaluator(family, spec)
-    a, b = _weights(spec, 2, 11)
-    ra, rb = ev.put(a), ev.put(b)
-    env = family.initial()
-    ok_b = ev.evaluate([EvalRequest(rb, env, 1, 0, 20)])[0]
-    ev.release([ra])
-    try:
-        out = ev.evaluate([EvalRequest(ra, env, 1, 0, 20)])[0]
-    except KeyError as exc:
-        assert ra.key in str(exc)
-    else:
-        assert not out.ok and ra.key in out.error.message and "KeyError" in out.error.message
-    assert _same(ok_b, ev.evaluate([EvalRequest(rb, env, 1, 0, 20)])[0])
-    ev.release([ra])  # releasing twice is harmless
+    assert bad.any() and len(set(lengths.tolist())) > 4  # the comparison covers both paths of a row
 
 
 def test_released_ref_raises_keyerror_naming_the_key(terrain) -> None:
@@ -304,30 +172,41 @@ NAN_ROUGHNESS = 8.8  # the row with this roughness gets a NaN reward on step 4
 RAISE_MESSAGE = "simulated physics blow-up"
 
 
-class FaultyBatch:
-    """A terrain batch that misbehaves for chosen param values."""
+class FaultyEnv(gym.Wrapper):
+    """A terrain env that misbehaves for chosen param values: raises on step 3, or gives a NaN
+    reward on step 4."""
 
-    def __init__(self, inner, params: Sequence[EnvParams]):
-        self.inner, self.num_envs, self.t = inner, inner.num_envs, 0
-        self.raises = any(p["roughness"] == RAISE_ROUGHNESS for p in params)
-        self.nan_rows = np.array([p["roughness"] == NAN_ROUGHNESS for p in params])
-
-    def reset(self):
+    def __init__(self, env, params: EnvParams):
+        super().__init__(env)
+        self.raises, self.nan = params["roughness"] == RAISE_ROUGHNESS, params["roughness"] == NAN_ROUGHNESS
         self.t = 0
-        return self.inner.reset()
 
-    def step(self, actions):
+    def reset(self, **kwargs):
+        self.t = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
         self.t += 1
         if self.raises and self.t == 3:
             raise RuntimeError(RAISE_MESSAGE)
-        obs, rew, term, trunc = self.inner.step(actions)
-        if self.t == 4:
-            rew = np.where(self.nan_rows, np.nan, rew)
-        return obs, rew, term, trunc
+        obs, rew, term, trunc, info = self.env.step(action)
+        return obs, (np.nan if self.nan and self.t == 4 else rew), term, trunc, info
+
+
+@row_step
+def _faulty_step(data, row, action, state, obs):
+    """Terrain's step, with a NaN reward on step 4 of a row flagged in the data's last values
+    (state[KERNEL_STATE] counts the row's steps)."""
+    reward, ended = terrain_core.kernel_step(data, row, action, state, obs)
+    state[terrain_core.KERNEL_STATE] += 1.0
+    if data[2][2 + row] > 0.0 and state[terrain_core.KERNEL_STATE] == 4.0:
+        reward = np.nan
+    return reward, ended
 
 
 class TerrainWrapper:
-    """The terrain family (course_length 20), every method delegated."""
+    """The terrain family (course_length 20), every method delegated; no row kernel, so its
+    episodes run as gymnasium envs."""
 
     name = "terrain"
 
@@ -352,27 +231,46 @@ class TerrainWrapper:
     def flat(self, params):
         return self.inner.flat(params)
 
-    def make_batch(self, params, seeds, max_steps):
-        return self.inner.make_batch(params, seeds, max_steps)
+
+class FaultySlotsFamily(TerrainWrapper):
+    """Terrain as gymnasium envs, misbehaving as FaultyEnv does."""
+
+    def make_env(self, params, render_mode=None):
+        return FaultyEnv(self.inner.make_env(params, render_mode), params)
 
 
-class FaultyTerrainFamily(TerrainWrapper):
-    """Terrain with FaultyBatch as its batched path."""
+class FaultyKernelFamily(TerrainWrapper):
+    """Terrain's row kernel, misbehaving: building a batch with a RAISE_ROUGHNESS row raises,
+    a NAN_ROUGHNESS row gets a NaN reward on its step 4 (a compiled step of this module's)."""
 
-    def make_batch(self, params, seeds, max_steps):
-        return FaultyBatch(self.inner.make_batch(params, seeds, max_steps), params)
+    def row_kernel(self):
+        inner = self.inner.row_kernel()
+
+        def data(params, seeds):
+            if any(p["roughness"] == RAISE_ROUGHNESS for p in params):
+                raise RuntimeError(RAISE_MESSAGE)
+            table, ints, floats = inner.data(params, seeds)
+            flags = [1.0 if p["roughness"] == NAN_ROUGHNESS else 0.0 for p in params]
+            return table, ints, np.concatenate([floats, flags])
+
+        return dataclasses.replace(inner, state_size=inner.state_size + 1, data=data, step=_faulty_step)
 
 
 class RecordingTerrainFamily(TerrainWrapper):
-    """Terrain that records the rows of every batch env it builds."""
+    """Terrain that records the rows of every batch it builds for its row kernel."""
 
     def __init__(self):
         super().__init__()
         self.batches: list[int] = []
 
-    def make_batch(self, params, seeds, max_steps):
-        self.batches.append(len(params))
-        return self.inner.make_batch(params, seeds, max_steps)
+    def row_kernel(self):
+        inner = self.inner.row_kernel()
+
+        def data(params, seeds):
+            self.batches.append(len(params))
+            return inner.data(params, seeds)
+
+        return dataclasses.replace(inner, data=data)
 
 
 @pytest.mark.parametrize(
@@ -389,9 +287,10 @@ def test_batch_rows_bounds_batches_without_splitting_requests(terrain, batch_row
     assert family.batches == sizes
 
 
-@pytest.fixture(scope="module")
-def faulty(terrain):
-    return FaultyTerrainFamily(), terrain[1]
+@pytest.fixture(scope="module", params=["kernel", "slots"])
+def faulty(terrain, request):
+    """Terrain misbehaving on its row kernel's path, and as gymnasium envs."""
+    return (FaultyKernelFamily() if request.param == "kernel" else FaultySlotsFamily()), terrain[1]
 
 
 def _good_requests(family, ev, spec) -> list[EvalRequest]:
@@ -757,13 +656,13 @@ def test_the_compiled_tanh_is_within_one_ulp_and_keeps_nan() -> None:
     assert np.isnan(tanh_all(np.array([np.nan], np.float32))[0])
 
 
-def test_a_stop_request_ends_a_terrain_batch_between_its_compiled_calls(monkeypatch) -> None:
-    """The terrain path looks at a stop request between its compiled calls (each of up to
-    TERRAIN_STEPS_PER_CALL step caps): never before the first, then before each next one."""
+def test_a_stop_request_ends_a_kernel_batch_between_its_compiled_calls(monkeypatch) -> None:
+    """The row kernel's path looks at a stop request between its compiled calls (each of up to
+    KERNEL_STEPS_PER_CALL step caps): never before the first, then before each next one."""
     from poet.errors import WaveInterrupted
-    from poet.evaluation.rollout import Rows, _step_batch
+    from poet.evaluation.rollout import Rows, _step_kernel
 
-    monkeypatch.setattr("poet.evaluation.rollout.TERRAIN_STEPS_PER_CALL", 250)
+    monkeypatch.setattr("poet.evaluation.rollout.KERNEL_STEPS_PER_CALL", 250)
     family = envs.make_family("terrain", {"course_length": 30.0})
     env0 = family.make_env(family.initial())
     spec = spec_for_spaces(env0.observation_space, env0.action_space, (8, 8), "tanh")
@@ -780,10 +679,10 @@ def test_a_stop_request_ends_a_terrain_batch_between_its_compiled_calls(monkeypa
 
     batch = Rows(params, seeds, caps, BatchedPolicy(spec, np.stack(flats)))
     with pytest.raises(WaveInterrupted):
-        _step_batch(family, batch, lambda: look(stop_at=2))
+        _step_kernel(family.row_kernel(), batch, lambda: look(stop_at=2))
     assert polls == [False, True]
     polls.clear()
-    returns, lengths, bad = _step_batch(family, batch, lambda: look(stop_at=0))
+    returns, lengths, bad = _step_kernel(family.row_kernel(), batch, lambda: look(stop_at=0))
     assert polls == [False, False] and (lengths > 0).all()
 
 

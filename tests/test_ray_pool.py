@@ -3,6 +3,7 @@ env errors, memory that does not grow with policies, and a 2-node cluster."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -12,6 +13,7 @@ import sys
 import threading
 import time
 
+import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
@@ -166,10 +168,30 @@ def test_the_pool_opens_no_connection_of_its_own(ray_local):
     # and no module imports a transport of its own: tests/test_layout.py
 
 
+class HookedEnv(gym.Wrapper):
+    """An env whose t-th step of an episode calls `hook(t, reward)` after stepping; what the hook
+    returns is the step's reward."""
+
+    def __init__(self, env, hook):
+        super().__init__(env)
+        self.hook, self.t = hook, 0
+
+    def reset(self, **kwargs):
+        self.t = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        self.t += 1
+        obs, reward, term, trunc, info = self.env.step(action)
+        return obs, self.hook(self.t, reward), term, trunc, info
+
+
 class FlakyFamily:
-    """Terrain whose env raises when roughness is 0.5 and returns a NaN reward when it is 0.7."""
+    """Terrain, run as gymnasium envs (no row kernel), whose env raises on step 5 when roughness
+    is 0.5 and returns a NaN reward on step 3 when it is 0.7."""
 
     name = "terrain"
+    row_kernel = None  # episodes run as gymnasium envs, where these families misbehave
 
     def __init__(self, start_roughness: float = 0.0):
         self.inner = envs.make_family("terrain", {"course_length": 20.0})
@@ -183,25 +205,13 @@ class FlakyFamily:
             raise AttributeError(item)
         return getattr(self.inner, item)
 
-    def make_batch(self, params, seeds, max_steps):
-        return FlakyBatch(self.inner.make_batch(params, seeds, max_steps), [p["roughness"] for p in params])
+    def make_env(self, params, render_mode=None):
+        return HookedEnv(self.inner.make_env(params, render_mode), functools.partial(self.hook, params["roughness"]))
 
-
-class FlakyBatch:
-    def __init__(self, inner, roughness):
-        self.inner, self.roughness, self.num_envs = inner, np.asarray(roughness), inner.num_envs
-        self.t = 0
-
-    def reset(self):
-        return self.inner.reset()
-
-    def step(self, actions):
-        self.t += 1
-        obs, rew, term, trunc = self.inner.step(actions)
-        if self.t == 5 and np.any(self.roughness == 0.5):
+    def hook(self, roughness: float, t: int, reward: float) -> float:
+        if roughness == 0.5 and t == 5:
             raise RuntimeError("terrain generator exploded")
-        rew = np.where((self.roughness == 0.7) & (self.t == 3), np.nan, rew)
-        return obs, rew, term, trunc
+        return np.nan if roughness == 0.7 and t == 3 else reward
 
 
 def test_env_errors_carry_identity_and_spare_the_rest(ray_local):
@@ -356,10 +366,10 @@ def test_local_run_ignores_ray_address_and_starts_its_own_pool(tiny, tmp_path):
 class KillerFamily(FlakyFamily):
     """Terrain whose env ends its worker process (os._exit) when roughness is 0.9."""
 
-    def make_batch(self, params, seeds, max_steps):
-        if any(p["roughness"] == 0.9 for p in params):
+    def make_env(self, params, render_mode=None):
+        if params["roughness"] == 0.9:
             os._exit(3)
-        return self.inner.make_batch(params, seeds, max_steps)
+        return self.inner.make_env(params, render_mode)
 
 
 def test_a_request_that_kills_its_worker_fails_alone(ray_local):
@@ -382,17 +392,24 @@ def test_a_request_that_kills_its_worker_fails_alone(ray_local):
 
 
 class DiesOnceWhileFlaggedFamily(FlakyFamily):
-    """Terrain whose worker process is killed (SIGKILL) at a batch's 20th step while a flag file
-    exists; the first worker there removes the flag, so exactly one dies (numbers unchanged)."""
+    """Terrain whose worker process is killed (SIGKILL) at a multiple of its 20th env step while a
+    flag file exists; the first worker there removes the flag, so exactly one dies (numbers
+    unchanged)."""
 
     def __init__(self, flag: str):
         super().__init__()
-        self.flag = flag
+        self.flag, self.steps = flag, 0
 
-    def make_batch(self, params, seeds, max_steps):
-        batch = self.inner.make_batch(params, seeds, max_steps)
-        batch.step = step_or_die(batch.step, self.flag)
-        return batch
+    def hook(self, roughness: float, t: int, reward: float) -> float:
+        self.steps += 1  # in this process
+        if self.steps % 20 == 0:
+            try:
+                os.unlink(self.flag)
+            except FileNotFoundError:
+                pass
+            else:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return reward
 
 
 def step_or_die(step, flag: str, at: int = 20):
@@ -442,11 +459,10 @@ def test_killed_worker_mid_wave_gives_identical_results(ray_local, tmp_path):
 class HangingFamily(FlakyFamily):
     """Terrain whose env step never returns when roughness is 0.8 (a simulator stuck in a loop)."""
 
-    def make_batch(self, params, seeds, max_steps):
-        batch = self.inner.make_batch(params, seeds, max_steps)
-        if any(p["roughness"] == 0.8 for p in params):
-            batch.step = lambda actions: time.sleep(3600)
-        return batch
+    def hook(self, roughness: float, t: int, reward: float) -> float:
+        if roughness == 0.8:
+            time.sleep(3600)
+        return reward
 
 
 def test_deadline_kills_a_chunk_that_never_returns_and_only_its_request_fails(ray_local):
@@ -501,17 +517,10 @@ class SlowWhileFlaggedFamily(FlakyFamily):
         super().__init__()
         self.flag = flag
 
-    def make_batch(self, params, seeds, max_steps):
-        batch = self.inner.make_batch(params, seeds, max_steps)
-        step, flag = batch.step, self.flag
-
-        def slow_step(actions):
-            if os.path.exists(flag):
-                time.sleep(0.5)
-            return step(actions)
-
-        batch.step = slow_step
-        return batch
+    def hook(self, roughness: float, t: int, reward: float) -> float:
+        if os.path.exists(self.flag):
+            time.sleep(0.5)
+        return reward
 
 
 def test_sigterm_during_a_long_wave_exits_within_seconds_and_resume_equals_straight(

@@ -149,7 +149,7 @@ class Deadlines:
     at the rate measured for its kind ("chunk" or "job": seconds per unit of work over the
     units of that kind finished so far, recent ones weighing more), never less than `floor`.
     A chunk's work is its env steps at its step caps (an upper bound: most episodes end
-    sooner) plus its lock-step iterations; a job's, its cost in env steps. Before a unit
+    sooner) plus its longest episode's steps; a job's, its cost in env steps. Before a unit
     of its kind is timed, PRIOR_STEP_SECONDS per unit of work stands in.
     """
 

@@ -50,8 +50,8 @@ from poet.evaluation.rollout import (
     RolloutTally,
     error_result,
     results_of,
+    row_kernel_of,
     run_table,
-    steps_in_slots,
 )
 from poet.policies import PolicySpec
 
@@ -91,7 +91,7 @@ class RolloutWorker:
         """Evaluate a chunk: `head` is the pickled `RequestTable`; its weights rows are the
         float32 rows of the `weights` byte strings. Returns, pickled, `run_table`'s packed
         results and, for the pool's deadlines and step count, (seconds, env steps simulated,
-        lock-step iterations: the longest episode)."""
+        the longest episode's steps)."""
         table = pickle.loads(head)
         rows = np.frombuffer(b"".join(weights), dtype=np.float32).reshape(-1, self.spec.num_params)
         t0 = time.perf_counter()
@@ -302,61 +302,14 @@ class RayEvaluator:
         queue = deque((unit, 0) for unit in units)
 
         def fail(wi: int, why: Callable[[int], str]) -> None:
-            """The worker died or overran running its head unit: replace it and re-plan its units.
-            `why(n)` says what happened n times."""
-            head, *behind = self.workers[wi].queue
-            self._replace(wi)
-            for e in reversed(behind):  # not theirs to pay for: same attempt, front of the queue
-                queue.appendleft((e.items, e.attempt))
-            if len(head.items) > 1:
-                half = len(head.items) // 2
-                queue.appendleft((head.items[half:], head.attempt))
-                queue.appendleft((head.items[:half], head.attempt))
-            elif head.attempt + 1 > self.max_chunk_retries:
-                give_up(head.items, why(head.attempt + 1))
-            else:
-                queue.appendleft((head.items, head.attempt + 1))
+            self._fail(queue, give_up, wi, why)
 
         try:
             while queue or any(w.queue for w in self.workers):
                 if self.should_stop is not None and self.should_stop():
                     raise WaveInterrupted("stop requested during a wave")
-                # The next unit (the costliest left) goes to the least busy worker, so a wave of
-                # a few big chunks spreads over all workers instead of queueing on the first.
-                while queue:
-                    wi = min(range(len(self.workers)), key=lambda w: self.workers[w].inflight)
-                    worker = self.workers[wi]
-                    # Queueing a unit behind a running one hides the call's latency, but the last
-                    # units of a wave go only to idle workers: queued behind a long unit, one would
-                    # keep its worker busy while the others have nothing left to do.
-                    if worker.inflight >= (self.inflight_per_worker if len(queue) > len(self.workers) else 1):
-                        break
-                    unit, attempt = queue.popleft()
-                    if not worker.queue:
-                        worker.started = time.monotonic()
-                    worker.queue.append(_Unit(unit, attempt, budget(unit), submit(wi, unit)))
-                now = time.monotonic()
-                due = min((w.started + w.queue[0].budget for w in self.workers if w.queue), default=now)
-                busy = [wi for wi, w in enumerate(self.workers) if w.queue]
-                heads = {self.workers[wi].queue[0].answer: wi for wi in busy}
-                ready, _ = self._ray.wait(list(heads), num_returns=1, timeout=min(POLL_SECONDS, max(0.0, due - now)))
-                for ref in ready:
-                    wi = heads[ref]
-                    worker = self.workers[wi]
-                    try:
-                        out = self._ray.get(ref)
-                    except (
-                        self._ray.exceptions.RayActorError,
-                        self._ray.exceptions.WorkerCrashedError,
-                        self._ray.exceptions.ObjectLostError,
-                    ) as exc:
-                        reason = ray_failure(exc)
-                        fail(wi, lambda n, r=reason: f"the worker died {_times(n)} running it ({r})")
-                        continue
-                    entry = worker.queue.popleft()
-                    now = time.monotonic()
-                    seconds, worker.started = now - worker.started, now  # the next unit starts now
-                    deliver(entry.items, out, seconds)
+                self._submit_queued(queue, submit, budget)
+                self._take_answers(deliver, fail)
                 now = time.monotonic()
                 for wi, worker in enumerate(self.workers):
                     if worker.queue and now > worker.started + worker.queue[0].budget:
@@ -371,12 +324,75 @@ class RayEvaluator:
             for worker in self.workers:
                 worker.queue.clear()
 
+    def _fail(
+        self, queue: deque, give_up: Callable[[list[int], str], None], wi: int, why: Callable[[int], str]
+    ) -> None:
+        """Worker `wi` died or overran running its head unit: replace it and re-plan its units.
+        `why(n)` says what happened n times."""
+        head, *behind = self.workers[wi].queue
+        self._replace(wi)
+        for e in reversed(behind):  # not theirs to pay for: same attempt, front of the queue
+            queue.appendleft((e.items, e.attempt))
+        if len(head.items) > 1:
+            half = len(head.items) // 2
+            queue.appendleft((head.items[half:], head.attempt))
+            queue.appendleft((head.items[:half], head.attempt))
+        elif head.attempt + 1 > self.max_chunk_retries:
+            give_up(head.items, why(head.attempt + 1))
+        else:
+            queue.appendleft((head.items, head.attempt + 1))
+
+    def _submit_queued(
+        self, queue: deque, submit: Callable[[int, list[int]], Any], budget: Callable[[list[int]], float]
+    ) -> None:
+        """The next units (the costliest left first) to the least busy workers, so a wave of a few
+        big chunks spreads over all workers instead of queueing on the first."""
+        while queue:
+            wi = min(range(len(self.workers)), key=lambda w: self.workers[w].inflight)
+            worker = self.workers[wi]
+            # Queueing a unit behind a running one hides the call's latency, but the last
+            # units of a wave go only to idle workers: queued behind a long unit, one would
+            # keep its worker busy while the others have nothing left to do.
+            if worker.inflight >= (self.inflight_per_worker if len(queue) > len(self.workers) else 1):
+                break
+            unit, attempt = queue.popleft()
+            if not worker.queue:
+                worker.started = time.monotonic()
+            worker.queue.append(_Unit(unit, attempt, budget(unit), submit(wi, unit)))
+
+    def _take_answers(
+        self, deliver: Callable[[list[int], Any, float], None], fail: Callable[[int, Callable[[int], str]], None]
+    ) -> None:
+        """Wait (until the next deadline, at most POLL_SECONDS) for a worker's head unit and
+        deliver what has come; a dead worker's unit goes to `fail`."""
+        now = time.monotonic()
+        due = min((w.started + w.queue[0].budget for w in self.workers if w.queue), default=now)
+        heads = {w.queue[0].answer: wi for wi, w in enumerate(self.workers) if w.queue}
+        ready, _ = self._ray.wait(list(heads), num_returns=1, timeout=min(POLL_SECONDS, max(0.0, due - now)))
+        for ref in ready:
+            wi = heads[ref]
+            worker = self.workers[wi]
+            try:
+                out = self._ray.get(ref)
+            except (
+                self._ray.exceptions.RayActorError,
+                self._ray.exceptions.WorkerCrashedError,
+                self._ray.exceptions.ObjectLostError,
+            ) as exc:
+                reason = ray_failure(exc)
+                fail(wi, lambda n, r=reason: f"the worker died {_times(n)} running it ({r})")
+                continue
+            entry = worker.queue.popleft()
+            now = time.monotonic()
+            seconds, worker.started = now - worker.started, now  # the next unit starts now
+            deliver(entry.items, out, seconds)
+
     def _plan(self, requests: Sequence[EvalRequest]) -> list[list[int]]:
         """The wave's chunks."""
         cost = self.episode_lengths.expected(requests)[1]
         if self.chunks_per_worker is not None:
             return plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows, cost)
-        if steps_in_slots(self.family):
+        if row_kernel_of(self.family, self.spec) is None:
             # gymnasium envs stepped ENV_SLOTS at a time: chunks shrinking towards the end of
             # the wave, down to MIN_SLOT_CHUNK_ROWS episodes.
             return plan_guided(requests, self.num_workers, MIN_SLOT_CHUNK_ROWS, self.batch_rows, cost)

@@ -1,19 +1,17 @@
-"""The rollout core every evaluator runs: many episodes stepped together.
+"""The rollout core every evaluator runs: a batch of episodes, one row each.
 
-Requests are expanded into rows (one per episode), and one batched policy forward per
-step gives every row its action from its own weights.
+Requests are expanded into rows (one per episode); every row acts with its own weights.
 
-- A family with a batched path (`make_batch`) steps all rows of a batch in lock-step.
-  The terrain family's batch instead runs each row to its end in turn inside one compiled
-  loop, policy included (`_terrain_rows`): a row's weights then stay in the CPU's nearest
-  cache for its whole episode, where a lock-step streams every row's weights once per step.
-  Both give the same numbers (tests/test_evaluation.py).
+- A family with a row kernel (`row_kernel()`, `envs.kernel`) runs each row to its end in
+  turn inside one compiled loop, the policy's forward included (`_kernel_rows`): a row's
+  weights then stay in the CPU's nearest cache for its whole episode, and no Python runs
+  per step. The family brings only its compiled `reset` and `step`; this loop names none.
 - Any other family steps gymnasium envs in `ENV_SLOTS` slots: when a slot's episode ends,
-  the next row starts in it at once, so the forward stays full until the last episodes
-  (a lock-step batch would run its last, longest episodes with one live row). Envs come
-  from and go back to an `EnvCache` where the family renews them.
+  the next row starts in it at once, so the batched forward stays full until the last
+  episodes. Envs come from and go back to an `EnvCache` where the family renews them.
 
-Rows never interact, so a request's result is the same whatever else shares its batch.
+Both give the same numbers for the same episodes (tests/test_evaluation.py). Rows never
+interact, so a request's result is the same whatever else shares its batch.
 """
 
 from __future__ import annotations
@@ -27,8 +25,8 @@ import numba
 import numpy as np
 from gymnasium.wrappers import OrderEnforcing, TimeLimit
 
-from envs import EnvCache, EnvFamily, EnvParams, terrain_core
-from envs.terrain import TerrainBatch
+from envs import EnvCache, EnvFamily, EnvParams
+from envs.kernel import KERNEL_DATA, RESET_SIGNATURE, STEP_SIGNATURE, RowKernel
 from poet.errors import WaveInterrupted
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.protocol import EvalError, EvalRequest, EvalResult, PolicyRef
@@ -37,7 +35,7 @@ from poet.seeding import episode_seeds
 
 WeightsLookup = Callable[[PolicyRef], np.ndarray]
 StopCheck = Callable[[], bool] | None
-# lock-step iterations between two looks at a stop request (a look costs well under a microsecond)
+# slot-loop steps between two looks at a stop request (a look costs well under a microsecond)
 STOP_POLL_STEPS = 64
 # gymnasium envs stepped together: enough to make the batched forward cheap per row, few enough
 # that each env's physics state stays in the CPU caches between its steps (of 1, 4 and 8 at a
@@ -60,9 +58,19 @@ def _finite_rows(rew: np.ndarray, obs: np.ndarray) -> np.ndarray:
     return np.isfinite(rew) & np.all(np.isfinite(obs), axis=1)
 
 
-def steps_in_slots(family: EnvFamily) -> bool:
-    """Whether the family's episodes run as gymnasium envs in ENV_SLOTS slots (no batched path)."""
-    return not hasattr(family, "make_batch")
+def row_kernel_of(family: EnvFamily, spec: PolicySpec) -> RowKernel | None:
+    """The family's row kernel where its episodes run in the compiled loop (a box-action
+    policy); None: they run as gymnasium envs in ENV_SLOTS slots."""
+    make = getattr(family, "row_kernel", None)
+    if make is None or spec.action_kind != "box":
+        return None
+    kernel = make()
+    if (kernel.obs_dim, kernel.act_dim) != (spec.obs_dim, spec.act_dim):
+        raise ValueError(
+            f"family {family.name!r}: its row kernel has {kernel.obs_dim} observations and {kernel.act_dim} "
+            f"actions, its envs {spec.obs_dim} and {spec.act_dim}"
+        )
+    return kernel
 
 
 def check_perturbations(offsets: np.ndarray, dim: int, noise: NoiseTable | None) -> None:
@@ -191,78 +199,11 @@ class RequestTable:
         return Rows(params, seeds, np.repeat(self.max_steps[first:stop], counts), policy)
 
 
-@numba.njit(cache=True)
-def _tally(
-    rewards: np.ndarray,
-    obs: np.ndarray,
-    terminated: np.ndarray,
-    truncated: np.ndarray,
-    caps: np.ndarray,
-    returns: np.ndarray,
-    lengths: np.ndarray,
-    done: np.ndarray,
-    bad: np.ndarray,
-) -> bool:
-    """Add one lock-step to every row not yet done; returns whether all rows are done.
-
-    A row ends at termination, truncation, its step cap or a non-finite reward or observation
-    (then it is `bad` and that step's reward is not added)."""
-    all_done = True
-    for r in range(returns.size):
-        if done[r]:
-            continue
-        finite = np.isfinite(rewards[r])
-        for k in range(obs.shape[1]):
-            finite = finite and np.isfinite(obs[r, k])
-        if finite:
-            returns[r] += rewards[r]
-        else:
-            bad[r] = True
-        lengths[r] += 1
-        done[r] = terminated[r] or truncated[r] or lengths[r] >= caps[r] or not finite
-        all_done = all_done and done[r]
-    return all_done
-
-
-def _step_batch(family: EnvFamily, batch: Rows, should_stop: StopCheck) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All rows in lock-step through the family's batched path: three compiled calls per step
-    (the policy's forward, the family's step when it is compiled, the tally)."""
-    n = len(batch.params)
-    env = family.make_batch(batch.params, batch.seeds, int(batch.caps.max()))
-    try:
-        if _runs_terrain_core(env) and batch.policy.spec.action_kind == "box":
-            return _step_terrain_rows(env, batch, should_stop)
-        batch.policy.perturbed_rows()
-        obs = env.reset()
-        state = batch.caps, np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-        _, returns, lengths, done, bad = state
-        t, all_done = 0, False
-        while not all_done:
-            t += 1
-            if should_stop is not None and t % STOP_POLL_STEPS == 0 and should_stop():
-                raise WaveInterrupted("stop requested during a batch of rollouts")
-            obs, rew, term, trunc = env.step(batch.policy.act(obs, done))
-            all_done = _tally(
-                np.asarray(rew, dtype=np.float64), obs.reshape(n, -1), np.asarray(term), np.asarray(trunc), *state
-            )
-        return returns, lengths, bad
-    finally:
-        close = getattr(env, "close", None)
-        if close is not None:
-            close()
-
-
-def _runs_terrain_core(env: Any) -> bool:
-    """Whether `env` is a terrain batch that steps with the compiled core: not a subclass, and
-    not one whose `step` was replaced (a wrapper's step must run as it is)."""
-    return type(env) is TerrainBatch and "step" not in vars(env)
-
-
 _NO_NOISE = np.zeros(0, dtype=np.float32)
 
 
 def row_perturbations(policy: BatchedPolicy) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """What `_terrain_rows` reads to perturb each row's weights as it starts the row: (noise,
+    """What `_kernel_rows` reads to perturb each row's weights as it starts the row: (noise,
     offsets, scales, packed order); no perturbation anywhere: offsets all -1."""
     if policy.perturbations is None:
         rows = policy.index.size
@@ -270,40 +211,71 @@ def row_perturbations(policy: BatchedPolicy) -> tuple[np.ndarray, np.ndarray, np
     return (*policy.perturbations, pack_order(policy.spec))
 
 
-# step caps summed over the rows of one compiled call of `_terrain_rows`, between two looks at a
+# step caps summed over the rows of one compiled call of `_kernel_rows`, between two looks at a
 # stop request: a call then lasts a few tens of milliseconds at most, and a chunk of an ES wave
 # (rows of a few hundred steps) goes in one or two calls, each of which pays for converting its
 # arguments
-TERRAIN_STEPS_PER_CALL = 65536
+KERNEL_STEPS_PER_CALL = 65536
 
 
-def _step_terrain_rows(
-    env: TerrainBatch, batch: Rows, should_stop: StopCheck
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`_step_batch` for a terrain batch: each row to its end in turn, the rows of up to
-    TERRAIN_STEPS_PER_CALL step caps per compiled call."""
+def _step_kernel(kernel: RowKernel, batch: Rows, should_stop: StopCheck) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every row of a batch to its end through the family's row kernel, the rows of up to
+    KERNEL_STEPS_PER_CALL step caps per compiled call: (returns, lengths, bad)."""
     n = batch.caps.size
     out = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)  # returns, lengths, bad
-    course = env.table, env.bases, env.max_cell, env.course_length, env.progress_scale
-    perturbations = row_perturbations(batch.policy)
-    ends = np.cumsum(batch.caps) // TERRAIN_STEPS_PER_CALL  # rows of one call share a value
+    data = kernel.batch_data(batch.params, batch.seeds)
+    functions = kernel.reset, kernel.step, data, kernel.obs_dim, kernel.state_size
+    policy = batch.policy
+    rows = *policy.packed, policy.index, *row_perturbations(policy), batch.caps
+    ends = np.cumsum(batch.caps) // KERNEL_STEPS_PER_CALL  # rows of one call share a value
     stop = 0
     while stop < n:
         first, stop = stop, int(np.searchsorted(ends, ends[stop], side="right"))
         if should_stop is not None and first and should_stop():
             raise WaveInterrupted("stop requested during a batch of rollouts")
-        policy = batch.policy
-        _terrain_rows(*course, *policy.packed, policy.index, *perturbations, batch.caps, first, stop, *out)
+        _kernel_rows(*functions, *rows, first, stop, *out)
     return out
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _terrain_rows(
-    table: np.ndarray,
-    bases: np.ndarray,
-    max_cell: int,
-    course_length: float,
-    progress_scale: float,
+def _readonly(dtype: numba.types.Type, ndim: int = 1) -> numba.types.Array:
+    return numba.types.Array(dtype, ndim, "C", readonly=True)
+
+
+_f32, _i64 = numba.types.float32, numba.types.int64
+# One signature for every family (their functions are values of fixed types), so the loop is
+# compiled once and then loaded from numba's cache, whatever family runs it.
+_KERNEL_ROWS = numba.types.void(
+    numba.types.FunctionType(RESET_SIGNATURE),
+    numba.types.FunctionType(STEP_SIGNATURE),
+    KERNEL_DATA,
+    _i64,  # obs_dim
+    _i64,  # state_size
+    _readonly(_f32, 2),  # weights
+    _readonly(_i64),  # layer sizes
+    _i64,  # activation
+    _readonly(_f32),  # action low
+    _readonly(_f32),  # action span
+    _readonly(_i64),  # index
+    _readonly(_f32),  # noise
+    _readonly(_i64),  # offsets
+    _readonly(_f32),  # scales
+    _readonly(_i64),  # packed order
+    _readonly(_i64),  # caps
+    _i64,  # first
+    _i64,  # stop
+    numba.types.float64[::1],  # returns
+    _i64[::1],  # lengths
+    numba.types.boolean[::1],  # bad
+)
+
+
+@numba.njit(_KERNEL_ROWS, cache=True, error_model="numpy")
+def _kernel_rows(
+    reset: Callable,
+    step: Callable,
+    data: tuple,
+    obs_dim: int,
+    state_size: int,
     weights: np.ndarray,
     sizes: np.ndarray,
     activation: int,
@@ -321,17 +293,15 @@ def _terrain_rows(
     lengths: np.ndarray,
     bad: np.ndarray,
 ) -> None:
-    """Rows first..stop-1 of a terrain batch, each run to its end: an ES row's weights are
-    perturbed as the row starts (`perturb`'s float32 formula on the packed layout, into one
-    scratch row, so no perturbed copy per row is ever stored), then per step the row's forward
-    (`forward_row`), the physics (`terrain_core.step_row`, then `observe_row`) and the tally,
-    each as its lock-step counterpart does it (`_forward`, `terrain_core.step_rows`, `_tally`).
-    Arrays come one per argument: taken from tuples inside the kernel, they ran the loop 3-4%
-    slower."""
-    obs = np.empty(terrain_core.OBS_DIM, dtype=np.float32)
+    """Rows first..stop-1 of a batch, each run to its end: an ES row's weights are perturbed as
+    the row starts (`perturb`'s float32 formula on the packed layout, into one scratch row, so
+    no perturbed copy per row is ever stored), then per step the row's forward (`forward_row`),
+    the family's `step` and the tally. A row ends when `step` says so, at its step cap, or at
+    a non-finite reward or observation (then it is `bad` and that step's reward is not added)."""
+    obs = np.empty(obs_dim, dtype=np.float32)
     width = sizes.max()
     h, acc = np.empty(width, dtype=np.float32), np.empty(width, dtype=np.float32)
-    action, state = np.empty(sizes[-1], dtype=np.float32), np.empty(4)
+    action, state = np.empty(sizes[-1], dtype=np.float32), np.empty(state_size)
     perturbed = np.empty(weights.shape[1], dtype=np.float32)
     for r in range(first, stop):
         w = weights[index[r]]
@@ -340,35 +310,20 @@ def _terrain_rows(
             for j in range(perturbed.size):
                 perturbed[j] = w[j] + scale * noise[start + order[j]]
             w = perturbed
-        base = bases[r]
-        state[:] = 0.0
-        grounded, cell = True, 0
-        terrain_core.observe_row(table, base, state, grounded, cell, obs)
+        reset(data, r, state, obs)
         while True:
-            h[: obs.size] = obs
+            h[:obs_dim] = obs
             forward_row(w, sizes, activation, True, low, span, h, acc, action)
-            reward, fell, finished, cell, grounded = terrain_core.step_row(
-                table,
-                base,
-                max_cell,
-                course_length,
-                progress_scale,
-                np.float64(action[0]),
-                np.float64(action[1]),
-                state,
-                grounded,
-                cell,
-            )
-            terrain_core.observe_row(table, base, state, grounded, cell, obs)
+            reward, ended = step(data, r, action, state, obs)
             finite = np.isfinite(reward)
-            for k in range(obs.size):
+            for k in range(obs_dim):
                 finite = finite and np.isfinite(obs[k])
             if finite:
                 returns[r] += reward
             else:
                 bad[r] = True
             lengths[r] += 1
-            if fell or finished or lengths[r] >= caps[r] or not finite:
+            if ended or lengths[r] >= caps[r] or not finite:
                 break
 
 
@@ -395,7 +350,7 @@ def _step_slots(
     """Rows through ENV_SLOTS gymnasium envs, each slot starting the next row when its episode ends.
 
     An episode ends at termination, truncation, its step cap (or the env's time limit) or a
-    non-finite value (the row is then `bad`), exactly as in a lock-step batch. Envs of
+    non-finite value (the row is then `bad`), exactly as in the compiled row loop. Envs of
     finished episodes go back to `env_cache`; if anything raises, the envs in use are closed
     instead (their state is unknown).
 
@@ -460,7 +415,7 @@ def _step_slots(
             for k, step in enumerate(steps):
                 o, r, term, trunc, _ = step(actions[k])
                 obs[k] = o if flat_obs else np.asarray(o, dtype=np.float32).ravel()
-                rews[k] = r = float(r)  # returns add in float64, as in a lock-step batch (r may be float32)
+                rews[k] = r = float(r)  # returns add in float64, as in the compiled row loop (r may be float32)
                 rets[k] += r
                 lens[k] += 1
                 if term or trunc or lens[k] >= caps[k]:
@@ -537,15 +492,16 @@ def run_table(
     total = int(ends[-1]) if ends.size else 0
     returns, lengths = np.full(total, np.nan), np.zeros(total, dtype=np.int64)
     errors: list[tuple[int, EvalError]] = []
+    kernel = row_kernel_of(family, spec)
     batches = _batches(rows, batch_rows)
     while batches:
         first, stop = batches.pop(0)
         try:
             batch = table.batch(first, stop, rows, spec, weights, noise)
-            if steps_in_slots(family):
+            if kernel is None:
                 row_returns, row_lengths, bad = _step_slots(family, batch, should_stop, env_cache)
             else:
-                row_returns, row_lengths, bad = _step_batch(family, batch, should_stop)
+                row_returns, row_lengths, bad = _step_kernel(kernel, batch, should_stop)
         except WaveInterrupted:
             raise
         except Exception as exc:  # an env raised: find the culprit by running the requests alone, next
