@@ -132,3 +132,31 @@ def test_no_module_of_the_project_imports_a_private_ray_module():
     ]
     assert not offenders, offenders
     assert not [p for p in project_files() if "ray._" in p.read_text()], "a private Ray name outside an import"
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_of_the_package_is_longer_than_80_lines():
+    """A function a researcher reads fits a screen or two; a longer one is steps to be named."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in sorted((ROOT / "poet").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert not offenders, offenders
+
+
+def test_the_evaluation_layer_names_no_family():
+    """A family's fast path comes through the family protocol (`row_kernel`): the evaluators
+    are the same code whatever family runs."""
+    names = ("terrain", "bipedal", "cartpole", "cppn")
+    offenders = [
+        f"{path.relative_to(ROOT)} names {name}"
+        for path in sorted((ROOT / "poet" / "evaluation").rglob("*.py"))
+        for name in names
+        if name in path.read_text().lower()
+    ]
+    assert not offenders, offenders

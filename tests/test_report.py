@@ -575,3 +575,32 @@ def test_a_long_tree_title_is_wrapped_not_cut_off(run_dir):
     run = load_run(run_dir)
     fig = report.env_tree_figure(run)
     assert all(len(line) <= 110 for line in fig.axes[0].get_title().splitlines())
+
+
+@pytest.mark.parametrize("name", ["terrain", "cartpole"])
+def test_a_rendered_episode_returns_the_score_of_the_same_episode(name):
+    """`poet render` plays an episode with the forward and the ending the evaluators score with:
+    its return and length are the scored ones, bit for bit (terrain is scored by its row
+    kernel, cartpole by gymnasium envs in slots)."""
+    from envs.registry import EXAMPLE_OPTIONS, make_family
+    from poet.analysis.render import play_episode
+    from poet.evaluation import EvalRequest, InProcessEvaluator
+    from poet.policies import init_flat, spec_for_spaces
+    from poet.seeding import episode_seeds
+    from tests.conftest import mutation_chain
+
+    family = make_family(name, {"course_length": 12.0} if name == "terrain" else EXAMPLE_OPTIONS.get(name))
+    probe = family.make_env(family.initial())
+    spec = spec_for_spaces(probe.observation_space, probe.action_space, (16, 16), "tanh")
+    probe.close()
+    ev = InProcessEvaluator(family, spec)
+    envs_ = [family.initial(), *mutation_chain(family, 2, 3)]
+    lengths = set()
+    for i in range(6):
+        theta = init_flat(spec, np.random.default_rng(i)) * (1.0 + i)
+        scored = ev.evaluate([EvalRequest(ev.put(theta), envs_[i % 3], 1, 100 + i, 300)])[0]
+        played = play_episode(family, spec, theta, envs_[i % 3], episode_seeds(100 + i, 1)[0], 300, name)
+        assert (played.ret, played.length) == (scored.returns[0], scored.lengths[0])
+        assert len(played.frames) == played.length + 1
+        lengths.add(played.length)
+    assert len(lengths) > 1  # episodes of several lengths: the ending is compared, not only the cap

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from envs import EnvFamily, EnvParams
 from poet.analysis import load_run
@@ -23,9 +22,8 @@ from poet.analysis.images import check_figure_out, course_figure, write_figure, 
 from poet.config import ConfigError, load_config
 from poet.pair import Pair
 from poet.parts import RunParts, read_parts
-from poet.policies import PolicySpec
+from poet.policies import BatchedPolicy, PolicySpec
 from poet.runtime import checkpoint
-from poet.torch_policy import MLPPolicy, to_actions
 
 MAX_FRAMES = 300  # longer episodes are subsampled so GIFs stay small
 LISTED = 20  # ids named in an error message
@@ -118,7 +116,6 @@ def _frame(env: gym.Env, name: str) -> np.ndarray:
     return np.ascontiguousarray(frame[:, :, :3], dtype=np.uint8)
 
 
-@torch.no_grad()
 def play_episode(
     family: EnvFamily,
     spec: PolicySpec,
@@ -130,10 +127,12 @@ def play_episode(
 ) -> Episode:
     """One deterministic episode of the policy `theta` on `params`: frames, return and length.
 
-    An env pinned to a course (`params.course_seed`) runs that course whatever `seed` says.
+    The actions come from the forward the evaluators score with (`BatchedPolicy`), and the
+    episode ends where a scored one does (termination, truncation, `max_steps`), so its
+    return is the score of the same episode (tests/test_reading_runs.py). An env pinned to a
+    course (`params.course_seed`) runs that course whatever `seed` says.
     """
-    policy = MLPPolicy(spec)
-    policy.load_flat(theta)
+    policy = BatchedPolicy(spec, np.asarray(theta, dtype=np.float32)[None, :])
     env = _make_rgb_env(family, params, name)
     reset_seed = params.reset_seed(seed)
     ret, steps = 0.0, 0
@@ -141,8 +140,8 @@ def play_episode(
         obs, _ = env.reset(seed=reset_seed)
         frames = [_frame(env, name)]
         for _ in range(int(max_steps)):
-            raw = policy(torch.as_tensor(np.asarray(obs, dtype=np.float32)).reshape(1, -1))
-            obs, reward, terminated, truncated, _ = env.step(to_actions(spec, raw)[0])
+            action = policy.act(np.asarray(obs, dtype=np.float32).reshape(1, -1))[0]
+            obs, reward, terminated, truncated, _ = env.step(action)
             ret += float(reward)
             steps += 1
             frames.append(_frame(env, name))

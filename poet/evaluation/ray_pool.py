@@ -173,8 +173,8 @@ class _Worker:
 # chunk; past Ray's inline budget for one call, Ray puts the rest in its object store.
 INLINE_PART_BYTES = 96 * 1024
 # the fewest episodes in a chunk of gymnasium envs (stepped ENV_SLOTS at a time): smaller last
-# chunks balance a wave's end better but each costs a round trip (on BipedalWalker-v3 waves of 64
-# episodes, 8 beat both smaller and larger minimums)
+# chunks balance a wave's end better but each costs a round trip (on waves of 64 gymnasium walker
+# episodes in benchmarks/eval_pool.py, 8 beat both smaller and larger minimums)
 MIN_SLOT_CHUNK_ROWS = 2 * ENV_SLOTS
 # how often a waiting wave looks at stop requests and deadlines
 POLL_SECONDS = 0.25

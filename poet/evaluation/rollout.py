@@ -344,6 +344,82 @@ def direct_step(env: Any) -> tuple[Callable[[Any], tuple], int | None]:
     return layer.step, limit
 
 
+class _Slots:
+    """The live episodes of `_step_slots`, one per slot, as per-slot lists in slot order: each
+    slot's env, the env's step function, its row, return so far, last reward, steps so far and
+    the steps it may take; `obs` holds their observations. The per-step work is plain Python
+    on these lists (a numpy call on a handful of values costs more than the arithmetic)."""
+
+    def __init__(self, family: EnvFamily, batch: Rows, env_cache: EnvCache | None):
+        self.params, self.seeds, self.caps_arr = batch.params, batch.seeds, batch.caps
+        self.env_cache = env_cache
+        self.take = family.make_env if env_cache is None else env_cache.take
+        self.envs: list[Any] = []
+        self.steps: list[Callable[[Any], tuple]] = []
+        self.rows: list[int] = []
+        self.rets: list[float] = []
+        self.rews: list[float] = []
+        self.lens: list[int] = []
+        self.caps: list[int] = []
+        self.lists = (self.envs, self.steps, self.rows, self.rets, self.rews, self.lens, self.caps)
+        self.obs = np.zeros((min(ENV_SLOTS, len(self.params)), batch.policy.spec.obs_dim), dtype=np.float32)
+        self.flat_obs = True  # observations come as (obs_dim,) vectors: stored as they are, no reshaping
+        self.next_row = 0
+
+    def start(self, k: int) -> None:
+        """Row `next_row` into slot k (k == len(envs): a new slot)."""
+        row, self.next_row = self.next_row, self.next_row + 1
+        env = self.take(self.params[row])
+        step, limit = direct_step(env)
+        cap = int(self.caps_arr[row]) if limit is None else min(int(self.caps_arr[row]), limit)
+        if k == len(self.envs):
+            for values in self.lists:
+                values.append(None)
+        self.envs[k], self.steps[k], self.rows[k] = env, step, row
+        self.rets[k], self.rews[k], self.lens[k], self.caps[k] = 0.0, 0.0, 0, cap
+        first = env.reset(seed=int(self.seeds[row]))[0]
+        self.flat_obs = self.flat_obs and np.ndim(first) == 1
+        self.obs[k] = np.asarray(first, dtype=np.float32).ravel()
+
+    def finish(self, k: int, returns: np.ndarray, lengths: np.ndarray) -> None:
+        """Slot k's episode is over: its outcome into the row's entries, its env back to the cache."""
+        row = self.rows[k]
+        returns[row], lengths[row] = self.rets[k], self.lens[k]
+        env, self.envs[k] = self.envs[k], None
+        if self.env_cache is None:
+            env.close()
+        else:
+            self.env_cache.give_back(self.params[row], env)
+
+    def step(self, actions: np.ndarray) -> list[int]:
+        """Every slot one step with its action; returns the slots whose episode ended."""
+        obs, rews, rets, lens, caps, flat_obs = self.obs, self.rews, self.rets, self.lens, self.caps, self.flat_obs
+        ended = []
+        for k, step in enumerate(self.steps):
+            o, r, term, trunc, _ = step(actions[k])
+            obs[k] = o if flat_obs else np.asarray(o, dtype=np.float32).ravel()
+            rews[k] = r = float(r)  # returns add in float64, as in the compiled row loop (r may be float32)
+            rets[k] += r
+            lens[k] += 1
+            if term or trunc or lens[k] >= caps[k]:
+                ended.append(k)
+        return ended
+
+    def drop_empty(self) -> None:
+        """Forget the slots left empty (no row was left to start in them)."""
+        keep = [k for k in range(len(self.envs)) if self.envs[k] is not None]
+        if len(keep) < len(self.envs):
+            for values in self.lists:
+                values[:] = [values[k] for k in keep]
+            self.obs = self.obs[keep]
+
+    def close(self) -> None:
+        """Close the envs in use (their state is unknown)."""
+        for env in self.envs:
+            if env is not None:
+                env.close()
+
+
 def _step_slots(
     family: EnvFamily, batch: Rows, should_stop: StopCheck, env_cache: EnvCache | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -352,96 +428,40 @@ def _step_slots(
     An episode ends at termination, truncation, its step cap (or the env's time limit) or a
     non-finite value (the row is then `bad`), exactly as in the compiled row loop. Envs of
     finished episodes go back to `env_cache`; if anything raises, the envs in use are closed
-    instead (their state is unknown).
-
-    The per-step work is plain Python on per-slot lists (a numpy call on a handful of values
-    costs more than the arithmetic); numpy does the policy forward and one finiteness check
+    instead (their state is unknown). Numpy does the policy forward and one finiteness check
     of all observations per step.
     """
-    params, seeds, caps_arr, policy = batch.params, batch.seeds, batch.caps, batch.policy
+    policy = batch.policy
     policy.perturbed_rows()  # before the slots take over the policy's row index
-    n = len(params)
+    n = len(batch.params)
     returns, lengths, bad = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
-    take = family.make_env if env_cache is None else env_cache.take
-    # per live slot, in slot order: its env, the env's step function, its row, return so
-    # far, last reward, steps so far and the steps it may take; obs holds their observations
-    envs: list[Any] = []
-    steps: list[Callable[[Any], tuple]] = []
-    rows: list[int] = []
-    rets: list[float] = []
-    rews: list[float] = []
-    lens: list[int] = []
-    caps: list[int] = []
-    slot_lists = (envs, steps, rows, rets, rews, lens, caps)
-    obs = np.zeros((min(ENV_SLOTS, n), policy.spec.obs_dim), dtype=np.float32)
-    flat_obs = True  # observations come as (obs_dim,) vectors: stored as they are, no reshaping
-    next_row, t = 0, 0
-
-    def start(k: int) -> None:
-        """Row `next_row` into slot k (k == len(envs): a new slot)."""
-        nonlocal next_row, flat_obs
-        row, next_row = next_row, next_row + 1
-        env = take(params[row])
-        step, limit = direct_step(env)
-        cap = int(caps_arr[row]) if limit is None else min(int(caps_arr[row]), limit)
-        if k == len(envs):
-            for values in slot_lists:
-                values.append(None)
-        envs[k], steps[k], rows[k], rets[k], rews[k], lens[k], caps[k] = env, step, row, 0.0, 0.0, 0, cap
-        first = env.reset(seed=int(seeds[row]))[0]
-        flat_obs = flat_obs and np.ndim(first) == 1
-        obs[k] = np.asarray(first, dtype=np.float32).ravel()
-
-    def finish(k: int) -> None:
-        row = rows[k]
-        returns[row], lengths[row] = rets[k], lens[k]
-        env, envs[k] = envs[k], None
-        if env_cache is None:
-            env.close()
-        else:
-            env_cache.give_back(params[row], env)
-
+    slots, t = _Slots(family, batch, env_cache), 0
     try:
-        while len(envs) < obs.shape[0]:
-            start(len(envs))
+        while len(slots.envs) < slots.obs.shape[0]:
+            slots.start(len(slots.envs))
         rows_index = policy.index  # each row's weights; the policy's index follows the slots' rows
-        policy.index = rows_index[rows]
-        while envs:
+        policy.index = rows_index[slots.rows]
+        while slots.envs:
             t += 1
             if should_stop is not None and t % STOP_POLL_STEPS == 0 and should_stop():
                 raise WaveInterrupted("stop requested during a batch of rollouts")
-            actions = policy.act(obs)
-            ended = []
-            for k, step in enumerate(steps):
-                o, r, term, trunc, _ = step(actions[k])
-                obs[k] = o if flat_obs else np.asarray(o, dtype=np.float32).ravel()
-                rews[k] = r = float(r)  # returns add in float64, as in the compiled row loop (r may be float32)
-                rets[k] += r
-                lens[k] += 1
-                if term or trunc or lens[k] >= caps[k]:
-                    ended.append(k)
-            if not _all_finite(sum(rews), obs):  # rare: find the rows at fault
-                for k in np.flatnonzero(~_finite_rows(np.array(rews, dtype=np.float64), obs)).tolist():
-                    bad[rows[k]] = True
+            ended = slots.step(policy.act(slots.obs))
+            if not _all_finite(sum(slots.rews), slots.obs):  # rare: find the rows at fault
+                for k in np.flatnonzero(~_finite_rows(np.array(slots.rews, dtype=np.float64), slots.obs)).tolist():
+                    bad[slots.rows[k]] = True
                     if k not in ended:
                         ended.append(k)
                 ended.sort()
             if ended:
                 for k in ended:
-                    finish(k)
-                    if next_row < n:
-                        start(k)
-                keep = [k for k in range(len(envs)) if envs[k] is not None]
-                if len(keep) < len(envs):
-                    for values in slot_lists:
-                        values[:] = [values[k] for k in keep]
-                    obs = obs[keep]
-                policy.index = rows_index[rows]
+                    slots.finish(k, returns, lengths)
+                    if slots.next_row < n:
+                        slots.start(k)
+                slots.drop_empty()
+                policy.index = rows_index[slots.rows]
         return returns, lengths, bad
     except BaseException:
-        for env in envs:
-            if env is not None:
-                env.close()
+        slots.close()
         raise
 
 
