@@ -39,8 +39,10 @@ lint: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+# Two test processes (pytest-xdist), a file's tests in one of them (its fixtures built once);
+# the docs test reads the site `docs` has just built instead of building it again.
 test: lint docs
-	$(BIN)/python -m pytest -q --durations=20
+	POET_BUILT_SITE=$(CURDIR)/site $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=20
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
