@@ -186,7 +186,9 @@ class HillClimber:
             mine = scores[at : at + len(thetas)]
             at += len(thetas)
             best = int(np.argmax(mine))
-            steps.append(TrainStep(theta=thetas[best], state={"steps": task.state["steps"] + 1}, score=None, metrics={}))
+            steps.append(
+                TrainStep(theta=thetas[best], state={"steps": task.state["steps"] + 1}, score=None, metrics={})
+            )
         return steps
 
 
