@@ -233,14 +233,15 @@ def step_rows(
 
 
 # ---- the row kernel (envs.kernel): data = (courses end to end, each row's first cell then
-# the last cell a runner can stand on, [course_length, reward per metre])
+# the last cell a runner can stand on, [course_length, reward per metre]); the state is
+# step_row's four entries (it reads no more of the array it is given), GROUNDED and CELL
 @row_reset
 def kernel_reset(data, row, state, obs):
     """Row `row` at x = 0, standing on the start pad, and its observation."""
     table, ints, _ = data
     state[:] = 0.0
     state[GROUNDED] = 1.0
-    observe_row(table, ints[row], state[:4], True, 0, obs)
+    observe_row(table, ints[row], state, True, 0, obs)
 
 
 @row_step
@@ -256,11 +257,11 @@ def kernel_step(data, row, action, state, obs):
         floats[1],
         np.float64(action[0]),
         np.float64(action[1]),
-        state[:4],
+        state,
         state[GROUNDED] != 0.0,
         np.int64(state[CELL]),
     )
     state[GROUNDED] = 1.0 if grounded else 0.0
     state[CELL] = cell
-    observe_row(table, base, state[:4], grounded, cell, obs)
+    observe_row(table, base, state, grounded, cell, obs)
     return reward, fell or finished
