@@ -33,14 +33,14 @@ from numba import types
 from envs.base import EnvParams
 
 
-def _readonly(dtype: types.Type, ndim: int = 1) -> types.Array:
-    # read-only in the signature: the evaluator passes arrays it may not write (Ray's shared
-    # memory), and a writable array converts to it
+def readonly(dtype: types.Type, ndim: int = 1) -> types.Array:
+    """A C-contiguous array type, read-only in a signature: the evaluator passes arrays it may
+    not write (Ray's shared memory), and a writable array converts to it."""
     return types.Array(dtype, ndim, "C", readonly=True)
 
 
 KernelData = tuple[np.ndarray, np.ndarray, np.ndarray]
-KERNEL_DATA = types.Tuple((_readonly(types.float64, 2), _readonly(types.int64), _readonly(types.float64)))
+KERNEL_DATA = types.Tuple((readonly(types.float64, 2), readonly(types.int64), readonly(types.float64)))
 RESET_SIGNATURE = types.void(KERNEL_DATA, types.int64, types.float64[::1], types.float32[::1])
 STEP_SIGNATURE = types.Tuple((types.float64, types.boolean))(
     KERNEL_DATA, types.int64, types.float32[::1], types.float64[::1], types.float32[::1]

@@ -26,7 +26,7 @@ import numpy as np
 from gymnasium.wrappers import OrderEnforcing, TimeLimit
 
 from envs import EnvCache, EnvFamily, EnvParams
-from envs.kernel import KERNEL_DATA, RESET_SIGNATURE, STEP_SIGNATURE, RowKernel
+from envs.kernel import KERNEL_DATA, RESET_SIGNATURE, STEP_SIGNATURE, RowKernel, readonly
 from poet.errors import WaveInterrupted
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.protocol import EvalError, EvalRequest, EvalResult, PolicyRef
@@ -237,10 +237,6 @@ def _step_kernel(kernel: RowKernel, batch: Rows, should_stop: StopCheck) -> tupl
     return out
 
 
-def _readonly(dtype: numba.types.Type, ndim: int = 1) -> numba.types.Array:
-    return numba.types.Array(dtype, ndim, "C", readonly=True)
-
-
 _f32, _i64 = numba.types.float32, numba.types.int64
 # One signature for every family (their functions are values of fixed types), so the loop is
 # compiled once and then loaded from numba's cache, whatever family runs it.
@@ -250,17 +246,17 @@ _KERNEL_ROWS = numba.types.void(
     KERNEL_DATA,
     _i64,  # obs_dim
     _i64,  # state_size
-    _readonly(_f32, 2),  # weights
-    _readonly(_i64),  # layer sizes
+    readonly(_f32, 2),  # weights
+    readonly(_i64),  # layer sizes
     _i64,  # activation
-    _readonly(_f32),  # action low
-    _readonly(_f32),  # action span
-    _readonly(_i64),  # index
-    _readonly(_f32),  # noise
-    _readonly(_i64),  # offsets
-    _readonly(_f32),  # scales
-    _readonly(_i64),  # packed order
-    _readonly(_i64),  # caps
+    readonly(_f32),  # action low
+    readonly(_f32),  # action span
+    readonly(_i64),  # index
+    readonly(_f32),  # noise
+    readonly(_i64),  # offsets
+    readonly(_f32),  # scales
+    readonly(_i64),  # packed order
+    readonly(_i64),  # caps
     _i64,  # first
     _i64,  # stop
     numba.types.float64[::1],  # returns
