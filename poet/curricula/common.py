@@ -64,6 +64,14 @@ def initial_params(family: EnvFamily, rng: np.random.Generator) -> EnvParams:
     return family.initial(rng) if takes_rng else family.initial()
 
 
+def population_fields(ctx: RunContext, solved: str) -> dict[str, object]:
+    """What the progress bar shows of a population: active pairs, the best of their last
+    scores, and the envs solved besides the first, under the name `solved`."""
+    pop = ctx.state.population
+    best = max((p.scores[-1] for p in pop.active if p.scores), default=float("nan"))
+    return {"active": len(pop.active), "best": f"{best:.0f}", solved: ctx.state.annecs()}
+
+
 def train_pairs(ctx: RunContext, iteration: int) -> list[TrainStep]:
     """One trainer step for every active pair (one wave), and each pair's score.
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from poet.config import ConfigError, RunConfig
 from poet.context import RunContext
+from poet.curricula.common import population_fields
 from poet.errors import RunInterrupted, StorageError, WaveInterrupted, is_storage_error
 from poet.parts import RunParts
 from poet.records import truncate_tables
@@ -75,9 +76,7 @@ class Progress:
         fields = getattr(orch.curriculum, "progress_fields", None)
         postfix = fields(orch.ctx) if callable(fields) else None
         if postfix is None:
-            pop = orch.ctx.state.population
-            best = max((p.scores[-1] for p in pop.active if p.scores), default=float("nan"))
-            postfix = {"active": len(pop.active), "best": f"{best:.0f}", "solved": orch.annecs()}
+            postfix = population_fields(orch.ctx, "solved")
         self.bar.set_postfix(**postfix, steps_per_s=f"{orch.last_steps_per_second:,.0f}", refresh=False)
         self.bar.update(1)
 

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from poet.context import RunContext
 from poet.curricula.base import PhaseTimer
-from poet.curricula.common import start_pair, train_pairs
+from poet.curricula.common import population_fields, start_pair, train_pairs
 from poet.curricula.poet.reproduction import reproduce
 from poet.curricula.poet.transfer import transfer
 from poet.state import RunState
@@ -48,9 +48,7 @@ class PoetCurriculum:
 
     def progress_fields(self, ctx: RunContext) -> dict[str, object]:
         """What the progress bar shows after an iteration: active pairs, the best score, ANNECS."""
-        pop = ctx.state.population
-        best = max((p.scores[-1] for p in pop.active if p.scores), default=float("nan"))
-        return {"active": len(pop.active), "best": f"{best:.0f}", "annecs": ctx.state.annecs()}
+        return population_fields(ctx, "annecs")
 
     def outcome(self, state: RunState) -> str:
         """How the run ended, for its closing line."""
