@@ -1,6 +1,6 @@
 """How the pool cuts a wave into chunks, and how long each chunk or job may run.
 
-The rule: a family with a batched path gets one chunk per worker (`ray.chunks_per_worker`
+The rule: a family with a row kernel gets one chunk per worker (`ray.chunks_per_worker`
 sets another number), each an equal share of the wave's cost with the requests of a policy
 kept together; gymnasium envs stepped a few at a time get chunks that shrink as the wave
 goes, requests dealt costliest first. A request costs its rows times the mean episode

@@ -396,7 +396,7 @@ class RayEvaluator:
             # gymnasium envs stepped ENV_SLOTS at a time: chunks shrinking towards the end of
             # the wave, down to MIN_SLOT_CHUNK_ROWS episodes.
             return plan_guided(requests, self.num_workers, MIN_SLOT_CHUNK_ROWS, self.batch_rows, cost)
-        # a batched path: one chunk of balanced cost per worker (rows are nearly free in a
+        # a row kernel: one chunk of balanced cost per worker (rows are nearly free in a
         # batch, and more chunks would only add round trips)
         return plan_chunks(requests, self.num_workers, self.batch_rows, cost)
 
