@@ -214,6 +214,8 @@ class RayEvaluator:
             if self.num_workers < 1:
                 raise ValueError(f"evaluation.workers must be >= 1, got {self.num_workers}")
             self.family, self.spec, self.batch_rows = family, spec, int(batch_rows)
+            # how a chunk's episodes run decides how a wave is cut (`_plan`); known once
+            self.steps_in_slots = row_kernel_of(family, spec) is None
             # None: the pool's own rule (`_plan`)
             self.chunks_per_worker = None if chunks_per_worker is None else int(chunks_per_worker)
             self.episode_lengths = EpisodeLengths()
@@ -392,7 +394,7 @@ class RayEvaluator:
         cost = self.episode_lengths.expected(requests)[1]
         if self.chunks_per_worker is not None:
             return plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows, cost)
-        if row_kernel_of(self.family, self.spec) is None:
+        if self.steps_in_slots:
             # gymnasium envs stepped ENV_SLOTS at a time: chunks shrinking towards the end of
             # the wave, down to MIN_SLOT_CHUNK_ROWS episodes.
             return plan_guided(requests, self.num_workers, MIN_SLOT_CHUNK_ROWS, self.batch_rows, cost)
