@@ -39,6 +39,8 @@ import eval_pool as ep  # noqa: E402  (the same setup and waves as the main benc
 from poet.evaluation.planning import plan_chunks  # noqa: E402
 from poet.evaluation.ray_pool import RayEvaluator, RolloutWorker, pack_chunk  # noqa: E402
 
+WAIT_S = 300  # the longest any one call may take before the script gives up
+
 
 class ChunkWorker(RolloutWorker):
     """The pool's worker, taking a chunk as one argument (what a graph's input node passes on)."""
@@ -81,14 +83,15 @@ def main() -> None:
             refs = [pool.put(w) for w in setup.policies]
             requests = [ep.matrix_requests(setup, refs, 1000 + k) for k in range(args.waves)]
             chunks = [packed_chunks(pool, r, args.workers) for r in requests]
-            ray.get([a.run_chunk.remote(c) for a, c in zip(actors, chunks[0])], timeout=300)  # warm-up
+            ray.get([a.run_chunk.remote(c) for a, c in zip(actors, chunks[0])], timeout=WAIT_S)  # warm-up
             local = ChunkWorker(setup.family, setup.spec.to_dict(), None, pool.batch_rows)
             local.run_chunk(chunks[0][0])
             pool.evaluate(requests[0])
             with InputNode() as inp:
                 graph = MultiOutputNode([a.run_chunk.bind(inp[i]) for i, a in enumerate(actors)])
             graph = graph.experimental_compile()
-            ray.get(graph.execute(*chunks[0]))
+            # a graph's get waits 10 s by default; a loaded machine's first call can take longer
+            ray.get(graph.execute(*chunks[0]), timeout=WAIT_S)
 
             def tasks() -> None:
                 for wave in chunks:
@@ -96,7 +99,7 @@ def main() -> None:
 
             def compiled() -> None:
                 for wave in chunks:
-                    ray.get(graph.execute(*wave))
+                    ray.get(graph.execute(*wave), timeout=WAIT_S)
 
             def driver() -> None:
                 for wave in chunks:
