@@ -243,7 +243,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)  # as a pool worker runs a job: one core
     cfg = poet.load_config(CONFIG)
-    o = PPOOptions(**cfg.trainer.ppo)
+    o = PPOOptions(**cfg.trainer.section("ppo"))
     n_levels = int(cfg.curriculum_options.get("num_levels", o.n_envs))
     runs: dict[str, list[dict[str, Any]]] = {"accel": [], "plain": []}
     t0 = time.perf_counter()

@@ -22,6 +22,9 @@ import yaml
 # run may change it (a laptop run continues on a cluster, with more workers, ...), and a
 # checkpoint's identity leaves it out. Every other setting is fixed for the run's life.
 WHERE_ONLY = {"changes_results": False}
+# Marks a mapping field whose entries are written as keys of its own section, beside the
+# section's other fields (`trainer.es` is `TrainerConfig.sections["es"]`).
+INLINE = {"inline": True}
 
 
 class ConfigError(ValueError):
@@ -112,21 +115,23 @@ class RayConfig:
 class TrainerConfig:
     """Trainer by registered name or `package.module:Class`, with its options.
 
-    A built-in trainer's options live only in its own section (`es`, `ppo`), so one config
-    can switch trainer with `--set trainer.name=ppo`; `options` holds only the options of a
-    user's `package.module:Class` trainer (setting it for a built-in one is a ConfigError).
+    A registered trainer's options go in a section under its name (`trainer.es`, `trainer.ppo`;
+    `poet.trainers.TRAINERS`), so one config can switch trainer with `--set trainer.name=ppo`;
+    `options` holds only the options of a user's `package.module:Class` trainer. Each section is
+    checked against its trainer's `Options` class when the run's parts are built (`poet.parts`).
     """
 
-    # a built-in trainer ("es", "ppo"; poet.trainers.TRAINERS) or package.module:Class; unset:
+    # a registered trainer ("es", "ppo"; poet.trainers.TRAINERS) or package.module:Class; unset:
     # the curriculum's default (ES for the POETs and their controls, PPO for dcd's curricula)
     name: str | None = None
     options: dict[str, Any] = field(default_factory=dict)  # a package.module:Class trainer's options
-    # the ES trainer's options (ESOptions, below); each built-in trainer's section is checked
-    # even when another trainer runs
-    es: dict[str, Any] = field(default_factory=dict)
-    # the PPO trainer's options (PPOOptions, below), over the curriculum's own (dcd's PPO
-    # settings for ACCEL, robust PLR and DR)
-    ppo: dict[str, Any] = field(default_factory=dict)
+    # each registered trainer's options, written as a section under its name (trainer.es.sigma:
+    # ESOptions, trainer.ppo.lr: PPOOptions, tables below); every section given is checked, used or not
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict, metadata=INLINE)
+
+    def section(self, name: str) -> dict[str, Any]:
+        """The options given for the registered trainer `name` (empty when none)."""
+        return self.sections.get(name, {})
 
 
 @dataclass
@@ -223,7 +228,21 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (what is saved in the run directory)."""
-        return dataclasses.asdict(self)
+        return _as_dict(self)
+
+
+def _as_dict(obj: Any) -> Any:
+    """A config dataclass as the nested dict it was built from (inline fields spread out)."""
+    if not dataclasses.is_dataclass(obj):
+        return copy.deepcopy(obj)
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        value = _as_dict(getattr(obj, f.name))
+        if f.metadata.get("inline"):
+            out.update(value)
+        else:
+            out[f.name] = value
+    return out
 
 
 def where_only_settings(cls: type = RunConfig, prefix: str = "") -> list[str]:
@@ -322,16 +341,18 @@ def build_dataclass(cls: type, data: Any, path: str = "") -> Any:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    fields = dataclasses.fields(cls)
+    names = [f.name for f in fields if not f.metadata.get("inline")]
+    inline = next((f.name for f in fields if f.metadata.get("inline")), None)
+    kwargs: dict[str, Any] = {inline: {}} if inline else {}
     for key in data:
-        if key not in names:
-            sub = f"{path}.{key}" if path else str(key)
+        sub = f"{path}.{key}" if path else str(key)
+        if key in names:
+            kwargs[key] = convert(hints[key], data[key], sub)
+        elif inline:
+            kwargs[inline][key] = convert(typing.get_args(hints[inline])[1], data[key], sub)
+        else:
             raise ConfigError(f"{sub}: unknown key (known in {where}: {', '.join(names)})")
-    kwargs = {}
-    for name in names:
-        if name in data:
-            sub = f"{path}.{name}" if path else name
-            kwargs[name] = convert(hints[name], data[name], sub)
     return cls(**kwargs)
 
 
@@ -397,20 +418,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     _check(cfg.transfer.every >= 1, f"transfer.every: must be >= 1, got {cfg.transfer.every}")
     _check(cfg.checkpoint.every >= 0, f"checkpoint.every: must be >= 0, got {cfg.checkpoint.every}")
     _check(cfg.checkpoint.keep >= 1, f"checkpoint.keep: must be >= 1, got {cfg.checkpoint.keep}")
-    name = cfg.trainer.name
-    # One place for a trainer's options: had `options` also applied to a built-in trainer,
-    # one of two places would silently win over the other.
-    _check(
-        not (cfg.trainer.options and name in BUILTIN_TRAINERS),
-        f"trainer.options: options of the built-in trainer {name!r} go under trainer.{name} (trainer.options is "
-        f"only for a package.module:Class trainer); got {', '.join(map(str, cfg.trainer.options))}",
-    )
     return cfg
-
-
-# The built-in trainers: those with a section of their own in `trainer` (poet.trainers.TRAINERS;
-# a test keeps the two in step).
-BUILTIN_TRAINERS = tuple(f.name for f in dataclasses.fields(TrainerConfig) if f.name not in ("name", "options"))
 
 
 # ---------------------------------------------------------------- loading

@@ -18,7 +18,7 @@ from typing import Any
 import envs
 from envs import EnvFamily
 from poet import config, heldout
-from poet.config import ConfigError, RunConfig, build_dataclass
+from poet.config import ConfigError, RunConfig, TrainerConfig, build_dataclass
 from poet.curricula import curriculum_defaults, resolve_curriculum
 from poet.curricula.common import start_params
 from poet.plugins import import_named
@@ -180,22 +180,7 @@ def check_parts(cfg: RunConfig) -> RunParts:
         trainer_cls = resolve_trainer(cfg.trainer.name)
     except ValueError as exc:
         raise ConfigError(f"trainer.name: {exc}") from None
-    # Every built-in trainer's section is checked, used or not: a typo fails before any work.
-    sections = {name: (cls, getattr(cfg.trainer, name), f"trainer.{name}") for name, cls in TRAINERS.items()}
-    # A built-in trainer's options are its section's; a user's trainer's, trainer.options
-    # (load_config refuses trainer.options beside a built-in trainer).
-    if cfg.trainer.name not in TRAINERS:
-        sections[cfg.trainer.name] = (trainer_cls, cfg.trainer.options, "trainer.options")
-    built = {}
-    for name, (cls, section, where) in sections.items():
-        if section or name == cfg.trainer.name:
-            built[name] = build_options(cls, section, where, name)
-            size = getattr(built[name], "noise_table_size", None)
-            if size is not None and size < spec.num_params:
-                raise ConfigError(
-                    f"{where}.noise_table_size: {size} is smaller than the policy ({spec.num_params} parameters)"
-                )
-    options = built[cfg.trainer.name]
+    options = trainer_options(cfg.trainer, trainer_cls, spec.num_params)
     if cfg.env.start is not None:
         try:
             family.validate(start_params(family, cfg.env.start))
@@ -215,6 +200,36 @@ def check_parts(cfg: RunConfig) -> RunParts:
     if problem:
         raise ConfigError(f"curriculum: {problem}")
     return RunParts(cfg, family, spec, trainer_cls, options, curriculum)
+
+
+def trainer_options(trainer: TrainerConfig, trainer_cls: type, num_params: int) -> Any:
+    """The named trainer's options built from its section; every other section given is checked
+    too (a typo fails before any work, whichever trainer runs)."""
+    unknown = [key for key in trainer.sections if key not in TRAINERS]
+    if unknown:
+        raise ConfigError(
+            f"trainer.{unknown[0]}: unknown key (known in trainer: name, options, and a section for each "
+            f"registered trainer: {', '.join(TRAINERS)})"
+        )
+    # one place for a trainer's options: with two, one would silently win over the other
+    if trainer.name in TRAINERS and trainer.options:
+        raise ConfigError(
+            f"trainer.options: options of the registered trainer {trainer.name!r} go under "
+            f"trainer.{trainer.name} (trainer.options is only for a package.module:Class trainer); "
+            f"got {', '.join(map(str, trainer.options))}"
+        )
+    sections = {name: (TRAINERS[name], data, f"trainer.{name}") for name, data in trainer.sections.items()}
+    if trainer.name in TRAINERS:
+        sections.setdefault(trainer.name, (trainer_cls, {}, f"trainer.{trainer.name}"))
+    else:
+        sections[trainer.name] = (trainer_cls, trainer.options, "trainer.options")
+    built = {}
+    for name, (cls, data, where) in sections.items():
+        built[name] = build_options(cls, data, where, name)
+        size = getattr(built[name], "noise_table_size", None)
+        if size is not None and size < num_params:
+            raise ConfigError(f"{where}.noise_table_size: {size} is smaller than the policy ({num_params} parameters)")
+    return built[trainer.name]
 
 
 def build_curriculum(cfg: RunConfig) -> Any:

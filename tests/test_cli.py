@@ -175,7 +175,7 @@ BAD = [
     Bad(
         "trainer_options_for_es",
         lambda d: ["run", "experiments/poet_bipedal.yaml", *_out(d), "--set", "trainer.options.population=16"],
-        ("trainer.options: options of the built-in trainer 'es' go under trainer.es",),
+        ("trainer.options: options of the registered trainer 'es' go under trainer.es",),
     ),
     Bad(
         "unknown_curriculum_option",
@@ -345,8 +345,8 @@ def test_tiny_run_saves_the_resolved_config(tiny_run):
 
     cfg = load_config(tiny_run / "config.yaml")
     assert cfg.iterations == 3
-    assert cfg.trainer.es["population"] == 8
-    assert cfg.trainer.es["noise_table_size"] == 4_000_000  # from the YAML, beside the --set option
+    assert cfg.trainer.section("es")["population"] == 8
+    assert cfg.trainer.section("es")["noise_table_size"] == 4_000_000  # from the YAML, beside the --set option
     assert cfg.env.options == {"course_length": 20}
     expected = load_config(
         REPO_ROOT / QUICKSTART, overrides=["trainer.es.population=8", "env.options.course_length=20", "iterations=3"]
@@ -417,7 +417,7 @@ def test_no_config_uses_quickstart(jobs):
     assert cfg.evaluation.eval_episodes == quick.evaluation.eval_episodes == 3
     assert cfg.evaluation.max_steps == 100  # --set still applies on top of the default config
     assert cfg.reproduction.capacity == 8 and cfg.reproduction.every == 20 and cfg.transfer.every == 10
-    assert cfg.trainer.es == {"population": 8, "noise_table_size": 100_000}
+    assert cfg.trainer.section("es") == {"population": 8, "noise_table_size": 100_000}
     rows = (run_dir / "records" / "iterations.jsonl").read_text().splitlines()
     assert len([r for r in rows if r.strip()]) == 1
 

@@ -11,17 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from poet.config import (
-    BUILTIN_TRAINERS,
-    ConfigError,
-    RunConfig,
-    apply_override,
-    check_overrides,
-    parse_override,
-    save_config,
-    validate,
-)
-from poet.parts import load_config
+from poet.config import ConfigError, RunConfig, apply_override, check_overrides, parse_override, save_config, validate
+from poet.parts import check_parts, load_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO_ROOT / "experiments" / "quickstart.yaml"
@@ -52,8 +43,8 @@ def test_quickstart_yaml_loads():
     assert cfg.policy.hidden == [40, 40]
     assert cfg.evaluation.max_steps == 400 and cfg.evaluation.eval_episodes == 3
     assert cfg.trainer.name == "es"
-    assert cfg.trainer.options == {} and cfg.trainer.es == {"population": 32, "noise_table_size": 4_000_000}
-    assert cfg.trainer.ppo["n_steps"] == 400
+    assert cfg.trainer.options == {} and cfg.trainer.section("es") == {"population": 32, "noise_table_size": 4_000_000}
+    assert cfg.trainer.section("ppo")["n_steps"] == 400
     rp = cfg.reproduction
     assert (rp.every, rp.max_admitted, rp.capacity, rp.mc_lower, rp.mc_upper) == (20, 2, 8, 25.0, 340.0)
     assert cfg.transfer.every == 10
@@ -193,7 +184,7 @@ def test_overrides_apply_on_top_of_yaml_and_later_ones_win():
 
 def test_override_into_trainer_section_merges_with_yaml():
     cfg = load_config(QUICKSTART, overrides=["trainer.es.population=8"])
-    assert cfg.trainer.es == {"population": 8, "noise_table_size": 4_000_000}
+    assert cfg.trainer.section("es") == {"population": 8, "noise_table_size": 4_000_000}
 
 
 def test_a_built_in_trainers_options_come_from_its_own_section():
@@ -212,10 +203,10 @@ def test_trainer_options_beside_a_built_in_trainer_is_an_error_naming_its_sectio
     # configs (which set trainer.options) silently ran with 512
     with pytest.raises(
         ConfigError,
-        match=rf"^trainer\.options: options of the built-in trainer '{name}' go under "
+        match=rf"^trainer\.options: options of the registered trainer '{name}' go under "
         rf"trainer\.{name} .*got population",
     ):
-        load_config(QUICKSTART, overrides=[f"trainer.name={name}", "trainer.options.population=8"])
+        check_parts(load_config(QUICKSTART, overrides=[f"trainer.name={name}", "trainer.options.population=8"]))
 
 
 def test_a_user_trainer_takes_trainer_options_and_ignores_the_built_in_sections():
@@ -224,15 +215,43 @@ def test_a_user_trainer_takes_trainer_options_and_ignores_the_built_in_sections(
     name = "experiments.random_search:RandomSearchTrainer"
     parts = check_parts(load_config(QUICKSTART, overrides=[f"trainer.name={name}", "trainer.options.candidates=3"]))
     assert parts.trainer_options.candidates == 3  # the quickstart's trainer.es section stays, unused
-    assert load_config(QUICKSTART, overrides=[f"trainer.name={name}"]).trainer.es["population"] == 32
+    assert load_config(QUICKSTART, overrides=[f"trainer.name={name}"]).trainer.section("es")["population"] == 32
 
 
-def test_every_registered_trainer_has_a_config_section():
+def test_a_trainer_in_the_registry_gets_a_section_typed_by_its_own_options(monkeypatch):
+    """The registry is the one list of trainers: registering one gives it `trainer.<name>`,
+    built and checked from the Options class declared next to it, with nothing in the config."""
     from poet.trainers import TRAINERS
 
-    assert set(TRAINERS) <= {f.name for f in dataclasses.fields(load_config().trainer)}
-    # what load_config takes for a built-in trainer (trainer.options refused) is what the runner does
-    assert set(BUILTIN_TRAINERS) == set(TRAINERS)
+    @dataclasses.dataclass
+    class Options:
+        rate: float = 0.1
+
+        def check(self) -> list[tuple[str, str]]:
+            return [] if self.rate > 0 else [("rate", f"must be > 0, got {self.rate}")]
+
+    class Mine:
+        def init_state(self): ...
+        def reset_state(self): ...
+        def step(self): ...
+
+    Mine.Options = Options
+    monkeypatch.setitem(TRAINERS, "mine", Mine)
+    parts = check_parts(load_config(QUICKSTART, overrides=["trainer.name=mine", "trainer.mine.rate=0.5"]))
+    assert parts.trainer_cls is Mine and parts.trainer_options == Options(rate=0.5)
+    for override, message in [
+        ("trainer.mine.rate=-1", "trainer.mine.rate: must be > 0, got -1.0"),
+        ("trainer.mine.rte=1", "trainer.mine.rte: "),
+        ("trainer.mine.rate=fast", "trainer.mine.rate: expected a number"),
+        (
+            "trainer.mnie.rate=1",
+            "trainer.mnie: unknown key (known in trainer: name, options, and a section for "
+            "each registered trainer: es, ppo, mine)",
+        ),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            check_parts(load_config(QUICKSTART, overrides=["trainer.name=es", override]))
+        assert str(err.value).startswith(message), (override, str(err.value))
 
 
 def test_override_into_env_options_creates_the_section():
@@ -253,7 +272,7 @@ def test_dict_section_overrides_reach_the_parts():
 
 def test_overrides_on_defaults_create_missing_sections():
     cfg = load_config(overrides=["trainer.es.population=8", "env.options.course_length=30"])
-    assert cfg.trainer.es == {"population": 8}
+    assert cfg.trainer.section("es") == {"population": 8}
     assert cfg.env.options == {"course_length": 30}
 
 
@@ -265,7 +284,7 @@ def test_apply_override_creates_nested_dicts():
 
 def test_data_mapping_is_deep_merged_over_yaml():
     cfg = load_config(QUICKSTART, data={"trainer": {"es": {"population": 16}}, "seed": 4})
-    assert cfg.trainer.es == {"population": 16, "noise_table_size": 4_000_000}
+    assert cfg.trainer.section("es") == {"population": 16, "noise_table_size": 4_000_000}
     assert cfg.seed == 4
 
 
@@ -316,7 +335,7 @@ def test_to_dict_is_a_plain_copy():
     assert d["trainer"]["es"]["population"] == 32
     d["trainer"]["es"]["population"] = 2
     d["policy"]["hidden"].append(1)
-    assert cfg.trainer.es["population"] == 32
+    assert cfg.trainer.section("es")["population"] == 32
     assert cfg.policy.hidden == [40, 40]
     assert set(d) == {f.name for f in dataclasses.fields(RunConfig)}
 

@@ -736,11 +736,11 @@ def test_ued_terrain_config_is_the_quickstart_with_a_buffer_scaled_to_the_run():
     assert ued.curriculum == "accel" and ued.env == quick.env
     assert (ued.policy.hidden, ued.policy.activation, ued.policy.init) == ([40, 40], "tanh", "orthogonal")
     assert (ued.evaluation.max_steps, ued.evaluation.eval_episodes, ued.evaluation.test_every) == (400, 3, 20)
-    assert ued.trainer.name == "ppo" and ued.trainer.es == quick.trainer.es
+    assert ued.trainer.name == "ppo" and ued.trainer.section("es") == quick.trainer.section("es")
     from poet.curricula import dcd
 
     scaled = {"n_steps": 400, "minibatch_size": 200}  # 16 levels x 400 steps / dcd's 32 minibatches
-    assert ued.trainer.ppo == {**dcd.DEFAULTS["trainer"]["ppo"], **scaled}
+    assert ued.trainer.section("ppo") == {**dcd.DEFAULTS["trainer"]["ppo"], **scaled}
     accel = check_parts(ued).curriculum.options
     cycles = -(-LevelBuffer.levels_to_replay(accel.buffer_size, accel.min_fill) // accel.num_levels)
     assert cycles <= ued.iterations // 10

@@ -176,7 +176,7 @@ def test_a_setting_the_config_gives_wins_over_the_curriculums_default():
         data={"curriculum": "accel", "trainer": {"ppo": {"n_steps": 400}}, "policy": {"hidden": [8]}},
         overrides=["reproduction.capacity=6"],
     )
-    assert cfg.trainer.ppo["n_steps"] == 400 and cfg.trainer.ppo["gae_lambda"] == 0.9
+    assert cfg.trainer.section("ppo")["n_steps"] == 400 and cfg.trainer.section("ppo")["gae_lambda"] == 0.9
     assert (cfg.trainer.name, cfg.policy.hidden, cfg.reproduction.capacity) == ("ppo", [8], 6)
     assert poet.load_config(data={"curriculum": "accel"}, overrides=["trainer.name=es"]).trainer.name == "es"
 
@@ -191,7 +191,7 @@ def test_a_runconfig_object_gets_its_curriculums_defaults_where_unset():
 def test_the_defaults_never_share_a_list_with_a_run():
     cfg = poet.load_config(data={"curriculum": "accel"})
     cfg.policy.hidden.append(1)
-    cfg.trainer.ppo["value_hidden"].append(1)
+    cfg.trainer.section("ppo")["value_hidden"].append(1)
     assert curriculum_defaults("accel")["policy"]["hidden"] == [64, 64]
     assert curriculum_defaults("accel")["trainer"]["ppo"]["value_hidden"] == [64, 64]
 
@@ -402,5 +402,5 @@ def test_resume_takes_the_saved_config_as_it_is(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "check_parts", checked)
     with pytest.raises(Stop):
         poet.resume(run_dir)
-    assert seen[0].trainer.ppo == {"n_steps": 64} and seen[0].policy.init == "reference"
+    assert seen[0].trainer.section("ppo") == {"n_steps": 64} and seen[0].policy.init == "reference"
     assert (seen[0].reproduction.every, seen[0].reproduction.capacity) == (150, 20)

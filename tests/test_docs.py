@@ -117,7 +117,7 @@ def _every_key(cls: type, prefix: str = "") -> list[str]:
     for f in dataclasses.fields(cls):
         if f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory):
             keys += _every_key(f.default_factory, f"{prefix}{f.name}.")
-        else:
+        elif not f.metadata.get("inline"):  # trainer.es, trainer.ppo: the trainers' own tables
             keys.append(f"{prefix}{f.name}")
     return keys
 

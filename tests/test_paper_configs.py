@@ -32,8 +32,8 @@ def test_paper_settings(name):
     mode, every, capacity, family = CONFIGS[name]
     assert cfg.env.family == family
     assert (cfg.curriculum, cfg.reproduction.every, cfg.reproduction.capacity) == (mode, every, capacity)
-    assert cfg.trainer.es["population"] == 512 and cfg.trainer.es["sigma"] == 0.1
-    assert cfg.trainer.es["lr"] == 0.01 and cfg.evaluation.eval_episodes == 5
+    assert cfg.trainer.section("es")["population"] == 512 and cfg.trainer.section("es")["sigma"] == 0.1
+    assert cfg.trainer.section("es")["lr"] == 0.01 and cfg.evaluation.eval_episodes == 5
     assert (cfg.transfer.every, cfg.reproduction.threshold, cfg.reproduction.mc_lower, cfg.reproduction.mc_upper) == (
         25,
         200,
@@ -56,7 +56,7 @@ def test_paper_config_runs(name, tmp_path):
 def test_paper_configs_use_the_reference_rules(name):
     cfg = load_config(ROOT / "experiments" / name)
     assert (cfg.evaluation.course, cfg.evaluation.self_score, cfg.policy.init) == ("fixed", "after_step", "reference")
-    assert cfg.trainer.es["beta1"] == 0.9 and cfg.trainer.es["propose_with"] == "adam"
+    assert cfg.trainer.section("es")["beta1"] == 0.9 and cfg.trainer.section("es")["propose_with"] == "adam"
     assert (cfg.reproduction.child_agent, cfg.reproduction.pata_ec_ties) == ("best_transfer", "ordinal")
 
 
@@ -118,15 +118,19 @@ def test_the_paper_config_takes_es_options_from_its_section():
 def test_the_small_bipedal_preset_keeps_the_papers_rules_smaller():
     small = load_config(ROOT / "experiments" / "bipedal_small.yaml")
     paper = load_config(ROOT / "experiments" / "poet_bipedal.yaml")
-    assert (small.trainer.es["population"], small.evaluation.eval_episodes, small.evaluation.max_steps) == (32, 1, 400)
+    assert (small.trainer.section("es")["population"], small.evaluation.eval_episodes, small.evaluation.max_steps) == (
+        32,
+        1,
+        400,
+    )
     assert (small.reproduction, small.transfer, small.policy, small.env) == (
         paper.reproduction,
         paper.transfer,
         paper.policy,
         paper.env,
     )
-    assert {k: v for k, v in small.trainer.es.items() if k not in ("population", "noise_table_size")} == {
-        k: v for k, v in paper.trainer.es.items() if k not in ("population", "noise_table_size")
+    assert {k: v for k, v in small.trainer.section("es").items() if k not in ("population", "noise_table_size")} == {
+        k: v for k, v in paper.trainer.section("es").items() if k not in ("population", "noise_table_size")
     }
 
 

@@ -100,7 +100,8 @@ def field_comments(cls: type) -> dict[str, str]:
 
 
 def _field_list(cls: type) -> list[dataclasses.Field]:
-    return [f for f in dataclasses.fields(cls) if not _is_section(f)]
+    # an inline field's entries are sections of their own (trainer.es: the trainer tables below)
+    return [f for f in dataclasses.fields(cls) if not _is_section(f) and not f.metadata.get("inline")]
 
 
 def _is_section(f: dataclasses.Field) -> bool:

@@ -2,7 +2,7 @@
 
 A trainer is built as `TrainerClass(options, context)`. `options` is an instance of the
 class's `Options` dataclass, validated from the trainer's config section: `trainer.es` or
-`trainer.ppo` for a built-in trainer, `trainer.options` for a `package.module:Class` one. State is a dict of
+`trainer.ppo` for a registered trainer, `trainer.options` for a `package.module:Class` one. State is a dict of
 numbers and numpy arrays so checkpoints can hold it without pickling.
 """
 
