@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -20,6 +21,7 @@ from envs import EnvFamily, EnvParams
 from poet.analysis import load_run
 from poet.analysis.images import check_figure_out, course_figure, write_figure, write_gif
 from poet.config import ConfigError, load_config
+from poet.evaluation.rollout import Rows, step_slots
 from poet.pair import Pair
 from poet.parts import RunParts, read_parts
 from poet.policies import BatchedPolicy, PolicySpec
@@ -127,29 +129,52 @@ def play_episode(
 ) -> Episode:
     """One deterministic episode of the policy `theta` on `params`: frames, return and length.
 
-    The actions come from the forward the evaluators score with (`BatchedPolicy`), and the
-    episode ends where a scored one does (termination, truncation, `max_steps`), so its
-    return is the score of the same episode (tests/test_reading_runs.py). An env pinned to a
+    The episode runs through the evaluators' own gymnasium episode loop (`step_slots`: the
+    same forward, the same ends: termination, truncation, `max_steps`, a non-finite value),
+    so its return is the score of the same episode (tests/test_report.py). An env pinned to a
     course (`params.course_seed`) runs that course whatever `seed` says.
     """
     policy = BatchedPolicy(spec, np.asarray(theta, dtype=np.float32)[None, :])
-    env = _make_rgb_env(family, params, name)
     reset_seed = params.reset_seed(seed)
-    ret, steps = 0.0, 0
+    recorder = _Recorder(_make_rgb_env(family, params, name), name)
     try:
-        obs, _ = env.reset(seed=reset_seed)
-        frames = [_frame(env, name)]
-        for _ in range(int(max_steps)):
-            action = policy.act(np.asarray(obs, dtype=np.float32).reshape(1, -1))[0]
-            obs, reward, terminated, truncated, _ = env.step(action)
-            ret += float(reward)
-            steps += 1
-            frames.append(_frame(env, name))
-            if terminated or truncated:
-                break
+        rows = Rows([params], [reset_seed], np.array([int(max_steps)], dtype=np.int64), policy)
+        returns, lengths, _ = step_slots(family, rows, None, recorder)
     finally:
-        env.close()
-    return Episode(frames, ret, steps, reset_seed, params.id)
+        recorder.env.close()
+    return Episode(recorder.env.frames, float(returns[0]), int(lengths[0]), reset_seed, params.id)
+
+
+class _Frames(gym.Wrapper):
+    """An env that keeps an rgb frame after its reset and after every step."""
+
+    def __init__(self, env: gym.Env, name: str):
+        super().__init__(env)
+        self.name = name
+        self.frames: list[np.ndarray] = []
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        out = self.env.reset(**kwargs)
+        self.frames = [_frame(self.env, self.name)]
+        return out
+
+    def step(self, action: Any) -> tuple[Any, ...]:
+        out = self.env.step(action)
+        self.frames.append(_frame(self.env, self.name))
+        return out
+
+
+class _Recorder:
+    """The one env the episode loop takes (and gives back), recording its frames."""
+
+    def __init__(self, env: gym.Env, name: str):
+        self.env = _Frames(env, name)
+
+    def take(self, params: EnvParams) -> gym.Env:
+        return self.env
+
+    def give_back(self, params: EnvParams, env: gym.Env) -> None:
+        pass
 
 
 def episode_frames(

@@ -341,7 +341,7 @@ def direct_step(env: Any) -> tuple[Callable[[Any], tuple], int | None]:
 
 
 class _Slots:
-    """The live episodes of `_step_slots`, one per slot, as per-slot lists in slot order: each
+    """The live episodes of `step_slots`, one per slot, as per-slot lists in slot order: each
     slot's env, the env's step function, its row, return so far, last reward, steps so far and
     the steps it may take; `obs` holds their observations. The per-step work is plain Python
     on these lists (a numpy call on a handful of values costs more than the arithmetic)."""
@@ -416,7 +416,7 @@ class _Slots:
                 env.close()
 
 
-def _step_slots(
+def step_slots(
     family: EnvFamily, batch: Rows, should_stop: StopCheck, env_cache: EnvCache | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows through ENV_SLOTS gymnasium envs, each slot starting the next row when its episode ends.
@@ -425,7 +425,9 @@ def _step_slots(
     non-finite value (the row is then `bad`), exactly as in the compiled row loop. Envs of
     finished episodes go back to `env_cache`; if anything raises, the envs in use are closed
     instead (their state is unknown). Numpy does the policy forward and one finiteness check
-    of all observations per step.
+    of all observations per step. `env_cache` is anything with `take(params)` and
+    `give_back(params, env)` (the renderer's records frames); None: `family.make_env`, closed
+    after use.
     """
     policy = batch.policy
     policy.perturbed_rows()  # before the slots take over the policy's row index
@@ -515,7 +517,7 @@ def run_table(
         try:
             batch = table.batch(first, stop, rows, spec, weights, noise)
             if kernel is None:
-                row_returns, row_lengths, bad = _step_slots(family, batch, should_stop, env_cache)
+                row_returns, row_lengths, bad = step_slots(family, batch, should_stop, env_cache)
             else:
                 row_returns, row_lengths, bad = _step_kernel(kernel, batch, should_stop)
         except WaveInterrupted:
