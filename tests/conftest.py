@@ -17,6 +17,38 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile the numba kernels into numba's on-disk cache once, before any test or xdist
+    worker runs: on a fresh clone the cache is empty, and every process that starts cold (each
+    test worker, each Ray worker, each `poet` subprocess) would compile the same kernels itself,
+    about half a minute of CPU each."""
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller did it before starting it
+        return
+    compile_kernels()
+
+
+def compile_kernels() -> None:
+    """One small rollout on each path whose kernels numba compiles (terrain's row kernel and
+    course layout, the policy forwards of box and discrete actions) and one planner search."""
+    import numpy as np
+
+    from envs.registry import make_family
+    from envs.terrain import course_from_values
+    from envs.terrain_planner import plan
+    from poet.evaluation import EvalRequest, InProcessEvaluator
+    from poet.policies import init_flat, spec_for_spaces
+
+    for name, options in (("terrain", {"course_length": 12.0}), ("cartpole", None)):
+        family = make_family(name, options)
+        env = family.make_env(family.initial())
+        spec = spec_for_spaces(env.observation_space, env.action_space, (4, 4), "tanh")
+        env.close()
+        evaluator = InProcessEvaluator(family, spec)
+        theta = evaluator.put(init_flat(spec, np.random.default_rng(0)))
+        evaluator.evaluate([EvalRequest(theta, family.initial(), 1, 0, 20)])
+    plan(course_from_values(1.0, (), (), 0, 12.0), 20)
+
+
 def assert_torch_stays_unloaded(code: str) -> None:
     """Run `code` in a fresh interpreter at the repository root; it must end with torch not imported."""
     check = "\nimport sys\nassert 'torch' not in sys.modules, 'torch was loaded'\n"
