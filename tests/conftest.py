@@ -27,6 +27,14 @@ def pytest_configure(config: pytest.Config) -> None:
     compile_kernels()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files that hold tests marked slow (whole runs) first, in their own order: under
+    `make test`'s `--dist loadfile` each file runs on one worker, and with the long files
+    started first the short ones fill the end instead of one long file running alone."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
 def compile_kernels() -> None:
     """One small rollout on each path whose kernels numba compiles (terrain's row kernel and
     course layout, the policy forwards of box and discrete actions) and one planner search."""
