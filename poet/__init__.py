@@ -7,7 +7,6 @@ run = poet.analysis.load_run(result.run_dir)
 
 from typing import Any
 
-from poet import analysis
 from poet.config import ConfigError, RunConfig
 from poet.errors import RunInterrupted
 from poet.version import __version__
@@ -16,7 +15,12 @@ _RUNNER = ("RunResult", "resume", "run")
 
 
 def __getattr__(name: str) -> Any:
-    # The runner pulls in torch and the evaluators; `poet report` and analysis never need them.
+    # Loaded on first use: analysis pulls in pandas, which a run (and every Ray worker) never
+    # needs; the runner pulls in torch and the evaluators, which `poet report` never needs.
+    if name == "analysis":
+        import poet.analysis
+
+        return poet.analysis
     if name in _RUNNER:
         from poet.runtime import runner
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -80,8 +81,10 @@ PPO_TINY = {"name": "ppo", "ppo": {"n_envs": 2, "n_steps": 32, "epochs": 2, "min
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend, trainer", [("inprocess", "es"), ("ray", "es"), ("inprocess", "ppo")])
-def test_hard_kill_then_resume_equals_straight_run(tiny, tmp_path, backend, trainer):
+def test_hard_kill_then_resume_equals_straight_run(tiny, tmp_path, backend, trainer, request):
     """PPO's state (Adam moments, normaliser, return scaler, value net) resumes exactly too."""
+    if backend == "ray":  # the straight run in this process, on the tests' Ray instance
+        request.getfixturevalue("ray_local")
     k, total = 8, 24
     # the killed run is set to go on far past `total`, so that it is still running when killed
     # however fast its iterations are; its resume stops at `total`
@@ -95,22 +98,12 @@ def test_hard_kill_then_resume_equals_straight_run(tiny, tmp_path, backend, trai
     )
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     base = [sys.executable, "-m", "poet.cli"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    config = _write_config(tmp_path / "cfg.yaml", cfg)
-    subprocess.run(
-        base + ["run", str(config), "--out", str(straight), "--quiet"], cwd=ROOT, check=True, env=env, timeout=300
-    )
+    poet.run(cfg, out=straight, progress=False)
     long_config = _write_config(tmp_path / "long.yaml", {**cfg, "iterations": 100_000})
     killed_at = _kill_after_checkpoint(base + ["run", str(long_config), "--out", str(killed), "--quiet"], killed, k)
     assert killed_at < total, f"the run got to iteration {killed_at} before the kill; raise `total`"
     assert len(load_run(killed).iterations) > 0
-    subprocess.run(
-        base + ["resume", str(killed), "--iterations", str(total), "--quiet"],
-        cwd=ROOT,
-        check=True,
-        env=env,
-        timeout=300,
-    )
+    poet.resume(killed, iterations=total, progress=False)
     _assert_same_run(straight, killed)
     run = load_run(killed)
     assert not run.iterations.duplicated(["iteration", "pair_id"]).any()
@@ -380,27 +373,27 @@ def test_rows_cut_from_a_table_after_a_checkpoint_fall_back_or_refuse(tiny, tmp_
 
 
 def test_resume_on_any_pool_equals_the_straight_run(ray_local, tiny, tmp_path):
-    """A 2-worker run continued with 1 worker, with 3 workers, and in-process: the same tables."""
+    """A 2-worker run continued with 1 worker, with 3 workers (the CLI's own new Ray instance),
+    and in-process: the same tables."""
     cfg = tiny(iterations=6, evaluation={"backend": "ray"}, ray={"workers": 2})
     poet.run(cfg, out=tmp_path / "straight", progress=False)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for name, flags in (
-        ("one", ["--workers", "1"]),
-        ("three", ["--workers", "3"]),
-        ("local", ["--backend", "inprocess"]),
-    ):
-        run_dir = tmp_path / name
-        poet.run({**cfg, "iterations": 3}, out=run_dir, progress=False)
-        out = subprocess.run(
-            [sys.executable, "-m", "poet.cli", "resume", str(run_dir), "--iterations", "6", "--quiet", *flags],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=env,
-            timeout=300,
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
-        _assert_same_run(tmp_path / "straight", run_dir)
+    poet.run({**cfg, "iterations": 3}, out=tmp_path / "half", progress=False)
+    for name in ("one", "three", "local"):
+        shutil.copytree(tmp_path / "half", tmp_path / name)
+    poet.resume(tmp_path / "one", iterations=6, overrides=["ray.workers=1"], progress=False)
+    poet.resume(tmp_path / "local", iterations=6, overrides=["evaluation.backend=inprocess"], progress=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "poet.cli", "resume", str(tmp_path / "three"), "--iterations", "6", "--quiet"]
+        + ["--workers", "3"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    for name in ("one", "three", "local"):
+        _assert_same_run(tmp_path / "straight", tmp_path / name)
     saved = yaml.safe_load((tmp_path / "local" / "config.yaml").read_text())
     # where a resume ran is its own: a later plain resume goes where the run was started
     assert (saved["evaluation"]["backend"], saved["ray"]["workers"], saved["iterations"]) == ("ray", 2, 6)

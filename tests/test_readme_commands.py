@@ -155,7 +155,7 @@ def scratch(tmp_path_factory) -> Path:
             "--out",
             "runs/ued_terrain-small",
             "--iterations",
-            "21",
+            "3",
             "--backend",
             "inprocess",
             "--quiet",
