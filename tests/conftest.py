@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -24,7 +27,14 @@ def pytest_configure(config: pytest.Config) -> None:
     about half a minute of CPU each."""
     if hasattr(config, "workerinput"):  # an xdist worker: the controller did it before starting it
         return
+    # the planner's kernels in a second process meanwhile: on a fresh clone they are a third
+    # of the compile, and the two sets share only terrain's step
+    planner = subprocess.Popen(
+        [sys.executable, "-c", "from tests.conftest import compile_planner; compile_planner()"], cwd=ROOT
+    )
     compile_kernels()
+    if planner.wait() != 0:
+        raise RuntimeError("compiling the planner's kernels failed (see above)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -36,13 +46,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def compile_kernels() -> None:
-    """One small rollout on each path whose kernels numba compiles (terrain's row kernel and
-    course layout, the policy forwards of box and discrete actions) and one planner search."""
+    """One small rollout on each path whose kernels numba compiles: terrain's row kernel and
+    course layout, the policy forwards of box and discrete actions."""
     import numpy as np
 
     from envs.registry import make_family
-    from envs.terrain import course_from_values
-    from envs.terrain_planner import plan
     from poet.evaluation import EvalRequest, InProcessEvaluator
     from poet.policies import init_flat, spec_for_spaces
 
@@ -54,6 +62,13 @@ def compile_kernels() -> None:
         evaluator = InProcessEvaluator(family, spec)
         theta = evaluator.put(init_flat(spec, np.random.default_rng(0)))
         evaluator.evaluate([EvalRequest(theta, family.initial(), 1, 0, 20)])
+
+
+def compile_planner() -> None:
+    """One search of the feasibility planner on a short course."""
+    from envs.terrain import course_from_values
+    from envs.terrain_planner import plan
+
     plan(course_from_values(1.0, (), (), 0, 12.0), 20)
 
 
@@ -62,6 +77,30 @@ def assert_torch_stays_unloaded(code: str) -> None:
     check = "\nimport sys\nassert 'torch' not in sys.modules, 'torch was loaded'\n"
     proc = subprocess.run([sys.executable, "-c", code + check], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def poet_in_process(args: list, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`poet ARGS` through the CLI's `main()` in this process, from `cwd`: its exit code, stdout
+    and stderr, with Python's default warning filters (pytest's would show warnings a user
+    never sees). The CLI's whole behaviour without an interpreter's start-up per command; runs
+    that are killed or start their own Ray stay subprocesses, and tests/test_readme_commands.py
+    runs the installed program."""
+    from poet.cli import main
+
+    out, err, before = io.StringIO(), io.StringIO(), Path.cwd()
+    argv = [str(a) for a in args]
+    with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        warnings.resetwarnings()
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        os.chdir(cwd)
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 1
+        finally:
+            os.chdir(before)
+    return subprocess.CompletedProcess(["poet", *argv], code, out.getvalue(), err.getvalue())
 
 
 def mutation_chain(family, n: int, seed: int) -> list:

@@ -21,7 +21,7 @@ import yaml
 import poet
 from poet.analysis import load_run
 from poet.runtime import checkpoint
-from tests.conftest import ROOT
+from tests.conftest import ROOT, poet_in_process
 
 TABLES = ("iterations", "envs", "transfers", "events")
 
@@ -206,13 +206,7 @@ def test_unknown_format_version_is_a_clear_error(tiny, tmp_path):
     (ckpt / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(poet.ConfigError, match="format version 99"):
         poet.resume(run, progress=False)
-    proc = subprocess.run(
-        [sys.executable, "-m", "poet.cli", "resume", str(run)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    proc = poet_in_process(["resume", str(run)])
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "format version 99" in proc.stderr
 
@@ -225,14 +219,7 @@ def test_resume_of_a_directory_without_a_run(tmp_path):
 def test_resume_of_another_tools_run_says_it_is_not_a_poet_run(tmp_path):
     # it used to complain about the foreign config's keys ("model: unknown key ...")
     (tmp_path / "config.yaml").write_text("model: resnet50\nlr: 0.1\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "poet.cli", "resume", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=120,
-    )
+    proc = poet_in_process(["resume", str(tmp_path)])
     assert proc.returncode == 2
     assert proc.stderr == (
         f"poet: error: {str(tmp_path)!r} is not a poet run directory (no run.json); `poet run` makes one\n"
@@ -357,15 +344,7 @@ def test_rows_cut_from_a_table_after_a_checkpoint_fall_back_or_refuse(tiny, tmp_
     # lose rows every checkpoint counted: one line, exit 2, tables left as they were
     _cut_rows(run_dir, "iterations", counted["ckpt-000000002"] - 1)
     before = (run_dir / "records" / "iterations.jsonl").read_bytes()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-m", "poet.cli", "resume", str(run_dir)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-    )
+    out = poet_in_process(["resume", str(run_dir)])
     assert out.returncode == 2
     errors = [line for line in out.stderr.splitlines() if line.startswith("poet: error:")]
     assert len(errors) == 1 and "no usable checkpoint" in errors[0] and "records/iterations.jsonl holds" in errors[0]

@@ -14,8 +14,8 @@ import poet
 from poet.analysis import load_run
 from poet.analysis.compare import FIGURES, best_heldout, notes, run_labels, summary, training_steps
 from tests.conftest import ROOT, tiny_config
+from tests.conftest import poet_in_process as poet_cli
 from tests.test_cli import assert_one_error_line
-from tests.test_cli import poet as poet_cli
 
 PNG = b"\x89PNG\r\n\x1a\n"
 LEVELS = ["flat", "pits", "stumps", "rough", "combined"]

@@ -14,7 +14,7 @@ from envs import EnvParams
 from poet.analysis import load_run
 from poet.curricula import CURRICULA
 from poet.runtime import checkpoint
-from tests.conftest import ROOT
+from tests.conftest import ROOT, poet_in_process
 from tests.test_checkpoint import _assert_same_run, _kill_after_checkpoint, _write_config
 
 TABLES = ("iterations", "envs", "transfers", "events")
@@ -176,9 +176,6 @@ def test_plr_curricula_replay_explore_and_keep_their_buffer_in_the_state(name, t
 @pytest.mark.parametrize("name", ["accel", "robust_plr", "dr", "direct"])
 def test_cli_run_with_ppo_writes_the_tables_and_report(name, tmp_path):
     """`poet run --set curriculum=NAME --set trainer.name=ppo` on the terrain family, then `poet report`."""
-    import subprocess
-    import sys
-
     out = tmp_path / "r"
     small = [
         "iterations=6",
@@ -195,34 +192,9 @@ def test_cli_run_with_ppo_writes_the_tables_and_report(name, tmp_path):
     if name == "dr":
         small.append("curriculum_options={num_levels: 2}")
     sets = [x for s in [f"curriculum={name}", "trainer.name=ppo", *small] for x in ("--set", s)]
-    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "poet.cli",
-            "run",
-            str(ROOT / "experiments" / "quickstart.yaml"),
-            *sets,
-            "--out",
-            str(out),
-            "--quiet",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    run = poet_in_process(["run", str(ROOT / "experiments" / "quickstart.yaml"), *sets, "--out", str(out), "--quiet"])
     assert run.returncode == 0, run.stderr[-2000:]
-    report = subprocess.run(
-        [sys.executable, "-m", "poet.cli", "report", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    report = poet_in_process(["report", str(out)])
     assert report.returncode == 0, report.stderr[-2000:]
     records = load_run(out)
     assert len(records.iterations) >= 1 and "policy_loss" in records.iterations.columns
@@ -651,18 +623,9 @@ def test_progress_bar_of_a_level_buffer_run_says_it_is_filling_never_nan(tmp_pat
 
 def test_cli_progress_bar_of_a_short_accel_run(tiny, tmp_path):
     """`poet run` with dcd's buffer defaults: 3 iterations only explore, and the bar says so."""
-    import subprocess
-    import sys
 
     config = _write_config(tmp_path / "cfg.yaml", tiny(curriculum="accel", iterations=3, progress=True))
-    run = subprocess.run(
-        [sys.executable, "-m", "poet.cli", "run", str(config), "--out", str(tmp_path / "r")],
-        cwd=ROOT,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = poet_in_process(["run", str(config), "--out", str(tmp_path / "r")])
     assert run.returncode == 0, run.stderr[-2000:]
     assert "levels=48/500 before first replay" in run.stderr, run.stderr[-2000:]
     assert "nan" not in run.stderr
@@ -694,26 +657,9 @@ def test_level_buffer_option_errors_name_the_option_and_the_bound(curriculum, op
 
 
 def test_cli_bad_level_buffer_option_is_one_error_line(tmp_path):
-    import subprocess
-    import sys
 
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "poet.cli",
-            "run",
-            "experiments/ued_terrain.yaml",
-            "--set",
-            "curriculum_options.min_fill=2",
-            "--out",
-            str(tmp_path / "r"),
-        ],
-        cwd=ROOT,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    run = poet_in_process(
+        ["run", "experiments/ued_terrain.yaml", "--set", "curriculum_options.min_fill=2", "--out", str(tmp_path / "r")]
     )
     assert run.returncode == 2, run.stderr
     lines = run.stderr.splitlines()
@@ -757,8 +703,6 @@ def test_ued_terrain_config_is_the_quickstart_with_a_buffer_scaled_to_the_run():
 @pytest.mark.parametrize("curriculum", ["accel", "robust_plr", "dr"])
 def test_ued_terrain_config_runs_each_ued_curriculum(curriculum, tmp_path):
     """A few iterations of experiments/ued_terrain.yaml, cut down, with `--set curriculum=...`."""
-    import subprocess
-    import sys
 
     small = [
         "iterations=6",
@@ -771,14 +715,7 @@ def test_ued_terrain_config_runs_each_ued_curriculum(curriculum, tmp_path):
     ]
     small += ["curriculum_options={}"] if curriculum == "dr" else []
     sets = [x for s in small for x in ("--set", s)]
-    run = subprocess.run(
-        [sys.executable, "-m", "poet.cli", "run", str(UED), *sets, "--out", str(tmp_path / "r"), "--quiet"],
-        cwd=ROOT,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = poet_in_process(["run", str(UED), *sets, "--out", str(tmp_path / "r"), "--quiet"])
     assert run.returncode == 0, run.stderr[-2000:]
     records = load_run(tmp_path / "r")
     assert sorted(records.heldout["iteration"].unique()) == [2, 5]
@@ -790,14 +727,9 @@ def test_ued_terrain_config_runs_each_ued_curriculum(curriculum, tmp_path):
 
 def test_a_score_the_trainer_cannot_give_is_one_error_line_before_any_rollout(tmp_path):
     """score: positive_value_loss needs PPO's value net; with ES the run stops at its start."""
-    import subprocess
-    import sys
 
-    run = subprocess.run(
+    run = poet_in_process(
         [
-            sys.executable,
-            "-m",
-            "poet.cli",
             "run",
             str(UED),
             "--set",
@@ -808,12 +740,7 @@ def test_a_score_the_trainer_cannot_give_is_one_error_line_before_any_rollout(tm
             "inprocess",
             "--out",
             str(tmp_path / "r"),
-        ],
-        cwd=ROOT,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
+        ]
     )
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert run.stderr.splitlines()[-1] == (

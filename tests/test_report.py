@@ -28,7 +28,7 @@ from poet.analysis.images import course_figure, figure_rgb
 from poet.analysis.render import episode_frames, find_env, load_agents, render_gif, subsample
 from poet.analysis.report import FIGURES, write_report
 from poet.runtime import checkpoint
-from tests.conftest import ROOT, tiny_config
+from tests.conftest import ROOT, poet_in_process, tiny_config
 
 NOTEBOOK = ROOT / "notebooks" / "analyze_run.ipynb"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -407,7 +407,7 @@ def _texts(fig: Figure) -> str:
 def test_report_of_a_run_that_only_explored_says_no_training_yet(accel_runs):
     from poet.analysis.report import env_tree_figure, scores_figure, summary
 
-    index = _ok(_cli(["report", accel_runs["explore"]]))
+    index = _ok(poet_in_process(["report", accel_runs["explore"]]))
     _check_pngs(index.parent)
     run = load_run(accel_runs["explore"])
     assert len(run.iterations) == 0
@@ -427,7 +427,7 @@ def test_report_of_a_run_that_only_explored_says_no_training_yet(accel_runs):
 def test_report_of_a_replaying_accel_run_draws_its_scores_and_a_bounded_tree(accel_runs, monkeypatch):
     import poet.analysis.report as report
 
-    index = _ok(_cli(["report", accel_runs["replay"]]))
+    index = _ok(poet_in_process(["report", accel_runs["replay"]]))
     run = load_run(accel_runs["replay"])
     replayed = set(run.events.loc[run.events["kind"] == "replayed", "env_id"])
     assert len(run.iterations) >= len(replayed) >= 3
