@@ -1,7 +1,10 @@
-"""The `poet` command line, run as a subprocess: bad inputs give one clean error line; a tiny run works.
+"""The `poet` command line: bad inputs give one clean error line; a tiny run works.
 
-Every command of this module starts at once on a small thread pool when the module's first
-test runs (each subprocess pays a few seconds of imports), and each test then waits for its own.
+The module's two runs start at once as subprocesses when its first test runs; meanwhile the
+commands refused before any work run through the CLI's main() in this process (a subprocess
+each would pay a few seconds of imports for a one-line answer), and each test then waits for
+its own. tests/test_readme_commands.py runs the pages' error examples through the installed
+program.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import poet_in_process
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = "experiments/quickstart.yaml"
@@ -196,9 +201,12 @@ BAD = [
 @dataclass
 class Jobs:
     root: Path
-    futures: dict[str, Future] = field(default_factory=dict)
+    futures: dict[str, Future] = field(default_factory=dict)  # the runs, as subprocesses
+    done: dict[str, subprocess.CompletedProcess] = field(default_factory=dict)  # the rest, in this process
 
     def result(self, name: str) -> subprocess.CompletedProcess:
+        if name in self.done:
+            return self.done[name]
         return self.futures[name].result(timeout=TIMEOUT_S + 60)
 
 
@@ -228,20 +236,21 @@ def jobs(tmp_path_factory):
                 "evaluation.max_steps=100",
             ],
         )
+        # while they run: the commands refused before any work, through main() in this process
         for case in BAD:
             d = root / case.id
             d.mkdir()
-            j.futures[case.id] = pool.submit(poet, case.args(d))
+            j.done[case.id] = poet_in_process(case.args(d), REPO_ROOT)
         elsewhere = root / "elsewhere"
         elsewhere.mkdir()
-        j.futures["no_config_elsewhere"] = pool.submit(
-            poet, ["run", "--iterations", "1", "--quiet", "--out", elsewhere / "out"], elsewhere
+        j.done["no_config_elsewhere"] = poet_in_process(
+            ["run", "--iterations", "1", "--quiet", "--out", elsewhere / "out"], elsewhere
         )
         under_file = root / "under_file"
         under_file.mkdir()
         (under_file / "plain.txt").write_text("x\n")
-        j.futures["out_under_a_file"] = pool.submit(
-            poet, ["run", QUICKSTART, "--out", under_file / "plain.txt" / "run", "--quiet", *SMALL]
+        j.done["out_under_a_file"] = poet_in_process(
+            ["run", QUICKSTART, "--out", under_file / "plain.txt" / "run", "--quiet", *SMALL], REPO_ROOT
         )
         yield j
 

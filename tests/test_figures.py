@@ -6,10 +6,8 @@ limits), never through pixels.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +24,7 @@ from poet.analysis.images import course_figure, profile_figure
 from poet.analysis.render import find_env, find_pair, load_agents
 from poet.evaluation.inprocess import InProcessEvaluator
 from poet.evaluation.protocol import EvalRequest
-from tests.conftest import ROOT, tiny_config
+from tests.conftest import ROOT, poet_in_process, tiny_config
 
 POET_COURSE = {"roughness": 2.4, "pit_gap": [0.8, 2.4], "stump_height": [0.4, 1.2]}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -112,15 +110,7 @@ def run_dir(tmp_path_factory) -> Path:
 
 
 def _cli(*args: object) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "poet.cli", *map(str, args)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return poet_in_process(list(args))
 
 
 def _refused(proc: subprocess.CompletedProcess, *needles: str) -> str:
@@ -135,8 +125,7 @@ def _refused(proc: subprocess.CompletedProcess, *needles: str) -> str:
 def test_render_refuses_other_formats_before_any_work(run_dir, tmp_path):
     # a real run, and not even a run directory: the extension is looked at first
     cases = [(run_dir, tmp_path / "x.png"), *((tmp_path / "no-run", tmp_path / name) for name in ("x.mp4", "x"))]
-    with ThreadPoolExecutor(len(cases)) as pool:
-        procs = list(pool.map(lambda case: _cli("render", case[0], "--pair", "p0", "--out", case[1]), cases))
+    procs = [_cli("render", run, "--pair", "p0", "--out", out) for run, out in cases]
     for (_, out), proc in zip(cases, procs):
         line = _refused(proc, repr(str(out)), "supported extensions: .gif")
         assert "not a run directory" not in line
@@ -151,23 +140,10 @@ def test_render_prints_the_episode_return_the_evaluator_computes(run_dir, tmp_pa
     # the pair's own env; an env by its id; an env by the pair it was made for
     cases = (("p0", None, 0), ("p0", last_env, 4), ("p1", "p0", 0))
     outs = [tmp_path / f"{i}.gif" for i in range(len(cases))]
-    with ThreadPoolExecutor(len(cases)) as pool:
-        procs = list(
-            pool.map(
-                lambda case: _cli(
-                    "render",
-                    run_dir,
-                    "--pair",
-                    case[0][0],
-                    *(["--env", case[0][1]] if case[0][1] else []),
-                    "--seed",
-                    case[0][2],
-                    "--out",
-                    case[1],
-                ),
-                zip(cases, outs),
-            )
-        )
+    procs = [
+        _cli("render", run_dir, "--pair", pair_id, *(["--env", env] if env else []), "--seed", seed, "--out", out)
+        for (pair_id, env, seed), out in zip(cases, outs)
+    ]
     for (pair_id, env, seed), out, proc in zip(cases, outs, procs):
         pair = find_pair(snapshot, pair_id)
         params = pair.env if env is None else find_env(run_dir, env)
@@ -195,9 +171,7 @@ def test_profile_writes_a_png_by_env_or_by_pair(run_dir, tmp_path):
         "gif": ["--env", "p0", "--out", tmp_path / "c.gif"],
         "bad_pair": ["--env", "p99", "--out", tmp_path / "c.png"],
     }
-    with ThreadPoolExecutor(len(commands)) as pool:
-        futures = {name: pool.submit(_cli, "profile", run_dir, *args) for name, args in commands.items()}
-        procs = {name: f.result() for name, f in futures.items()}
+    procs = {name: _cli("profile", run_dir, *args) for name, args in commands.items()}
     for name in ("env.png", "pair.png", "c.svg"):
         assert procs[name].returncode == 0, procs[name].stderr
         assert procs[name].stdout.strip() == str(tmp_path / name)

@@ -6,11 +6,9 @@ subprocesses, all started together, since each pays a few seconds of imports.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import gymnasium as gym
@@ -50,19 +48,6 @@ def pairs(run_dir) -> tuple[str, str]:
     return active[0].pair_id, active[-1].pair_id
 
 
-def _cli(args: list[str]) -> subprocess.CompletedProcess:
-    """`python -m poet.cli ARGS` from the repository root."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "poet.cli", *map(str, args)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.fixture(scope="module")
 def cli_out(tmp_path_factory) -> Path:
     """Where the CLI commands write."""
@@ -71,7 +56,7 @@ def cli_out(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def cli(run_dir, pairs, cli_out) -> dict[str, subprocess.CompletedProcess]:
-    """Every CLI command of this module, run concurrently; results by name."""
+    """Every CLI command of this module, in this process; results by name."""
     out = cli_out
     own, other = pairs
     other_env = load_run(run_dir).envs.set_index("pair_id").loc[other, "env_id"]
@@ -86,9 +71,7 @@ def cli(run_dir, pairs, cli_out) -> dict[str, subprocess.CompletedProcess]:
         "profile": ["profile", run_dir, "--env", other_env, "--seed", 3, "--out", out / "course.png"],
         "bad_profile_env": ["profile", run_dir, "--env", "nope", "--out", out / "x.png"],
     }
-    with ThreadPoolExecutor(len(commands)) as pool:
-        futures = {name: pool.submit(_cli, args) for name, args in commands.items()}
-        return {name: f.result() for name, f in futures.items()}
+    return {name: poet_in_process(args) for name, args in commands.items()}
 
 
 def _ok(proc: subprocess.CompletedProcess) -> Path:
