@@ -229,6 +229,8 @@ def jobs(tmp_path_factory):
                 "--quiet",
                 "--out",
                 root / "noconfig",
+                "--backend",  # the Ray pool is tiny_run's
+                "inprocess",
                 *SMALL,
                 "--set",
                 "trainer.es.noise_table_size=100000",
