@@ -587,9 +587,11 @@ def test_a_local_pool_refuses_processes_without_its_token(tmp_path):
         "code = f'import ray; ray.init(address={gcs!r}, logging_level=40)'\n"
         "stranger = {k: v for k, v in os.environ.items() if not k.startswith('RAY_AUTH')}\n"
         "stranger['HOME'] = sys.argv[1]  # no ~/.ray/auth_token there\n"
-        "r = subprocess.run([sys.executable, '-c', code], env=stranger, capture_output=True, text=True, timeout=120)\n"
+        "# 3 connection tries instead of Ray's 20 (a second apart): the owner below shows they suffice\n"
+        "few = {'RAY_NUM_REDIS_GET_RETRIES': '3'}\n"
+        "r = subprocess.run([sys.executable, '-c', code], env={**stranger, **few}, capture_output=True, text=True, timeout=120)\n"
         "print('stranger', r.returncode)\n"
-        "r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)\n"
+        "r = subprocess.run([sys.executable, '-c', code], env={**os.environ, **few}, capture_output=True, text=True, timeout=120)\n"
         "print('owner', r.returncode)\n"
         "ray.shutdown()\n"
     )
