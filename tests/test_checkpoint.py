@@ -361,15 +361,7 @@ def test_resume_on_any_pool_equals_the_straight_run(ray_local, tiny, tmp_path):
         shutil.copytree(tmp_path / "half", tmp_path / name)
     poet.resume(tmp_path / "one", iterations=6, overrides=["ray.workers=1"], progress=False)
     poet.resume(tmp_path / "local", iterations=6, overrides=["evaluation.backend=inprocess"], progress=False)
-    out = subprocess.run(
-        [sys.executable, "-m", "poet.cli", "resume", str(tmp_path / "three"), "--iterations", "6", "--quiet"]
-        + ["--workers", "3"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=300,
-    )
+    out = _cli("resume", str(tmp_path / "three"), "--iterations", "6", "--quiet", "--workers", "3")
     assert out.returncode == 0, out.stderr[-2000:]
     for name in ("one", "three", "local"):
         _assert_same_run(tmp_path / "straight", tmp_path / name)

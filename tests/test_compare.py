@@ -13,8 +13,7 @@ from matplotlib.figure import Figure
 import poet
 from poet.analysis import load_run
 from poet.analysis.compare import FIGURES, best_heldout, notes, run_labels, summary, training_steps
-from tests.conftest import ROOT, tiny_config
-from tests.conftest import poet_in_process as poet_cli
+from tests.conftest import ROOT, poet_in_process, tiny_config
 from tests.test_cli import assert_one_error_line
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -43,7 +42,7 @@ def test_quickstart_records_held_out_levels_every_20_iterations(tmp_path):
     cfg = poet.load_config(ROOT / "experiments" / "quickstart.yaml")
     assert cfg.evaluation.test_every == 20
     # the quickstart itself at smoke sizes: its first held-out evaluation is after iteration 19
-    proc = poet_cli(
+    proc = poet_in_process(
         [
             "run",
             "experiments/quickstart.yaml",
@@ -92,7 +91,7 @@ def test_held_out_evaluation_leaves_every_other_table_unchanged(tmp_path, curric
 
 def test_compare_writes_figures_and_index_for_two_curricula(runs, tmp_path):
     out = tmp_path / "cmp"
-    proc = poet_cli(["compare", runs["poet"], runs["accel"], "--out", out])
+    proc = poet_in_process(["compare", runs["poet"], runs["accel"], "--out", out])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(out) and proc.stderr == ""
     for name in FIGURES:
@@ -105,7 +104,7 @@ def test_compare_writes_figures_and_index_for_two_curricula(runs, tmp_path):
 
 def test_compare_draws_a_run_without_held_out_records_and_says_so(runs, tmp_path):
     out = tmp_path / "cmp"
-    proc = poet_cli(["compare", runs["poet"], runs["accel"], runs["dr"], "--out", out])
+    proc = poet_in_process(["compare", runs["poet"], runs["accel"], runs["dr"], "--out", out])
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == [
         "poet: note: no held-out records in dr (dr) (evaluation.test_every is 0 or was never due): "
@@ -169,7 +168,7 @@ def test_runs_with_other_levels_compare_on_the_levels_they_share(runs, tmp_path)
         "held-out levels not in every run: pits, gaps; runs compare on the levels they share "
         "(flat, stumps, rough, combined)"
     ]
-    proc = poet_cli(["compare", runs["poet"], other, "--out", tmp_path / "cmp"])
+    proc = poet_in_process(["compare", runs["poet"], other, "--out", tmp_path / "cmp"])
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == f"poet: note: {said[0]}\n"
     fig = FIGURES["heldout_levels"]([load_run(runs["poet"]), load_run(other)])
@@ -194,9 +193,9 @@ def test_compare_errors_are_one_line(runs, tmp_path):
         (["compare", runs["poet"], runs["accel"], "--out", runs["dr"]], ("--out", "is a run directory")),
     ]
     for args, needles in cases:
-        assert_one_error_line(poet_cli(args), *needles)
+        assert_one_error_line(poet_in_process(args), *needles)
     assert not (runs["dr"] / "heldout_levels.png").exists()
-    proc = poet_cli(["compare"])
+    proc = poet_in_process(["compare"])
     assert proc.returncode == 2 and proc.stderr.startswith("poet: error:") and len(proc.stderr.splitlines()) == 1
 
 
@@ -217,7 +216,7 @@ def test_seeds_of_one_curriculum_are_grouped_and_scored_on_the_same_levels(runs,
     texts = [t.get_text() for t in seeds.axes[0].get_legend().get_texts() if "run(s)" in t.get_text()]
     assert texts == ["poet: 2 run(s) (poet (poet), poet-seed4 (poet))", "accel: 1 run(s) (accel (accel))"]
     out = tmp_path / "cmp"
-    proc = poet_cli(["compare", runs["poet"], second, runs["accel"], "--out", out, "--score"])
+    proc = poet_in_process(["compare", runs["poet"], second, runs["accel"], "--out", out, "--score"])
     assert proc.returncode == 0, proc.stderr
     assert (out / "robustness.png").read_bytes()[:8] == PNG and 'src="robustness.png"' in (
         out / "index.html"

@@ -109,10 +109,6 @@ def run_dir(tmp_path_factory) -> Path:
     return out
 
 
-def _cli(*args: object) -> subprocess.CompletedProcess:
-    return poet_in_process(list(args))
-
-
 def _refused(proc: subprocess.CompletedProcess, *needles: str) -> str:
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     lines = proc.stderr.splitlines()
@@ -125,7 +121,7 @@ def _refused(proc: subprocess.CompletedProcess, *needles: str) -> str:
 def test_render_refuses_other_formats_before_any_work(run_dir, tmp_path):
     # a real run, and not even a run directory: the extension is looked at first
     cases = [(run_dir, tmp_path / "x.png"), *((tmp_path / "no-run", tmp_path / name) for name in ("x.mp4", "x"))]
-    procs = [_cli("render", run, "--pair", "p0", "--out", out) for run, out in cases]
+    procs = [poet_in_process(["render", run, "--pair", "p0", "--out", out]) for run, out in cases]
     for (_, out), proc in zip(cases, procs):
         line = _refused(proc, repr(str(out)), "supported extensions: .gif")
         assert "not a run directory" not in line
@@ -141,7 +137,9 @@ def test_render_prints_the_episode_return_the_evaluator_computes(run_dir, tmp_pa
     cases = (("p0", None, 0), ("p0", last_env, 4), ("p1", "p0", 0))
     outs = [tmp_path / f"{i}.gif" for i in range(len(cases))]
     procs = [
-        _cli("render", run_dir, "--pair", pair_id, *(["--env", env] if env else []), "--seed", seed, "--out", out)
+        poet_in_process(
+            ["render", run_dir, "--pair", pair_id, *(["--env", env] if env else []), "--seed", seed, "--out", out]
+        )
         for (pair_id, env, seed), out in zip(cases, outs)
     ]
     for (pair_id, env, seed), out, proc in zip(cases, outs, procs):
@@ -171,7 +169,7 @@ def test_profile_writes_a_png_by_env_or_by_pair(run_dir, tmp_path):
         "gif": ["--env", "p0", "--out", tmp_path / "c.gif"],
         "bad_pair": ["--env", "p99", "--out", tmp_path / "c.png"],
     }
-    procs = {name: _cli("profile", run_dir, *args) for name, args in commands.items()}
+    procs = {name: poet_in_process(["profile", run_dir, *args]) for name, args in commands.items()}
     for name in ("env.png", "pair.png", "c.svg"):
         assert procs[name].returncode == 0, procs[name].stderr
         assert procs[name].stdout.strip() == str(tmp_path / name)

@@ -1,7 +1,7 @@
 """Run analysis: `poet report` figures and page, `poet render` GIFs, and the analysis notebook.
 
-One small Enhanced POET run (module fixture) serves every test; the CLI commands run as
-subprocesses, all started together, since each pays a few seconds of imports.
+One small Enhanced POET run (module fixture) serves every test; the CLI commands run through
+main() in this process (`poet_in_process`), since a subprocess each pays a few seconds of imports.
 """
 
 from __future__ import annotations
