@@ -36,7 +36,7 @@ import eval_pool as ep  # noqa: E402  (the same setup and waves as the main benc
 from poet.evaluation.inprocess import InProcessEvaluator  # noqa: E402
 from poet.evaluation.planning import plan_chunks  # noqa: E402
 from poet.evaluation.ray_pool import RolloutWorker, pack_chunk  # noqa: E402
-from poet.evaluation.rollout import row_seeds  # noqa: E402
+from poet.evaluation.rollout import RequestTable, row_seeds  # noqa: E402
 
 
 def main() -> None:
@@ -54,9 +54,13 @@ def main() -> None:
     chunks = []
     for k in range(args.chunks):
         wave = ep.matrix_requests(setup, refs, 1000 + k)
-        chunks.append([wave[i] for i in plan_chunks(wave, 2, 4096)[0]])
+        numbers: dict[str, int] = {}
+        table = RequestTable.of(wave, numbers)
+        rows = table.rows()
+        chunk = plan_chunks(table.policy, rows, rows * table.max_steps, 2, 4096)[0]
+        chunks.append(([wave[i] for i in chunk], pack_chunk(table, list(numbers), chunk, store.policies)))
     rows = []
-    for reqs in chunks:
+    for reqs, _ in chunks:
         params, seeds, caps, index = [], [], [], []
         position: dict[str, int] = {}  # each policy's weights once, rows read them by index
         for r in reqs:
@@ -67,7 +71,7 @@ def main() -> None:
                 index.append(position.setdefault(r.policy.key, len(position)))
         flats = np.stack([store.policies.get(k) for k in position])
         rows.append((params, seeds, flats, np.asarray(caps), np.asarray(index)))
-    packed = [pack_chunk(reqs, store.policies) for reqs in chunks]
+    packed = [chunk for _, chunk in chunks]
 
     def framework() -> None:
         for head, weights in packed:

@@ -38,6 +38,7 @@ import eval_pool as ep  # noqa: E402  (the same setup and waves as the main benc
 
 from poet.evaluation.planning import plan_chunks  # noqa: E402
 from poet.evaluation.ray_pool import RayEvaluator, RolloutWorker, pack_chunk  # noqa: E402
+from poet.evaluation.rollout import RequestTable  # noqa: E402
 
 WAIT_S = 300  # the longest any one call may take before the script gives up
 
@@ -52,9 +53,12 @@ class ChunkWorker(RolloutWorker):
 
 def packed_chunks(pool: RayEvaluator, requests: list, workers: int) -> list[tuple[bytes, list[bytes]]]:
     """The wave's chunks as the pool plans and packs them, one per worker."""
+    numbers: dict[str, int] = {}
+    wave = RequestTable.of(requests, numbers)
+    rows = wave.rows()
     return [
-        pack_chunk([requests[i] for i in chunk], pool.policies)
-        for chunk in plan_chunks(requests, workers, pool.batch_rows)
+        pack_chunk(wave, list(numbers), chunk, pool.policies)
+        for chunk in plan_chunks(wave.policy, rows, rows * wave.max_steps, workers, pool.batch_rows)
     ]
 
 

@@ -130,8 +130,8 @@ def wave_timeline(pool, setup, refs, waves: int) -> dict:
     rollouts: list[float] = []  # each answer's rollout seconds, as its worker timed them
     submit, unpack, observe = pool._submit, ray_pool.results_of, pool.deadlines.observe
 
-    def stamped_submit(wi, requests, chunk):
-        ref = submit(wi, requests, chunk)
+    def stamped_submit(wi, *wave_and_chunk):
+        ref = submit(wi, *wave_and_chunk)
         sent[wi] = time.time()
         return ref
 

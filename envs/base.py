@@ -110,6 +110,7 @@ class EnvParams:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state.pop("_hash", None)  # string hashes differ between processes
+        state.pop("_id", None)  # recomputed on first use: pickles hold the fields only
         return state
 
     def with_course_seed(self, seed: int | None) -> EnvParams:
@@ -166,7 +167,12 @@ class EnvParams:
     @property
     def id(self) -> str:
         """Stable content id: same params, same id, in any process."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+        # Computed once: scoring derives each episode's seed from it (thousands per iteration).
+        cached = self.__dict__.get("_id")
+        if cached is None:
+            cached = hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+            object.__setattr__(self, "_id", cached)
+        return cached
 
 
 # A family's `defaults` when its returns are on BipedalWalker's scale (falling -100, a finished

@@ -17,7 +17,7 @@ from envs.base import EnvParams
 from envs.kernel import row_step
 from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator
 from poet.evaluation.protocol import EvalError
-from poet.evaluation.rollout import simulated_steps
+from poet.evaluation.rollout import RequestTable, simulated_steps
 from poet.policies import BatchedPolicy, init_flat, spec_for_spaces
 from poet.seeding import episode_seeds
 from poet.torch_policy import MLPPolicy, to_actions
@@ -708,7 +708,9 @@ def test_a_wave_leaves_no_reference_cycles(fixture, request) -> None:
     ev = InProcessEvaluator(family, spec)
     reqs = _requests(family, spec, ev, seed=4, max_steps=[30, 50, 20])
     worker = RolloutWorker(family, spec.to_dict(), None, 4096)
-    head, parts = pack_chunk(reqs, ev.policies)
+    numbers: dict[str, int] = {}
+    wave = RequestTable.of(reqs, numbers)
+    head, parts = pack_chunk(wave, list(numbers), range(len(reqs)), ev.policies)
     ev.evaluate(reqs), worker.run(head, *parts)  # first calls: caches filled once
     gc.collect()
     gc.disable()

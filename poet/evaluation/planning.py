@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from envs import EnvParams
-from poet.evaluation.protocol import EvalRequest, EvalResult
+from poet.evaluation.rollout import RequestTable
 
 
 @dataclass
@@ -32,106 +34,108 @@ class EpisodeLengths:
     max_envs: int = 100_000  # the oldest are forgotten beyond this
     means: dict[EnvParams, float] = field(default_factory=dict)
 
-    def length(self, req: EvalRequest) -> float:
-        """How long the request's episodes are expected to last."""
-        return min(float(req.max_steps), self.means.get(req.env, float(req.max_steps)))
+    def lengths(self, table: RequestTable) -> np.ndarray:
+        """How long each request's episodes are expected to last (never above its step cap),
+        each env looked up once."""
+        seen = np.array([self.means.get(env, np.inf) for env in table.envs], dtype=np.float64)
+        return np.minimum(table.max_steps.astype(np.float64), seen[table.env]) if len(table) else np.zeros(0)
 
-    def cost(self, req: EvalRequest) -> float:
-        """Env steps the request is expected to take."""
-        return self.expected([req])[1][0]
+    def costs(self, table: RequestTable) -> np.ndarray:
+        """Env steps each request is expected to take: its distinct episodes x `lengths`."""
+        return table.rows() * self.lengths(table)
 
-    def expected(self, requests: Sequence[EvalRequest]) -> tuple[list[float], list[float]]:
-        """Per request, its expected episode length (`length`) and env steps (rows x length),
-        each length looked up once."""
-        lengths = [self.length(r) for r in requests]
-        return lengths, [r.rows * n for r, n in zip(requests, lengths)]
-
-    def observe(self, requests: Sequence[EvalRequest], results: Sequence[EvalResult]) -> None:
-        """Answered requests (a chunk's): one update per env of the mean of its episodes."""
-        seen: dict[EnvParams, list[int]] = {}
-        for req, res in zip(requests, results):
-            if res.error is not None or res.lengths.size == 0:
-                continue
-            total = int(res.lengths[0]) if req.rows == 1 else int(res.lengths[: req.rows].sum())
-            acc = seen.get(req.env)
-            if acc is None:
-                seen[req.env] = [total, req.rows]
-            else:
-                acc[0] += total
-                acc[1] += req.rows
-        for env, (total, rows) in seen.items():
-            old = self.means.pop(env, None)  # re-inserted last: dict order is the age
-            mean = total / rows
-            self.means[env] = mean if old is None else (1 - self.weight) * old + self.weight * mean
+    def observe(self, table: RequestTable, lengths: np.ndarray, failed: Sequence[int] = ()) -> None:
+        """Answered requests (a chunk's table, and its episodes' `lengths` concatenated in
+        request order; `failed`: requests that gave an error): one update per env, in the
+        order of its first request, of the mean of its distinct episodes."""
+        if not len(table):
+            return
+        rows = table.rows()
+        ok = table.episodes > 0
+        ok[list(failed)] = False
+        if not ok.any():
+            return
+        # each request's first entry (a request without episodes points anywhere: it is not ok)
+        starts = np.minimum(np.cumsum(table.episodes) - table.episodes, lengths.size - 1)
+        totals = np.where(rows == 1, lengths[starts], np.add.reduceat(lengths, starts))  # pinned: one episode
+        env = table.env[ok]
+        steps = np.bincount(env, weights=totals[ok], minlength=len(table.envs))
+        counts = np.bincount(env, weights=rows[ok], minlength=len(table.envs))
+        order, first = np.unique(env, return_index=True)
+        for e in order[np.argsort(first)].tolist():
+            key = table.envs[e]
+            old = self.means.pop(key, None)  # re-inserted last: dict order is the age
+            mean = float(steps[e] / counts[e])
+            self.means[key] = mean if old is None else (1 - self.weight) * old + self.weight * mean
         while len(self.means) > self.max_envs:
             del self.means[next(iter(self.means))]
 
 
-def _costs(requests: Sequence[EvalRequest], cost: Sequence[float] | None) -> Sequence[float]:
-    return [r.rows * r.max_steps for r in requests] if cost is None else cost
-
-
 def plan_chunks(
-    requests: Sequence[EvalRequest], n_chunks: int, max_rows: int, cost: Sequence[float] | None = None
+    policy: np.ndarray, rows: np.ndarray, cost: np.ndarray, n_chunks: int, max_rows: int
 ) -> list[list[int]]:
     """Request indices cut into `n_chunks` chunks of balanced cost (more where `max_rows`
-    cuts), costliest chunk first.
+    cuts), costliest chunk first; request i has policy number `policy[i]` (numbered in the
+    order of first appearance), `rows[i]` distinct episodes and costs `cost[i]`.
 
-    Requests are lined up by policy (policies in the order of their first request, each
-    policy's requests in submission order), and the line is cut into consecutive chunks of
-    about an equal share of the cost (`cost`, by default rows x step cap): a request goes to
+    Requests are lined up by policy (each policy's requests in submission order), and the
+    line is cut into consecutive chunks of about an equal share of the cost: a request goes to
     the chunk whose share holds the midpoint of its cost, or to a new chunk when its rows
     would take the current one past `max_rows` (a request is never split). So a chunk
     carries the weights of few policies: a wave's calls carry fewer bytes, and a worker
     runs each policy's episodes one after another.
     """
-    cost = _costs(requests, cost)
-    share = sum(cost) / max(1, n_chunks)
-    first: dict = {}
-    for r in requests:
-        first.setdefault(r.policy, len(first))
-    chunks: list[list[int]] = []
-    loads: list[float] = []
-    done = rows = band = 0
-    for i in sorted(range(len(requests)), key=lambda i: first[requests[i].policy]):
-        band_i = min(n_chunks - 1, int((done + cost[i] / 2) // share)) if share > 0 else 0
-        if not chunks or band_i != band or rows + requests[i].rows > max_rows:
-            chunks.append([])
-            loads.append(0.0)
-            band, rows = band_i, 0
-        chunks[-1].append(i)
-        loads[-1] += cost[i]
-        rows += requests[i].rows
-        done += cost[i]
+    if not len(policy):
+        return []
+    order = np.argsort(policy, kind="stable")
+    cost = np.asarray(cost, dtype=np.float64)[order]
+    rows = np.asarray(rows, dtype=np.int64)[order]
+    share = cost.sum() / max(1, n_chunks)
+    before = np.concatenate(([0.0], np.cumsum(cost)[:-1]))  # the cost lined up before each request
+    band = np.minimum(n_chunks - 1, (before + cost / 2) // share) if share > 0 else np.zeros(cost.size)
+    # a band is one chunk unless its rows pass max_rows: then it is cut where they would
+    starts = [0, *(np.flatnonzero(np.diff(band)) + 1).tolist(), cost.size]
+    chunks: list[np.ndarray] = []
+    for a, b in zip(starts[:-1], starts[1:]):
+        if rows[a:b].sum() <= max_rows:
+            chunks.append(np.arange(a, b))
+            continue
+        first, total = a, 0
+        for i in range(a, b):
+            if i > first and total + rows[i] > max_rows:
+                chunks.append(np.arange(first, i))
+                first, total = i, 0
+            total += int(rows[i])
+        chunks.append(np.arange(first, b))
+    loads = [cost[c].sum() for c in chunks]
     by_cost = sorted(range(len(chunks)), key=lambda c: -loads[c])
-    return [chunks[c] for c in by_cost]
+    return [order[chunks[c]].tolist() for c in by_cost]
 
 
-def plan_guided(
-    requests: Sequence[EvalRequest], workers: int, min_rows: int, max_rows: int, cost: Sequence[float] | None = None
-) -> list[list[int]]:
-    """Request indices cut into chunks that shrink as the wave goes (guided self-scheduling).
+def plan_guided(rows: np.ndarray, cost: np.ndarray, workers: int, min_rows: int, max_rows: int) -> list[list[int]]:
+    """Request indices cut into chunks that shrink as the wave goes (guided self-scheduling);
+    request i has `rows[i]` distinct episodes and costs `cost[i]`.
 
-    Requests go costliest first (`cost`, by default rows x step cap; ties in submission order); each chunk takes
+    Requests go costliest first (ties in submission order); each chunk takes
     requests until it holds 1/(2W) of the cost still unplanned and at least `min_rows` rows
     (or until `max_rows`). Early chunks are big, so workers step many episodes together; the
     last ones are small, so the wave ends with the workers finishing close together even
     though no one knows beforehand how long each episode runs.
     """
-    cost = _costs(requests, cost)
-    order = sorted(range(len(requests)), key=lambda i: -cost[i])
+    cost, rows = np.asarray(cost, dtype=np.float64).tolist(), np.asarray(rows, dtype=np.int64).tolist()
+    order = sorted(range(len(cost)), key=lambda i: -cost[i])
     remaining = sum(cost)
     chunks: list[list[int]] = []
     chunk: list[int] = []
     chunk_cost = chunk_rows = 0
     for i in order:
-        if chunk and chunk_rows + requests[i].rows > max_rows:
+        if chunk and chunk_rows + rows[i] > max_rows:
             chunks.append(chunk)
             remaining -= chunk_cost
             chunk, chunk_cost, chunk_rows = [], 0, 0
         chunk.append(i)
         chunk_cost += cost[i]
-        chunk_rows += requests[i].rows
+        chunk_rows += rows[i]
         if chunk_rows >= min_rows and chunk_cost >= remaining / (2 * workers):
             chunks.append(chunk)
             remaining -= chunk_cost

@@ -62,12 +62,15 @@ from poet.policies import PolicySpec
 # weights as raw float32 bytes: Ray serialises each argument and result on its own, and a few
 # byte strings start a chunk sooner than tuples and arrays (the pool's page of the docs has the
 # measurement).
-def pack_chunk(requests: Sequence[EvalRequest], policies: PolicyStore) -> tuple[bytes, list[bytes]]:
-    """What `RolloutWorker.run` takes for a chunk: the pickled `RequestTable`, and the weights
-    of its policies, in its rows' order, as float32 byte strings, each under Ray's inline size."""
-    rows: dict[str, int] = {key: i for i, key in enumerate(sorted({r.policy.key for r in requests}))}
-    head = pickle.dumps(RequestTable.of(requests, rows), protocol=pickle.HIGHEST_PROTOCOL)
-    data = np.stack([policies.get(k) for k in rows]).tobytes()
+def pack_chunk(
+    wave: RequestTable, keys: Sequence[str], chunk: Sequence[int], policies: PolicyStore
+) -> tuple[bytes, list[bytes]]:
+    """What `RolloutWorker.run` takes for requests `chunk` of a wave (`keys`: the policy key of
+    each of its weights rows): the pickled table of those requests, and the weights of their
+    policies, in the table's rows' order, as float32 byte strings, each under Ray's inline size."""
+    table, used = wave.take(chunk)
+    head = pickle.dumps(table, protocol=pickle.HIGHEST_PROTOCOL)
+    data = np.stack([policies.get(keys[k]) for k in used.tolist()]).tobytes()
     return head, [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
 
 
@@ -272,8 +275,8 @@ class RayEvaluator:
 
     # ---------------------------------------------------------------- waves
 
-    def _submit(self, wi: int, requests: Sequence[EvalRequest], chunk: list[int]) -> Any:
-        head, parts = pack_chunk([requests[i] for i in chunk], self.policies)
+    def _submit(self, wi: int, wave: RequestTable, keys: list[str], chunk: list[int]) -> Any:
+        head, parts = pack_chunk(wave, keys, chunk, self.policies)
         return self.workers[wi].actor.run.remote(head, *parts)
 
     def _replace(self, wi: int) -> None:
@@ -389,31 +392,35 @@ class RayEvaluator:
             seconds, worker.started = now - worker.started, now  # the next unit starts now
             deliver(entry.items, out, seconds)
 
-    def _plan(self, requests: Sequence[EvalRequest]) -> list[list[int]]:
+    def _plan(self, wave: RequestTable, rows: np.ndarray, cost: np.ndarray) -> list[list[int]]:
         """The wave's chunks."""
-        cost = self.episode_lengths.expected(requests)[1]
         if self.chunks_per_worker is not None:
-            return plan_chunks(requests, self.num_workers * self.chunks_per_worker, self.batch_rows, cost)
+            return plan_chunks(wave.policy, rows, cost, self.num_workers * self.chunks_per_worker, self.batch_rows)
         if self.steps_in_slots:
             # gymnasium envs stepped ENV_SLOTS at a time: chunks shrinking towards the end of
             # the wave, down to MIN_SLOT_CHUNK_ROWS episodes.
-            return plan_guided(requests, self.num_workers, MIN_SLOT_CHUNK_ROWS, self.batch_rows, cost)
+            return plan_guided(rows, cost, self.num_workers, MIN_SLOT_CHUNK_ROWS, self.batch_rows)
         # a row kernel: one chunk of balanced cost per worker (rows are nearly free in a
         # batch, and more chunks would only add round trips)
-        return plan_chunks(requests, self.num_workers, self.batch_rows, cost)
+        return plan_chunks(wave.policy, rows, cost, self.num_workers, self.batch_rows)
 
     def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         results: list[EvalResult | None] = [None] * len(requests)
         steps = 0
+        # the wave as columns, once: its chunks are cut from them, and planned and costed on them
+        numbers: dict[str, int] = {}
+        wave = RequestTable.of(requests, numbers)
+        keys = list(numbers)
+        rows = wave.rows()
+        caps = rows * wave.max_steps  # a chunk's work for its deadline: its steps at their caps
 
         def deliver(chunk: list[int], out: bytes, _elapsed: float) -> None:
             nonlocal steps
             packed, (seconds, chunk_steps, longest) = pickle.loads(out)
-            chunk_requests = [requests[i] for i in chunk]
-            chunk_results = results_of(packed, [r.episodes for r in chunk_requests])
-            for i, r in zip(chunk, chunk_results):
+            table, _ = wave.take(chunk)
+            for i, r in zip(chunk, results_of(packed, table.episodes.tolist())):
                 results[i] = r
-            self.episode_lengths.observe(chunk_requests, chunk_results)
+            self.episode_lengths.observe(table, packed[1], [e for e, _ in packed[2]])
             steps += chunk_steps
             self.deadlines.observe("chunk", seconds, longest + chunk_steps)
 
@@ -421,15 +428,11 @@ class RayEvaluator:
             for i in chunk:
                 results[i] = error_result(requests[i], message)
 
-        chunks = self._plan(requests)
-
         def budget(chunk: list[int]) -> float:
-            longest = max(requests[i].max_steps for i in chunk)
-            return self.deadlines.budget(
-                "chunk", longest + sum(requests[i].rows * requests[i].max_steps for i in chunk)
-            )
+            return self.deadlines.budget("chunk", int(wave.max_steps[chunk].max()) + int(caps[chunk].sum()))
 
-        self._dispatch(chunks, lambda wi, chunk: self._submit(wi, requests, chunk), deliver, give_up, budget)
+        chunks = self._plan(wave, rows, self.episode_lengths.costs(wave))
+        self._dispatch(chunks, lambda wi, chunk: self._submit(wi, wave, keys, chunk), deliver, give_up, budget)
         self.env_steps += steps
         return results  # type: ignore[return-value]
 

@@ -172,6 +172,31 @@ class RequestTable:
     def __len__(self) -> int:
         return len(self.seeds)
 
+    def rows(self) -> np.ndarray:
+        """Each request's distinct episodes: one on an env pinned to a course (all are equal)."""
+        pinned = np.array([e.course_seed is not None for e in self.envs], dtype=bool)
+        return np.where(pinned[self.env], 1, self.episodes) if len(self) else np.zeros(0, dtype=np.int64)
+
+    def take(self, requests: Sequence[int]) -> tuple[RequestTable, np.ndarray]:
+        """The table of some of the requests, in the order given, with only the envs they use;
+        and the weights rows they use (the new table's rows index into these)."""
+        idx = np.asarray(requests, dtype=np.int64)
+        envs, env = np.unique(self.env[idx], return_inverse=True)
+        used, policy = np.unique(self.policy[idx], return_inverse=True)
+        seeds, tags = self.seeds, self.tags
+        table = RequestTable(
+            [self.envs[e] for e in envs.tolist()],
+            env.astype(np.int64),
+            policy.astype(np.int64),
+            self.episodes[idx],
+            [seeds[i] for i in idx.tolist()],
+            self.max_steps[idx],
+            self.offset[idx],
+            self.scale[idx],
+            [tags[i] for i in idx.tolist()],
+        )
+        return table, used
+
     def error(self, i: int, message: str) -> EvalError:
         """Request i's error, with its identity."""
         return EvalError(
@@ -501,10 +526,8 @@ def run_table(
     tally = RolloutTally() if tally is None else tally
     # outside any batch: a perturbation beyond the noise table is a caller bug, not an env failure
     check_perturbations(table.offset, spec.num_params, noise)
-    on_course = np.array([e.course_seed is not None for e in table.envs], dtype=bool)
-    pinned = on_course[table.env] if len(table) else np.zeros(0, dtype=bool)
-    rows = np.where(pinned, 1, table.episodes)
-    reps = np.where(pinned, table.episodes, 1)  # a pinned course's one episode stands for all
+    rows = table.rows()
+    reps = np.where(rows == table.episodes, 1, table.episodes)  # a pinned course's one episode stands for all
     ends = np.cumsum(table.episodes)  # request i's episodes are entries starts[i]..ends[i]-1
     starts = ends - table.episodes
     total = int(ends[-1]) if ends.size else 0

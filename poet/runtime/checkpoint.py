@@ -61,6 +61,9 @@ def _sha(path: Path) -> str:
 # ---------------------------------------------------------------- plain data <-> (json, arrays)
 
 
+_PLAIN = frozenset({float, int, str, bool, type(None)})  # JSON values as they are
+
+
 def _split(value: Any, prefix: str, arrays: dict[str, np.ndarray]) -> Any:
     """JSON-able form of nested data; arrays are moved to `arrays` and referenced by key."""
     if isinstance(value, np.ndarray):
@@ -69,6 +72,8 @@ def _split(value: Any, prefix: str, arrays: dict[str, np.ndarray]) -> Any:
     if isinstance(value, dict):
         return {str(k): _split(v, f"{prefix}/{k}", arrays) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        if all(type(v) in _PLAIN for v in value):  # a pair's scores: one per iteration it trained
+            return list(value)
         return [_split(v, f"{prefix}/{i}", arrays) for i, v in enumerate(value)]
     if isinstance(value, np.generic):
         return value.item()
