@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import sys
 import tempfile
 import time
@@ -407,6 +408,10 @@ def main() -> None:
         from poet.runtime.ray_session import ensure_ray
 
         ensure_ray(None)
+    # SIGTERM between runs (loading finished ones, picking targets) ends the study as Ctrl-C
+    # does, not as Ray's handler (set by ray.init) would; during a run, the run's own handler
+    # takes it and saves a checkpoint first
+    signal.signal(signal.SIGTERM, _interrupt)
     command = "python experiments/reproduce_poet.py" + (
         " --quick"
         if args.quick
@@ -605,9 +610,16 @@ def climb_figure(result: dict, path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 if __name__ == "__main__":
     try:
         main()
     except RunInterrupted as exc:  # Ctrl-C or SIGTERM: the run in progress saved a checkpoint
         print(f"reproduce_poet: {exc}; run the same command again to resume the whole study", file=sys.stderr)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        print("reproduce_poet: interrupted between runs; run the same command again to resume", file=sys.stderr)
         sys.exit(130)
