@@ -527,7 +527,7 @@ def run_table(
     # outside any batch: a perturbation beyond the noise table is a caller bug, not an env failure
     check_perturbations(table.offset, spec.num_params, noise)
     rows = table.rows()
-    reps = np.where(rows == table.episodes, 1, table.episodes)  # a pinned course's one episode stands for all
+    reps = np.where(rows == 1, table.episodes, 1)  # a pinned course's one episode stands for all
     ends = np.cumsum(table.episodes)  # request i's episodes are entries starts[i]..ends[i]-1
     starts = ends - table.episodes
     total = int(ends[-1]) if ends.size else 0
