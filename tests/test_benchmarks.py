@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -159,6 +160,26 @@ def test_cross_eval_benchmark_scores_the_same_on_both_backends(tmp_path):
     assert result["scores_per_wave"] == 9
     assert set(result["median"]) == {"ray_first", "ray_warm", "inprocess_first", "inprocess_warm"}
     assert all(m["env_steps"] > 0 for m in result["median"].values())
+
+
+def test_checkpoint_capture_times_a_runs_boundary_copy(tmp_path):
+    """benchmarks/checkpoint_capture.py on a tiny run's checkpoint: the pairs and the time it copies them in."""
+    import poet
+    from tests.conftest import tiny_config
+
+    poet.run(tiny_config(), out=tmp_path / "run", progress=False)
+    newest = sorted((tmp_path / "run" / "checkpoints").glob("ckpt-*"))[-1]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "checkpoint_capture.py"), str(newest), "--repeats", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.fullmatch(
+        r"iteration \d+: \d+ active and \d+ archived pairs, [\d,]+ scores; capture [\d.]+ ms \(best of 2\)\n",
+        proc.stdout,
+    )
 
 
 @pytest.mark.slow
