@@ -103,6 +103,9 @@ def test_episode_lengths_charge_each_env_its_mean_length_seen():
     third = TERRAIN.initial().with_course_seed(6)
     _observe(small, [EvalRequest(ref, third, 1, 0, 400)], [[10]])
     assert list(small.means) == [hard, third]  # the oldest went
+    chunk = EpisodeLengths()
+    chunk.observe(_wave(reqs), np.asarray([20, 20], dtype=np.int64), answered=[2])  # one request of the wave
+    assert chunk.means == {hard: 20.0}
 
 
 def test_planning_with_measured_lengths_balances_the_steps_not_the_caps():

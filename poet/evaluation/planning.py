@@ -44,23 +44,31 @@ class EpisodeLengths:
         """Env steps each request is expected to take: its distinct episodes x `lengths`."""
         return table.rows() * self.lengths(table)
 
-    def observe(self, table: RequestTable, lengths: np.ndarray, failed: Sequence[int] = ()) -> None:
-        """Answered requests (a chunk's table, and its episodes' `lengths` concatenated in
-        request order; `failed`: requests that gave an error): one update per env, in the
-        order of its first request, of the mean of its distinct episodes."""
-        if not len(table):
+    def observe(
+        self,
+        table: RequestTable,
+        lengths: np.ndarray,
+        failed: Sequence[int] = (),
+        answered: Sequence[int] | None = None,
+    ) -> None:
+        """Answers to requests `answered` of a table (all of them if None; a chunk's, in the
+        pool): their episodes' `lengths` concatenated in that order, and `failed`, the positions
+        in it of the requests that gave an error. One update per env, in the order of its first
+        request, of the mean of its distinct episodes."""
+        idx = np.arange(len(table)) if answered is None else np.asarray(answered, dtype=np.int64)
+        if not idx.size:
             return
-        rows = table.rows()
-        ok = table.episodes > 0
+        episodes, rows, env = table.episodes[idx], table.rows()[idx], table.env[idx]
+        ok = episodes > 0
         ok[list(failed)] = False
         if not ok.any():
             return
         # each request's first entry (a request without episodes points anywhere: it is not ok)
-        starts = np.minimum(np.cumsum(table.episodes) - table.episodes, lengths.size - 1)
+        starts = np.minimum(np.cumsum(episodes) - episodes, lengths.size - 1)
         totals = np.where(rows == 1, lengths[starts], np.add.reduceat(lengths, starts))  # pinned: one episode
-        env = table.env[ok]
-        steps = np.bincount(env, weights=totals[ok], minlength=len(table.envs))
-        counts = np.bincount(env, weights=rows[ok], minlength=len(table.envs))
+        env, totals, rows = env[ok], totals[ok], rows[ok]
+        steps = np.bincount(env, weights=totals, minlength=len(table.envs))
+        counts = np.bincount(env, weights=rows, minlength=len(table.envs))
         order, first = np.unique(env, return_index=True)
         for e in order[np.argsort(first)].tolist():
             key = table.envs[e]

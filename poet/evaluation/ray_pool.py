@@ -417,10 +417,9 @@ class RayEvaluator:
         def deliver(chunk: list[int], out: bytes, _elapsed: float) -> None:
             nonlocal steps
             packed, (seconds, chunk_steps, longest) = pickle.loads(out)
-            table, _ = wave.take(chunk)
-            for i, r in zip(chunk, results_of(packed, table.episodes.tolist())):
+            for i, r in zip(chunk, results_of(packed, wave.episodes[chunk].tolist())):
                 results[i] = r
-            self.episode_lengths.observe(table, packed[1], [e for e, _ in packed[2]])
+            self.episode_lengths.observe(wave, packed[1], [e for e, _ in packed[2]], chunk)
             steps += chunk_steps
             self.deadlines.observe("chunk", seconds, longest + chunk_steps)
 
