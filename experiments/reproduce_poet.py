@@ -20,6 +20,9 @@ class, what its controls solve there, and Enhanced POET's ANNECS against the ori
      each of its targets.
    A run's score on a target: for `direct` and `path` the best score it recorded on it; for
    `accel` and `dr` their final agents' best on it; POET's, the best its pair recorded.
+   Control runs evaluate in their own process (a wave of one agent on one level is too
+   small to spread over workers) and run side by side as Ray tasks, one per CPU of the
+   study's Ray (no number depends on where or beside what a run ran).
 4. **Statistics at the target.** Per class and control, the exact one-sided sign-flip test of
    POET's score minus the control's mean over its seeds, target by target
    (`study_stats.py`): the smallest p the design can give, Holm-adjusted p over every test of
@@ -74,7 +77,6 @@ BUDGET_FACTOR = 2
 QUICK_CONTROL = [
     "env.options={course_length: 20.0, max_episode_steps: 150}",
     "trainer.es.population=8",
-    "evaluation.backend=inprocess",
     "evaluation.eval_episodes=1",
 ]
 
@@ -114,7 +116,15 @@ def match_env_steps(out: Path, overrides: list[str], goal: int, first: int) -> i
 
 def control_overrides(name: str, target: EnvParams, seed: int, quick: bool) -> list[str]:
     """The config of one control run: POET's trainer settings, a fresh agent, its curriculum."""
-    over = [*(QUICK_CONTROL if quick else []), f"curriculum={name}", f"seed={100 + seed}"]
+    # in-process evaluation: a control trains one agent on one level at a time, a wave too
+    # small to spread over workers; `run_all` spreads the runs instead (no number depends on
+    # the backend)
+    over = [
+        *(QUICK_CONTROL if quick else []),
+        "evaluation.backend=inprocess",
+        f"curriculum={name}",
+        f"seed={100 + seed}",
+    ]
     if name == "direct":
         over.append(f"env.start={json.dumps(target.to_dict())}")
     if name == "path":
@@ -281,34 +291,76 @@ def control_record(name: str, out: Path, target: EnvParams, target_id: str, seed
     return record
 
 
+def control_run(out: Path, overrides: list[str], iterations: int, goal: int | None = None) -> int:
+    """Run or resume one control run to `iterations`, or, given `goal`, on until it has taken
+    `goal` env steps (`match_env_steps`, `iterations` its first stretch); the iterations it ran."""
+    if goal is None:
+        run_or_resume(out, overrides, iterations)
+        return iterations
+    return match_env_steps(out, overrides, goal, iterations)
+
+
+def run_all(calls: list[tuple], what: str) -> None:
+    """`control_run(*call)` for every call, the costliest first, as Ray tasks of one CPU each:
+    as many at once as the cluster has CPUs.
+
+    Interrupted (Ctrl-C, SIGTERM) or when a run fails, it asks the runs in progress to stop,
+    which checkpoint their last iteration, and waits a little for them."""
+    import ray
+
+    task = ray.remote(num_cpus=1, max_retries=0)(control_run)
+    refs = [task.remote(*call) for call in calls]
+    t0, pending = time.perf_counter(), list(refs)
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            ray.get(done)
+            print(
+                f"  {what}: {len(refs) - len(pending)}/{len(refs)} runs ({time.perf_counter() - t0:.0f} s)", flush=True
+            )
+    except BaseException:  # Ctrl-C, SIGTERM or a failed run: the others stop too
+        for ref in pending:
+            ray.cancel(ref)
+        if pending:
+            ray.wait(pending, num_returns=len(pending), timeout=30)
+        raise
+
+
 def run_controls(targets: list[dict], args: argparse.Namespace, threshold: float) -> None:
     """Part 3: every control of every target, in place in `targets`."""
     params = {t["env_id"]: EnvParams.create("terrain", t["params"]) for t in targets}
+
+    def run_and_record(jobs: list[tuple[list[dict], str, int, tuple]], what: str) -> None:
+        """Each job's `control_run` call (its last item is its cost), then its run's record on
+        each target of its group."""
+        run_all(sorted((call for *_, call in jobs), key=lambda call: -call[-1]), what)
+        for group, name, seed, (out, *_) in jobs:
+            for t in group:
+                t["controls"].setdefault(name, []).append(
+                    control_record(name, out, params[t["env_id"]], t["env_id"], seed, threshold)
+                )
+
+    jobs = []
     for t in targets:  # direct and path, per target
         for name in ("direct", "path"):
-            t["controls"][name] = []
             for seed in range(args.control_seeds):
                 out = args.out / "controls" / f"{t['env_id'][:8]}-{name}-seed{seed}"
-                run_or_resume(out, control_overrides(name, params[t["env_id"]], seed, args.quick), t["budget"])
-                t["controls"][name].append(control_record(name, out, params[t["env_id"]], t["env_id"], seed, threshold))
-        print(
-            f"  target {t['env_id'][:8]} (seed {t['poet_seed']}, class {t['class']}): direct and path done", flush=True
-        )
+                over = control_overrides(name, params[t["env_id"]], seed, args.quick)
+                jobs.append(([t], name, seed, (out, over, t["budget"])))
+    run_and_record(jobs, "direct and path")
     groups: dict[tuple[int, int], list[dict]] = {}
     for t in targets:
         groups.setdefault((t["poet_seed"], t["class"]), []).append(t)
+    jobs = []
     for (seed_of_poet, level), group in groups.items():  # ACCEL and DR, per POET seed and class
         goal = max(r["env_steps"] for t in group for r in t["controls"]["direct"])
         first = min(FIRST_STRETCH, max(t["budget"] for t in group))
         for name in ("accel", "dr"):
             for seed in range(args.control_seeds):
                 out = args.out / "controls" / f"seed{seed_of_poet}-class{level}-{name}-seed{seed}"
-                match_env_steps(out, control_overrides(name, params[group[0]["env_id"]], seed, args.quick), goal, first)
-                for t in group:
-                    t["controls"].setdefault(name, []).append(
-                        control_record(name, out, params[t["env_id"]], t["env_id"], seed, threshold)
-                    )
-        print(f"  POET seed {seed_of_poet}, class {level}: accel and dr done", flush=True)
+                over = control_overrides(name, params[group[0]["env_id"]], seed, args.quick)
+                jobs.append((group, name, seed, (out, over, first, goal)))
+    run_and_record(jobs, "accel and dr")
 
 
 def class_statistics(seeds: list[dict], targets: list[dict], args: argparse.Namespace, threshold: float) -> list[dict]:
@@ -404,10 +456,11 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     t0 = time.perf_counter()
-    if not args.quick:  # one Ray instance for every run of the study
-        from poet.runtime.ray_session import ensure_ray
+    # one Ray instance for the whole study: its POET runs' pools (--quick: in-process) and its
+    # control runs, spread as tasks
+    from poet.runtime.ray_session import ensure_ray
 
-        ensure_ray(None)
+    ensure_ray(None)
     # SIGTERM between runs (loading finished ones, picking targets) ends the study as Ctrl-C
     # does, not as Ray's handler (set by ray.init) would; during a run, the run's own handler
     # takes it and saves a checkpoint first
@@ -621,5 +674,5 @@ if __name__ == "__main__":
         print(f"reproduce_poet: {exc}; run the same command again to resume the whole study", file=sys.stderr)
         sys.exit(130)
     except KeyboardInterrupt:
-        print("reproduce_poet: interrupted between runs; run the same command again to resume", file=sys.stderr)
+        print("reproduce_poet: interrupted; run the same command again to resume", file=sys.stderr)
         sys.exit(130)
