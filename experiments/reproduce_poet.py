@@ -301,22 +301,29 @@ def control_run(out: Path, overrides: list[str], iterations: int, goal: int | No
 
 
 def run_all(calls: list[tuple], what: str) -> None:
-    """`control_run(*call)` for every call, the costliest first, as Ray tasks of one CPU each:
-    as many at once as the cluster has CPUs.
+    """`control_run(*call)` for every call (its last item is its cost: iterations or env
+    steps), the costliest first, as Ray tasks of one CPU each: as many at once as the cluster
+    has CPUs. A line per finished run says how far the calls are, by cost.
 
     Interrupted (Ctrl-C, SIGTERM) or when a run fails, it asks the runs in progress to stop,
     which checkpoint their last iteration, and waits a little for them."""
     import ray
 
+    calls = sorted(calls, key=lambda call: -call[-1])
     task = ray.remote(num_cpus=1, max_retries=0)(control_run)
     refs = [task.remote(*call) for call in calls]
-    t0, pending = time.perf_counter(), list(refs)
+    cost = dict(zip(refs, (call[-1] for call in calls)))
+    t0, pending, done_cost = time.perf_counter(), list(refs), 0
     try:
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             ray.get(done)
+            done_cost += cost[done[0]]
+            seconds, share = time.perf_counter() - t0, done_cost / sum(cost.values())
             print(
-                f"  {what}: {len(refs) - len(pending)}/{len(refs)} runs ({time.perf_counter() - t0:.0f} s)", flush=True
+                f"  {what}: {len(refs) - len(pending)}/{len(refs)} runs, {share:.0%} of the cost, "
+                f"{seconds / 60:.0f} min, about {seconds * (1 - share) / share / 60:.0f} min left",
+                flush=True,
             )
     except BaseException:  # Ctrl-C, SIGTERM or a failed run: the others stop too
         for ref in pending:
@@ -331,9 +338,8 @@ def run_controls(targets: list[dict], args: argparse.Namespace, threshold: float
     params = {t["env_id"]: EnvParams.create("terrain", t["params"]) for t in targets}
 
     def run_and_record(jobs: list[tuple[list[dict], str, int, tuple]], what: str) -> None:
-        """Each job's `control_run` call (its last item is its cost), then its run's record on
-        each target of its group."""
-        run_all(sorted((call for *_, call in jobs), key=lambda call: -call[-1]), what)
+        """Each job's `control_run` call, then its run's record on each target of its group."""
+        run_all([call for *_, call in jobs], what)
         for group, name, seed, (out, *_) in jobs:
             for t in group:
                 t["controls"].setdefault(name, []).append(
