@@ -116,9 +116,7 @@ def match_env_steps(out: Path, overrides: list[str], goal: int, first: int) -> i
 
 def control_overrides(name: str, target: EnvParams, seed: int, quick: bool) -> list[str]:
     """The config of one control run: POET's trainer settings, a fresh agent, its curriculum."""
-    # in-process evaluation: a control trains one agent on one level at a time, a wave too
-    # small to spread over workers; `run_all` spreads the runs instead (no number depends on
-    # the backend)
+    # in-process: its waves are too small to spread (the module docstring, part 3)
     over = [
         *(QUICK_CONTROL if quick else []),
         "evaluation.backend=inprocess",
@@ -291,13 +289,13 @@ def control_record(name: str, out: Path, target: EnvParams, target_id: str, seed
     return record
 
 
-def control_run(out: Path, overrides: list[str], iterations: int, goal: int | None = None) -> int:
+def control_run(out: Path, overrides: list[str], iterations: int, goal: int | None = None) -> None:
     """Run or resume one control run to `iterations`, or, given `goal`, on until it has taken
-    `goal` env steps (`match_env_steps`, `iterations` its first stretch); the iterations it ran."""
+    `goal` env steps (`match_env_steps`, `iterations` its first stretch)."""
     if goal is None:
         run_or_resume(out, overrides, iterations)
-        return iterations
-    return match_env_steps(out, overrides, goal, iterations)
+    else:
+        match_env_steps(out, overrides, goal, iterations)
 
 
 def run_all(calls: list[tuple], what: str) -> None:
@@ -467,9 +465,9 @@ def main() -> None:
     from poet.runtime.ray_session import ensure_ray
 
     ensure_ray(None)
-    # SIGTERM between runs (loading finished ones, picking targets) ends the study as Ctrl-C
-    # does, not as Ray's handler (set by ray.init) would; during a run, the run's own handler
-    # takes it and saves a checkpoint first
+    # SIGTERM ends the study as Ctrl-C does, not as Ray's handler (set by ray.init) would:
+    # during a POET run, the run's own handler takes it and saves a checkpoint first; during
+    # the controls, `run_all` has the runs in progress save theirs
     signal.signal(signal.SIGTERM, _interrupt)
     command = "python experiments/reproduce_poet.py" + (
         " --quick"
