@@ -82,13 +82,12 @@ QUICK_CONTROL = [
 
 
 # ------------------------------------------------------------------------------ runs
-def run_or_resume(out: Path, overrides: list[str], iterations: int) -> Path:
-    """Run `CONFIG` with `overrides` into `out`, or resume it there to `iterations`."""
+def run_or_resume(out: Path, overrides: list[str], iterations: int) -> float:
+    """Run `CONFIG` with `overrides` into `out`, or resume it there to `iterations`; the
+    seconds it ran (0 for a run already there)."""
     if (out / "checkpoints").is_dir():
-        poet.resume(out, iterations=iterations, progress=False)
-    else:
-        poet.run(CONFIG, out=out, overrides=[*overrides, f"iterations={iterations}"], progress=False)
-    return out
+        return poet.resume(out, iterations=iterations, progress=False).seconds
+    return poet.run(CONFIG, out=out, overrides=[*overrides, f"iterations={iterations}"], progress=False).seconds
 
 
 def env_steps(run: Run, before: int | None = None) -> int:
@@ -99,18 +98,18 @@ def env_steps(run: Run, before: int | None = None) -> int:
     )
 
 
-def match_env_steps(out: Path, overrides: list[str], goal: int, first: int) -> int:
+def match_env_steps(out: Path, overrides: list[str], goal: int, first: int) -> float:
     """Run `out` for `first` iterations, then resume it further until it has taken at least
-    `goal` env steps, each time to the iteration its own rate so far says; the iterations it ran.
+    `goal` env steps, each time to the iteration its own rate so far says; the seconds it ran.
 
     Each target follows from the run's steps at the one before, so a study interrupted and run
     again reaches the same iteration (a resumed run equals one run straight to it)."""
-    target = first
+    target, seconds = first, 0.0
     while True:
-        run_or_resume(out, overrides, target)
+        seconds += run_or_resume(out, overrides, target)
         steps = env_steps(load_run(out), before=target)
         if steps >= goal:
-            return target
+            return seconds
         target = max(target + 1, math.ceil(target * goal / max(steps, 1)))
 
 
@@ -289,19 +288,19 @@ def control_record(name: str, out: Path, target: EnvParams, target_id: str, seed
     return record
 
 
-def control_run(out: Path, overrides: list[str], iterations: int, goal: int | None = None) -> None:
+def control_run(out: Path, overrides: list[str], iterations: int, goal: int | None = None) -> float:
     """Run or resume one control run to `iterations`, or, given `goal`, on until it has taken
-    `goal` env steps (`match_env_steps`, `iterations` its first stretch)."""
+    `goal` env steps (`match_env_steps`, `iterations` its first stretch); the seconds it ran."""
     if goal is None:
-        run_or_resume(out, overrides, iterations)
-    else:
-        match_env_steps(out, overrides, goal, iterations)
+        return run_or_resume(out, overrides, iterations)
+    return match_env_steps(out, overrides, goal, iterations)
 
 
 def run_all(calls: list[tuple], what: str) -> None:
     """`control_run(*call)` for every call (its last item is its cost: iterations or env
     steps), the costliest first, as Ray tasks of one CPU each: as many at once as the cluster
-    has CPUs. A line per finished run says how far the calls are, by cost.
+    has CPUs. A line per finished run says how far the calls are, by cost, and the time left
+    at the rate of the runs that ran in this call (runs finished before count as done).
 
     Interrupted (Ctrl-C, SIGTERM) or when a run fails, it asks the runs in progress to stop,
     which checkpoint their last iteration, and waits a little for them."""
@@ -311,16 +310,22 @@ def run_all(calls: list[tuple], what: str) -> None:
     task = ray.remote(num_cpus=1, max_retries=0)(control_run)
     refs = [task.remote(*call) for call in calls]
     cost = dict(zip(refs, (call[-1] for call in calls)))
-    t0, pending, done_cost = time.perf_counter(), list(refs), 0
+    total = sum(cost.values())
+    t0, pending, done_cost, ran_cost = time.perf_counter(), list(refs), 0, 0
     try:
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
-            ray.get(done)
             done_cost += cost[done[0]]
-            seconds, share = time.perf_counter() - t0, done_cost / sum(cost.values())
+            ran_cost += cost[done[0]] if ray.get(done[0]) > 0 else 0
+            seconds = time.perf_counter() - t0
+            left = (
+                f"about {seconds * (total - done_cost) / ran_cost / 60:.0f} min left"
+                if ran_cost
+                else "time left not known yet"
+            )
             print(
-                f"  {what}: {len(refs) - len(pending)}/{len(refs)} runs, {share:.0%} of the cost, "
-                f"{seconds / 60:.0f} min, about {seconds * (1 - share) / share / 60:.0f} min left",
+                f"  {what}: {len(refs) - len(pending)}/{len(refs)} runs, {done_cost / total:.0%} of the cost, "
+                f"{seconds / 60:.0f} min, {left}",
                 flush=True,
             )
     except BaseException:  # Ctrl-C, SIGTERM or a failed run: the others stop too
@@ -519,80 +524,152 @@ def p_text(p: float | None) -> str:
     return "n/a" if p is None else f"{p:.3g}"
 
 
-def tables(result: dict) -> str:
-    """Markdown: per class POET's seeds and each control against it at the target; every target;
-    the climb per seed; ANNECS every 1,000 iterations."""
-    threshold = result["solved_threshold"]
-    n_seeds = len(result["poet"])
-    lines = [
-        f"| class | POET seeds solving one | targets | control | runs >= {threshold:g} | best | mean difference "
-        "(POET - control) [95% CI] | p (sign-flip, unit: target) | smallest p possible | Holm p |",
-        "|---" * 10 + "|",
+def number(value: float | None, fmt: str, scale: float = 1.0, suffix: str = "") -> str:
+    return "n/a" if value is None else f"{value * scale:{fmt}}{suffix}"
+
+
+def markdown(headers: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(headers) + " |",
+        "|---" * len(headers) + "|",
+        *("| " + " | ".join(r) + " |" for r in rows),
     ]
+
+
+def tables(result: dict) -> str:
+    """Markdown, the tables of docs/study.md (docs/hooks/study_tables.py builds the same cells
+    from results.json, each number with its key): per class and control; per target; POET's
+    classes per seed; its largest obstacles per seed; ANNECS; each ANNECS arm's cost by phase
+    and its reproduce phase per block; the seconds of every part."""
+    threshold, n_seeds = result["solved_threshold"], len(result["poet"])
+    rows = []
     for c in result["classes"]:
         for i, name in enumerate(CONTROLS):
             s, t = c["controls"][name], c["controls"][name]["test"]
-            head = (
-                f"| {c['class']} {c['name']} | {c['seeds_solving']}/{n_seeds} | {c['targets']} " if i == 0 else "| | | "
-            )
+            head = [f"{c['class']} {c['name']}", f"{c['seeds_solving']}/{n_seeds}", str(c["targets"])]
             diff = (
                 "n/a"
                 if t["mean_difference"] is None
                 else f"{t['mean_difference']:.0f} [{t['ci95'][0]:.0f}, {t['ci95'][1]:.0f}]"
             )
-            best = "n/a" if s["best"] is None else f"{s['best']:.0f}"
-            lines.append(
-                head + f"| {name} | {s['reached_threshold']}/{s['runs']} | {best} | {diff} | {p_text(t['p'])} | "
-                f"{p_text(t['min_p'])} | {p_text(t['p_holm'])} |"
+            rows.append(
+                (head if i == 0 else ["", "", ""])
+                + [
+                    name,
+                    f"{s['reached_threshold']}/{s['runs']}",
+                    f"{t['control_targets_solved']}/{t['k']}",
+                    number(s["best"], ".0f"),
+                    number(s["env_steps_median"], ".1f", 1e-6, " M"),
+                    diff,
+                    p_text(t["p"]),
+                    p_text(t["min_p"]),
+                    p_text(t["p_holm"]),
+                ]
             )
-    lines += [
-        "",
-        "| POET seed | class | target | solved at | lineage steps | budget | POET | "
-        + " | ".join(f"{n}: solved, best" for n in CONTROLS)
-        + " | direct: noise at floor from |",
-        "|---" * (8 + len(CONTROLS)) + "|",
-    ]
+    lines = markdown(
+        [
+            "class",
+            "POET seeds solving one",
+            "targets",
+            "control",
+            f"runs >= {threshold:g}",
+            "targets a run solved",
+            "best",
+            "env steps per run (median)",
+            "mean difference (POET - control) [95% CI]",
+            "p (sign-flip, unit: target)",
+            "smallest p possible",
+            "Holm p",
+        ],
+        rows,
+    )
+    rows = []
     for t in result["targets"]:
         cells = []
         for n in CONTROLS:
             runs = t["controls"].get(n, [])
-            cells.append(
-                f"{sum(r['solved'] for r in runs)}/{len(runs)}, {max((r['score'] for r in runs), default=float('nan')):.0f}"
-            )
+            best = max((r["score"] for r in runs), default=None)
+            cells.append(f"{number(best, '.0f')} ({sum(r['solved'] for r in runs)}/{len(runs)})")
         floors = [r.get("sigma_floor_iteration") for r in t["controls"].get("direct", [])]
-        lines.append(
-            f"| {t['poet_seed']} | {t['class']} | {t['env_id'][:8]} ({describe(t['params'])}) | {t['solved_iteration']} | "
-            f"{t['lineage_steps']} | {t['budget']} | {t['poet_score']:.0f} | "
-            + " | ".join(cells)
-            + f" | {', '.join('never' if f is None else str(f) for f in floors)} |"
+        rows.append(
+            [
+                str(t["poet_seed"]),
+                str(t["class"]),
+                f"{t['env_id'][:8]} ({describe(t['params'])})",
+                f"{t['solved_iteration']:,}",
+                f"{t['lineage_steps']:,}",
+                f"{t['budget']:,}",
+                f"{t['poet_score']:.0f}",
+                *cells,
+                ", ".join("never" if f is None else str(f) for f in floors),
+            ]
         )
-    lines += [
-        "",
-        "| POET seed | " + " | ".join(DIFFICULTY_CLASSES) + " |",
-        "|---" * (1 + len(DIFFICULTY_CLASSES)) + "|",
-    ]
-    for s in result["poet"]:
-        cells = [
-            f"{c['created']} / {c['solved']}" + (f" (first at {c['first_solved_iteration']})" if c["solved"] else "")
+    lines += [""] + markdown(
+        [
+            "POET seed",
+            "class",
+            "target",
+            "solved at",
+            "lineage steps",
+            "budget",
+            "POET",
+            *(f"{n}: best (solved)" for n in CONTROLS),
+            "direct: noise at floor from",
+        ],
+        rows,
+    )
+    rows = [
+        [str(s["seed"])]
+        + [
+            f"{c['created']} / {c['solved']}" + (f" (first at {c['first_solved_iteration']:,})" if c["solved"] else "")
             for c in s["classes"].values()
         ]
-        lines.append(f"| {s['seed']} | " + " | ".join(cells) + " |")
+        for s in result["poet"]
+    ]
+    lines += [""] + markdown(["POET seed", *DIFFICULTY_CLASSES], rows)
+    rows = []
+    for s in result["poet"]:
+        every = max(1, s["iterations"] // 4)
+        for r in s["climb"]:
+            if (r["iteration"] + 1) % every == 0:
+                rows.append(
+                    [str(s["seed"]), f"{r['iteration'] + 1:,}", str(r["envs_solved"])]
+                    + [number(r[f"max_{name}"], ".1f") for name in DIFFICULTY_CRITERIA]
+                )
+    lines += [""] + markdown(
+        [
+            "POET seed",
+            "by iteration",
+            "envs solved",
+            *(f"largest {name.replace('_', ' ')}" for name in DIFFICULTY_CRITERIA),
+        ],
+        rows,
+    )
     a = result["annecs"]
     names = [k for k in a["table"][0] if k != "iteration"]
-    lines += ["", "| iteration | " + " | ".join(names) + " |", "|---" * (1 + len(names)) + "|"]
-    lines += [f"| {row['iteration']} | " + " | ".join(str(row[n]) for n in names) + " |" for row in a["table"]]
-    lines += [
-        "",
-        "| arm | hours | " + " | ".join(sorted({p for c in a["cost"].values() for p in c["by_phase"]})) + " |",
-    ]
+    lines += [""] + markdown(
+        ["iteration", *names], [[f"{row['iteration']:,}", *(str(row[n]) for n in names)] for row in a["table"]]
+    )
     phases = sorted({p for c in a["cost"].values() for p in c["by_phase"]})
-    lines.append("|---" * (2 + len(phases)) + "|")
-    for name, c in a["cost"].items():
-        lines.append(
-            f"| {name} | {c['seconds'] / 3600:.2f} | "
-            + " | ".join(f"{c['by_phase'].get(p, 0.0) / 3600:.2f}" for p in phases)
-            + " |"
-        )
+    rows = [
+        [name, f"{c['seconds'] / 3600:.2f}", *(f"{c['by_phase'].get(p, 0.0) / 3600:.2f}" for p in phases)]
+        for name, c in a["cost"].items()
+    ]
+    lines += [""] + markdown(["arm", "hours", *(f"{p} (hours)" for p in phases)], rows)
+    blocks = max(len(c["by_phase_per_block"]["reproduce"]) for c in a["cost"].values())
+    rows = [
+        [f"{j * a['every'] + 1:,}-{(j + 1) * a['every']:,}"]
+        + [
+            number((c["by_phase_per_block"]["reproduce"][j : j + 1] or [None])[0], ".1f", 1 / 60)
+            for c in a["cost"].values()
+        ]
+        for j in range(blocks)
+    ]
+    lines += [""] + markdown(["iterations", *(f"{name}: reproduce (min)" for name in a["cost"])], rows)
+    lines += [""] + markdown(
+        ["part", "hours (its runs' own seconds, summed)"],
+        [[name, f"{seconds / 3600:.2f}"] for name, seconds in result["parts_seconds"].items()],
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,10 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tests.test_docs import _cells, check_cell
+
+sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+import study_tables  # noqa: E402
 
 
 def _reproduce(*args):
@@ -77,7 +81,13 @@ def _check_quick_study(results: Path, out: Path) -> None:
     assert set(data["parts_seconds"]) == {"poet", "direct", "path", "accel", "dr", "enhanced_poet"}
     cost = data["annecs"]["cost"]["enhanced_poet-seed0"]
     assert set(cost["by_phase"]) >= {"train", "reproduce"} and set(cost["by_phase_per_block"]) == set(cost["by_phase"])
-    assert "| class | POET seeds solving one |" in (results / "results.md").read_text()
+    # docs/study.md's tables, built from the JSON with each number's key, are the ones the script wrote
+    tables = [make(str(results / "results.json")) for make in study_tables.TABLES.values()]
+    assert [row for t in tables for row in _cells(t.markdown())] == _cells((results / "results.md").read_text())
+    numbers = [cell for t in tables for row in t.rows for cell in row if cell.source]
+    assert len(numbers) > 100
+    for cell in numbers:
+        check_cell(cell)
     for name in ("scores.png", "climb.png", "annecs.png"):
         assert (results / name).read_bytes()[:4] == b"\x89PNG"
     # a second call resumes every run where it is (all finished): the same numbers
