@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -71,10 +72,12 @@ def main() -> None:
     parser.add_argument("--courses", type=int, default=20)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    t0 = time.perf_counter()
     report = {
         "command": " ".join(["python experiments/course_generalisation.py", *sys.argv[1:]]),
         **generalisation(args.run_dir, args.envs, args.courses),
     }
+    report["wall_seconds"] = round(time.perf_counter() - t0, 1)
     for env in report["envs"]:
         cells = ", ".join(
             f"roughness {c['roughness']:g}: {c['solved']}/{c['courses']} solved, {c['below_mc']} below the MC"
