@@ -318,11 +318,12 @@ def run_all(calls: list[tuple], what: str) -> None:
             done_cost += cost[done[0]]
             ran_cost += cost[done[0]] if ray.get(done[0]) > 0 else 0
             seconds = time.perf_counter() - t0
-            left = (
-                f"about {seconds * (total - done_cost) / ran_cost / 60:.0f} min left"
-                if ran_cost
-                else "time left not known yet"
-            )
+            if not pending:
+                left = "done"
+            elif ran_cost:
+                left = f"about {seconds * (total - done_cost) / ran_cost / 60:.0f} min left"
+            else:  # so far only runs that had finished before this call
+                left = "time left not known yet"
             print(
                 f"  {what}: {len(refs) - len(pending)}/{len(refs)} runs, {done_cost / total:.0%} of the cost, "
                 f"{seconds / 60:.0f} min, {left}",

@@ -93,6 +93,10 @@ def _check_quick_study(results: Path, out: Path) -> None:
     # a second call resumes every run where it is (all finished): the same numbers
     again = _reproduce("--out", out, "--results", results)
     assert again.returncode == 0, again.stderr[-3000:]
+    # every control run had finished: no time left is guessed from them, each stage ends "done"
+    progress = [line for line in again.stdout.splitlines() if " runs, " in line]
+    assert len(progress) == 8 and not any("min left" in line for line in progress)
+    assert [line for line in progress if line.endswith("done")] == [progress[3], progress[7]]
     second = json.loads((results / "results.json").read_text())
     assert second["targets"] == data["targets"] and second["classes"] == data["classes"]
 
