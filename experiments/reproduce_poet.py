@@ -11,8 +11,9 @@ class, what its controls solve there, and Enhanced POET's ANNECS against the ori
    challenging classes), the `--targets` hardest envs POET solved (each criterion's value
    over its threshold, summed). An env that is a target of two seeds counts once.
 3. **Controls on every target**, `--control-seeds` seeds each, with POET's trainer settings:
-   - `direct`: ES from a fresh agent on the target's own course;
-   - `path`: the direct-path curriculum, 10 equal stages from the flat course to the target;
+   - `direct`: ES from a fresh agent on the target's own course (its params and course seed);
+   - `path`: the direct-path curriculum, 10 equal stages from the flat course to the target,
+     the last on the target's own course;
    both for `BUDGET_FACTOR` (2) times the trainer steps of the target's POET lineage, with the
    iteration at which ES's noise reached its floor (`sigma_floor`) recorded;
    - `accel` and `dr`, which never see the target: one run per POET seed, class and control
@@ -254,12 +255,14 @@ def targets_of(seeds: list[dict], args: argparse.Namespace) -> list[dict]:
                     targets[env_id]["also_target_of_seeds"].append(s["seed"])
                     continue
                 steps = lineage_steps(run, env_id)
+                params = json.loads(envs.loc[env_id, "params_json"])
                 targets[env_id] = {
                     "poet_seed": s["seed"],
                     "class": level,
                     "env_id": env_id,
-                    "params": json.loads(envs.loc[env_id, "params_json"])["values"],
-                    "hardness": hardness(json.loads(envs.loc[env_id, "params_json"])["values"]),
+                    "params": params["values"],
+                    "course_seed": params.get("course_seed"),
+                    "hardness": hardness(params["values"]),
                     "solved_iteration": int(envs.loc[env_id, "solved_iteration"]),
                     "lineage_steps": steps,
                     "budget": BUDGET_FACTOR * max(1, steps),
@@ -337,9 +340,18 @@ def run_all(calls: list[tuple], what: str) -> None:
         raise
 
 
+def target_params(target: dict) -> EnvParams:
+    """A target's env as POET had it, its course included: `direct` trains on it, `path` ends
+    on it, and every control is scored on it."""
+    params = EnvParams.create("terrain", target["params"], target["course_seed"])
+    if params.id != target["env_id"]:
+        raise RuntimeError(f"target {target['env_id']}: its params and course give env {params.id}")
+    return params
+
+
 def run_controls(targets: list[dict], args: argparse.Namespace, threshold: float) -> None:
     """Part 3: every control of every target, in place in `targets`."""
-    params = {t["env_id"]: EnvParams.create("terrain", t["params"]) for t in targets}
+    params = {t["env_id"]: target_params(t) for t in targets}
 
     def run_and_record(jobs: list[tuple[list[dict], str, int, tuple]], what: str) -> None:
         """Each job's `control_run` call, then its run's record on each target of its group."""

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from poet.analysis import load_run
 from tests.conftest import ROOT
 from tests.test_docs import _cells, check_cell
 
@@ -67,6 +68,10 @@ def _check_quick_study(results: Path, out: Path) -> None:
         assert all(len(runs) == 1 for runs in t["controls"].values())
         assert t["controls"]["direct"][0]["iterations"] == t["budget"]
         assert "sigma_floor_iteration" in t["controls"]["direct"][0]
+        # direct trains on the target's own course, and the path ends on it: the same env id
+        direct, path = (load_run(t["controls"][name][0]["run_dir"]).iterations for name in ("direct", "path"))
+        assert set(direct["env_id"]) == {t["env_id"]}
+        assert path.loc[path["iteration"].idxmax(), "env_id"] == t["env_id"]
     assert {seed for seed, _ in by_seed} == {0, 1} and all(len(ts) == 1 for ts in by_seed.values())
     for group in by_seed.values():  # as many env steps as the class's longest direct run
         longest = max(t["controls"]["direct"][0]["env_steps"] for t in group)
