@@ -435,16 +435,22 @@ def annecs_part(args: argparse.Namespace) -> dict:
     cost = {}
     for r in runs:
         phases = load_run(Path(r["run_dir"])).phases
-        by_phase = phases.groupby("phase")["seconds"].sum()
+        by_phase = phases.groupby("phase")[["seconds", "env_steps"]].sum()
         blocks = phases.assign(block=phases["iteration"] // every).pivot_table(
-            index="block", columns="phase", values="seconds", aggfunc="sum", fill_value=0.0
+            index="block", columns="phase", values=["seconds", "env_steps"], aggfunc="sum", fill_value=0
         )
         cost[f"{r['arm']}-seed{r['seed']}"] = {
-            "seconds": float(by_phase.sum()),
-            "by_phase": {k: float(v) for k, v in by_phase.items()},
-            # where the time goes as the run goes on (Enhanced POET's PATA-EC, in `reproduce`,
-            # scores every child against every active and archived agent)
-            "by_phase_per_block": {k: [float(v) for v in blocks[k].to_numpy()] for k in blocks.columns},
+            "seconds": float(by_phase["seconds"].sum()),
+            "by_phase": {k: float(v) for k, v in by_phase["seconds"].items()},
+            "by_phase_per_block": {k: [float(v) for v in blocks["seconds"][k]] for k in blocks["seconds"].columns},
+            # the work itself, the same on any machine: where it goes as the run goes on
+            # (Enhanced POET's PATA-EC, in `reproduce`, scores every child against every
+            # active and archived agent)
+            "env_steps": int(by_phase["env_steps"].sum()),
+            "env_steps_by_phase": {k: int(v) for k, v in by_phase["env_steps"].items()},
+            "env_steps_by_phase_per_block": {
+                k: [int(v) for v in blocks["env_steps"][k]] for k in blocks["env_steps"].columns
+            },
         }
     return {"every": every, "runs": runs, "table": table, "cost": cost}
 
@@ -666,19 +672,20 @@ def tables(result: dict) -> str:
     phases = sorted({p for c in a["cost"].values() for p in c["by_phase"]})
     rows = [
         [name, f"{c['seconds'] / 3600:.2f}", *(f"{c['by_phase'].get(p, 0.0) / 3600:.2f}" for p in phases)]
+        + [f"{c['env_steps'] / 1e6:,.0f}", *(f"{c['env_steps_by_phase'].get(p, 0) / 1e6:,.0f}" for p in phases)]
         for name, c in a["cost"].items()
     ]
-    lines += [""] + markdown(["arm", "hours", *(f"{p} (hours)" for p in phases)], rows)
-    blocks = max(len(c["by_phase_per_block"]["reproduce"]) for c in a["cost"].values())
+    lines += [""] + markdown(
+        ["arm", "hours", *(f"{p} (hours)" for p in phases), "M env steps", *(f"{p} (M env steps)" for p in phases)],
+        rows,
+    )
+    per_block = {name: c["env_steps_by_phase_per_block"].get("reproduce", []) for name, c in a["cost"].items()}
     rows = [
         [f"{j * a['every'] + 1:,}-{(j + 1) * a['every']:,}"]
-        + [
-            number((c["by_phase_per_block"]["reproduce"][j : j + 1] or [None])[0], ".1f", 1 / 60)
-            for c in a["cost"].values()
-        ]
-        for j in range(blocks)
+        + [number((steps[j : j + 1] or [None])[0], ".1f", 1e-6) for steps in per_block.values()]
+        for j in range(max(map(len, per_block.values()), default=0))
     ]
-    lines += [""] + markdown(["iterations", *(f"{name}: reproduce (min)" for name in a["cost"])], rows)
+    lines += [""] + markdown(["iterations", *(f"{name}: reproduce (M env steps)" for name in per_block)], rows)
     lines += [""] + markdown(
         ["part", "hours (its runs' own seconds, summed)"],
         [[name, f"{seconds / 3600:.2f}"] for name, seconds in result["parts_seconds"].items()],

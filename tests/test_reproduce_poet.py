@@ -86,6 +86,11 @@ def _check_quick_study(results: Path, out: Path) -> None:
     assert set(data["parts_seconds"]) == {"poet", "direct", "path", "accel", "dr", "enhanced_poet"}
     cost = data["annecs"]["cost"]["enhanced_poet-seed0"]
     assert set(cost["by_phase"]) >= {"train", "reproduce"} and set(cost["by_phase_per_block"]) == set(cost["by_phase"])
+    assert (
+        sum(cost["env_steps_by_phase"].values())
+        == cost["env_steps"]
+        == sum(map(sum, cost["env_steps_by_phase_per_block"].values()))
+    )
     # docs/study.md's tables, built from the JSON with each number's key, are the ones the script wrote
     tables = [make(str(results / "results.json")) for make in study_tables.TABLES.values()]
     assert [row for t in tables for row in _cells(t.markdown())] == _cells((results / "results.md").read_text())

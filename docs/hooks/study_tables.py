@@ -175,33 +175,37 @@ def study_annecs(path: str = STUDY) -> Table:
 
 
 def study_annecs_cost(path: str = STUDY) -> Table:
-    """Each ANNECS run's hours, in all and by phase."""
+    """Each ANNECS run's hours and env steps, in all and by phase."""
     src = Source(path)
     cost = src.get("annecs.cost")
     phases = sorted({p for c in cost.values() for p in c["by_phase"]})
-    table = Table(["arm", "hours", *(f"{p} (hours)" for p in phases)], sources=[path])
+    table = Table(
+        ["arm", "hours", *(f"{p} (hours)" for p in phases), "M env steps", *(f"{p} (M env steps)" for p in phases)],
+        sources=[path],
+    )
     for name, c in cost.items():
         k = f"annecs.cost.{name}."
         table.rows.append(
             [text(name), src.num(k + "seconds", ".2f", 1 / 3600)]
             + [src.num(f"{k}by_phase.{p}", ".2f", 1 / 3600) if p in c["by_phase"] else text("0.00") for p in phases]
+            + [src.num(k + "env_steps", ",.0f", 1e-6)]
+            + [src.num(f"{k}env_steps_by_phase.{p}", ",.0f", 1e-6) if p in c["by_phase"] else text("0") for p in phases]
         )
     return table
 
 
 def study_reproduce_cost(path: str = STUDY) -> Table:
-    """Each ANNECS run's reproduce phase (minutes) per block of the ANNECS table's iterations:
-    Enhanced POET's PATA-EC grows with the archive."""
+    """Each ANNECS run's env steps in its reproduce phase per block of the ANNECS table's
+    iterations: Enhanced POET's PATA-EC grows with the archive."""
     src = Source(path)
     cost, every = src.get("annecs.cost"), src.get("annecs.every")
-    table = Table(["iterations", *(f"{name}: reproduce (min)" for name in cost)], sources=[path])
-    blocks = max(len(c["by_phase_per_block"]["reproduce"]) for c in cost.values())
-    for j in range(blocks):
+    per_block = {name: c["env_steps_by_phase_per_block"].get("reproduce", []) for name, c in cost.items()}
+    table = Table(["iterations", *(f"{name}: reproduce (M env steps)" for name in cost)], sources=[path])
+    for j in range(max(map(len, per_block.values()), default=0)):
         row = [text(f"{j * every + 1:,}-{(j + 1) * every:,}")]
-        for name, c in cost.items():
-            there = j < len(c["by_phase_per_block"]["reproduce"])
-            key = f"annecs.cost.{name}.by_phase_per_block.reproduce.{j}"
-            row.append(src.num(key, ".1f", 1 / 60) if there else text("n/a"))
+        for name, steps in per_block.items():
+            key = f"annecs.cost.{name}.env_steps_by_phase_per_block.reproduce.{j}"
+            row.append(src.num(key, ".1f", 1e-6) if j < len(steps) else text("n/a"))
         table.rows.append(row)
     return table
 
