@@ -46,12 +46,13 @@ QUICK = [
 
 
 def run_arm(arm: str, seed: int, iterations: int, out: Path, quick: bool) -> dict:
-    """Run (or resume) one arm at one seed; its ANNECS curves and cost."""
+    """Run (or resume) one arm at one seed, with the run's progress bar and phase lines unless
+    `quick`; its ANNECS curves and cost."""
     curriculum, family = ARMS[arm]
     run_dir = out / f"{arm}-seed{seed}"
     t0 = time.perf_counter()
     if (run_dir / "checkpoints").is_dir():
-        poet.resume(run_dir, iterations=iterations, progress=False)
+        poet.resume(run_dir, iterations=iterations, progress=not quick)
     else:
         sets = [
             f"seed={seed}",
@@ -60,7 +61,7 @@ def run_arm(arm: str, seed: int, iterations: int, out: Path, quick: bool) -> dic
             f"env.family={family}",
             *(QUICK if quick else STRUCTURE),
         ]
-        poet.run(CONFIG, out=run_dir, overrides=sets, progress=False)
+        poet.run(CONFIG, out=run_dir, overrides=sets, progress=not quick)
     run = load_run(run_dir)
     annecs = run.annecs
     entry = {
