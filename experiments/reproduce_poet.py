@@ -75,6 +75,11 @@ CONTROLS = ("direct", "path", "accel", "dr")
 FIRST_STRETCH = 200
 # controls get twice the lineage's trainer steps; the paper's own budget is unverified (docs/study.md)
 BUDGET_FACTOR = 2
+# Where a control run runs, which changes none of its numbers (so a resume passes it too): in
+# its own process (its waves are too small to spread: the module docstring, part 3), and a
+# checkpoint every 500 iterations, as an iteration takes milliseconds and a checkpoint, with
+# its fsyncs, tens of them (every 25 cost a quarter of a direct run's time)
+CONTROL_WHERE = ["evaluation.backend=inprocess", "checkpoint.every=500"]
 QUICK_CONTROL = [
     "env.options={course_length: 20.0, max_episode_steps: 150}",
     "trainer.es.population=8",
@@ -84,10 +89,10 @@ QUICK_CONTROL = [
 
 # ------------------------------------------------------------------------------ runs
 def run_or_resume(out: Path, overrides: list[str], iterations: int) -> float:
-    """Run `CONFIG` with `overrides` into `out`, or resume it there to `iterations`; the
-    seconds it ran (0 for a run already there)."""
+    """Run `CONFIG` with `overrides` into `out`, or resume it there to `iterations` (with
+    `CONTROL_WHERE`); the seconds it ran (0 for a run already there)."""
     if (out / "checkpoints").is_dir():
-        return poet.resume(out, iterations=iterations, progress=False).seconds
+        return poet.resume(out, iterations=iterations, progress=False, overrides=CONTROL_WHERE).seconds
     return poet.run(CONFIG, out=out, overrides=[*overrides, f"iterations={iterations}"], progress=False).seconds
 
 
@@ -116,13 +121,7 @@ def match_env_steps(out: Path, overrides: list[str], goal: int, first: int) -> f
 
 def control_overrides(name: str, target: EnvParams, seed: int, quick: bool) -> list[str]:
     """The config of one control run: POET's trainer settings, a fresh agent, its curriculum."""
-    # in-process: its waves are too small to spread (the module docstring, part 3)
-    over = [
-        *(QUICK_CONTROL if quick else []),
-        "evaluation.backend=inprocess",
-        f"curriculum={name}",
-        f"seed={100 + seed}",
-    ]
+    over = [*(QUICK_CONTROL if quick else []), *CONTROL_WHERE, f"curriculum={name}", f"seed={100 + seed}"]
     if name == "direct":
         over.append(f"env.start={json.dumps(target.to_dict())}")
     if name == "path":
