@@ -15,6 +15,7 @@ comes from the root seed and the (phase, iteration, pair) it is for.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -228,9 +229,11 @@ def _write(ctx: RunContext, captured: Captured, root: Path, tmp: Path, config_te
     return final
 
 
+@functools.cache
 def _versions() -> dict[str, str]:
     """The installed versions that shape a run's numbers. torch's comes from its package
-    metadata: importing torch to read it would load torch into runs that never use it."""
+    metadata: importing torch to read it would load torch into runs that never use it.
+    Read once per process (the metadata takes milliseconds, a checkpoint's share of them)."""
     return {
         "poet": __version__,
         "numpy": np.__version__,
