@@ -391,3 +391,38 @@ def test_checkpoint_identity_covers_the_spec_file_a_family_reads(tiny, tmp_path)
     spec.write_text(spec.read_text().replace("high: 20.0, step: 1.0}", "high: 30.0, step: 1.0}", 1))
     with pytest.raises(poet.ConfigError, match="different config"):
         poet.resume(tmp_path / "r", iterations=3, progress=False)
+
+
+def test_a_capture_copies_every_pair_and_a_checkpoint_gives_them_back(tmp_path):
+    """Pairs are captured without the generic walk (their envs made plain once): a checkpoint
+    still holds each field as it was at the capture, numpy scores as floats, a CPPN env whole."""
+    from types import SimpleNamespace
+
+    from envs import make_family
+    from poet.pair import Pair
+    from poet.state import RunState
+
+    rng = np.random.default_rng(0)
+    cppn = make_family("terrain_cppn").sample(rng).with_course_seed(7)
+    terrain = make_family("terrain").sample(rng)
+    state = RunState()
+    pop = state.population
+    pop.active.append(
+        Pair("p1", 1, cppn, rng.normal(size=5).astype(np.float32), {"m": np.zeros(5), "t": 3}, "e0", 4, [1.5])
+    )
+    pop.active[0].scores += [np.float32(2.25), np.float64(3.0), 4]
+    pop.archive.append(Pair("p0", 0, terrain, np.ones(5, np.float32), {"t": 9}, None, 0, [0.5], retired_iteration=8))
+    state.iteration = 12
+    records = SimpleNamespace(row_counts=lambda: {}, sync=lambda: None)
+    ctx = SimpleNamespace(state=state, records=records)
+    captured = checkpoint.capture(ctx)
+    pop.active[0].scores.append(9.0)  # after the capture: not in it
+    pop.active[0].theta[0] = 100.0
+    path = checkpoint.write(ctx, captured, tmp_path, "config", keep=1)
+    back = checkpoint.load(path).state.population
+    (active,), (archived,) = back.active, back.archive
+    assert active.env == cppn and active.env.id == cppn.id and archived.env == terrain
+    assert active.scores == [1.5, 2.25, 3.0, 4.0] and all(type(s) is float for s in active.scores)
+    assert active.theta[0] != 100.0 and np.array_equal(active.state["m"], np.zeros(5)) and active.state["t"] == 3
+    assert (active.pair_id, active.index, active.parent_env_id, active.created_iteration) == ("p1", 1, "e0", 4)
+    assert (archived.parent_env_id, archived.retired_iteration, archived.scores) == (None, 8, [0.5])

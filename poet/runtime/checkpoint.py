@@ -73,7 +73,7 @@ def _split(value: Any, prefix: str, arrays: dict[str, np.ndarray]) -> Any:
     if isinstance(value, dict):
         return {str(k): _split(v, f"{prefix}/{k}", arrays) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        if all(type(v) in _PLAIN for v in value):  # a pair's scores: one per iteration it trained
+        if all(type(v) in _PLAIN for v in value):
             return list(value)
         return [_split(v, f"{prefix}/{i}", arrays) for i, v in enumerate(value)]
     if isinstance(value, np.generic):
@@ -93,18 +93,32 @@ def _join(value: Any, arrays: Any) -> Any:
     return value
 
 
-def _pair_data(p: Pair) -> dict[str, Any]:
+def _pair_data(p: Pair, prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """A pair as checkpoint data, its arrays moved to `arrays` under `prefix`.
+
+    Only its trainer state and weights go through `_split`'s walk: a run captures every pair
+    at every iteration, and walking hundreds of archived pairs, their envs (a CPPN's genome
+    each) and score histories took tens of milliseconds an iteration. An env is immutable,
+    so its plain form is made once (`_env_data`); the scores are floats, one per iteration
+    the pair trained."""
+    retired = p.retired_iteration
     return {
-        "pair_id": p.pair_id,
-        "index": p.index,
-        "env": p.env.to_dict(),
-        "theta": p.theta,
-        "state": p.state,
-        "parent_env_id": p.parent_env_id,
-        "created_iteration": p.created_iteration,
-        "scores": list(p.scores),
-        "retired_iteration": p.retired_iteration,
+        "pair_id": str(p.pair_id),
+        "index": int(p.index),
+        "env": _env_data(p.env),
+        "theta": _split(p.theta, f"{prefix}/theta", arrays),
+        "state": _split(p.state, f"{prefix}/state", arrays),
+        "parent_env_id": None if p.parent_env_id is None else str(p.parent_env_id),
+        "created_iteration": int(p.created_iteration),
+        "scores": list(map(float, p.scores)),
+        "retired_iteration": None if retired is None else int(retired),
     }
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _env_data(env: EnvParams) -> dict[str, Any]:
+    """`env.to_dict()`, made once per env: shared by every capture, which only reads it."""
+    return env.to_dict()
 
 
 def _pair_from(d: dict[str, Any]) -> Pair:
@@ -156,8 +170,8 @@ def capture(ctx: RunContext) -> Captured:
     state = {
         "iteration": iteration,
         "population": {
-            "active": [_split(_pair_data(p), f"active/{p.pair_id}", arrays) for p in pop.active],
-            "archive": [_split(_pair_data(p), f"archive/{p.pair_id}", arrays) for p in pop.archive],
+            "active": [_pair_data(p, f"active/{p.pair_id}", arrays) for p in pop.active],
+            "archive": [_pair_data(p, f"archive/{p.pair_id}", arrays) for p in pop.archive],
             "next_index": pop.next_index,
         },
         "solved": dict(run.solved),
