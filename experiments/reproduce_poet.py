@@ -538,10 +538,6 @@ def main() -> None:
 
 
 # --------------------------------------------------------------------------- outputs
-def p_text(p: float | None) -> str:
-    return "n/a" if p is None else f"{p:.3g}"
-
-
 def number(value: float | None, fmt: str, scale: float = 1.0, suffix: str = "") -> str:
     return "n/a" if value is None else f"{value * scale:{fmt}}{suffix}"
 
@@ -579,9 +575,9 @@ def tables(result: dict) -> str:
                     number(s["best"], ".0f"),
                     number(s["env_steps_median"], ".1f", 1e-6, " M"),
                     diff,
-                    p_text(t["p"]),
-                    p_text(t["min_p"]),
-                    p_text(t["p_holm"]),
+                    number(t["p"], ".3g"),
+                    number(t["min_p"], ".3g"),
+                    number(t["p_holm"], ".3g"),
                 ]
             )
     lines = markdown(
