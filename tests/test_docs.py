@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT / "docs" / "hooks"))
 import docs_config  # noqa: E402
 import docs_hook  # noqa: E402
 import docs_tables  # noqa: E402
+import study_tables  # noqa: E402
 
 README_LIMIT = 12 * 1024
 ARXIV = {"POET": "https://arxiv.org/abs/1901.01753", "Enhanced POET": "https://arxiv.org/abs/2003.08536"}
@@ -175,7 +176,8 @@ def _markers() -> dict[str, Path]:
 
 
 def test_every_generated_table_is_shown_once_and_every_marker_names_one():
-    assert set(_markers()) == set(docs_tables.TABLES)
+    assert set(_markers()) == set(docs_hook.TABLES)
+    assert not set(docs_tables.TABLES) & set(study_tables.TABLES), "a study table would hide another"
 
 
 def _decimals(fmt: str, shown: float) -> float:
@@ -196,9 +198,9 @@ def check_cell(cell: docs_tables.Cell) -> None:
     assert abs(number - expected) <= _decimals(cell.fmt, expected) * 1.0001, (cell, value)
 
 
-@pytest.mark.parametrize("name", sorted(docs_tables.TABLES))
+@pytest.mark.parametrize("name", sorted(docs_hook.TABLES))
 def test_every_number_of_a_generated_table_is_its_json_sources(name):
-    table = docs_tables.TABLES[name]()
+    table = docs_hook.TABLES[name]()
     cells = [cell for row in table.rows for cell in row if cell.source is not None]
     assert cells, f"table {name} has no number read from a file"
     for cell in cells:
@@ -230,7 +232,7 @@ def _cells(markdown: str) -> list[list[str]]:
 def test_the_study_tables_are_the_ones_the_study_script_writes():
     """The study's own results.md, written by experiments/reproduce_poet.py from the same JSON."""
     written = _cells((ROOT / "experiments" / "results" / "reproduce_poet" / "results.md").read_text())
-    generated = _cells(docs_tables.study_classes().markdown()) + _cells(docs_tables.study_targets().markdown())
+    generated = [row for make in study_tables.TABLES.values() for row in _cells(make().markdown())]
     assert generated == written
 
 
@@ -327,7 +329,7 @@ def test_the_built_site_shows_every_page_and_every_generated_number(tmp_path):
         assert _built(site, page).is_file(), page
     for name, page in _markers().items():
         shown = _shown(site, page)
-        for row in docs_tables.TABLES[name]().rows:
+        for row in docs_hook.TABLES[name]().rows:
             for cell in row:
                 if cell.source is not None:
                     assert cell.text.replace("`", "") in shown, (name, cell.text)

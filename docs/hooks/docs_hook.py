@@ -1,7 +1,7 @@
 """mkdocs hook: fills the generated parts of the pages and adds the study's figures.
 
-* `<!-- table: NAME -->` on a line of its own becomes the table `docs_tables.TABLES[NAME]`
-  builds from its results file;
+* `<!-- table: NAME -->` on a line of its own becomes the table `TABLES[NAME]` builds from
+  its results file (the generators of `docs_tables` and, for the study's page, `study_tables`);
 * `<!-- value: PATH KEY FORMAT -->`, anywhere in a line, becomes the number at KEY in the
   results file PATH, formatted, so prose states a measured number without typing it: PATH
   is relative to the repository root (`benchmarks/results/backends_quickstart.json`), KEY a
@@ -30,6 +30,9 @@ for path in (ROOT, HOOKS):  # this checkout's code, whatever else is installed
 
 import docs_config  # noqa: E402
 import docs_tables  # noqa: E402
+import study_tables  # noqa: E402
+
+TABLES = {**docs_tables.TABLES, **study_tables.TABLES}
 
 TABLE = re.compile(r"^<!-- table: (\w+) -->$", re.MULTILINE)
 # any value or ratio marker, well-formed or not, so that a malformed one fails the build
@@ -75,9 +78,9 @@ def fill(markdown: str) -> str:
 
     def table(match: re.Match) -> str:
         name = match.group(1)
-        if name not in docs_tables.TABLES:
-            raise KeyError(f"no generated table {name!r}; known: {', '.join(docs_tables.TABLES)}")
-        return docs_tables.TABLES[name]().markdown()
+        if name not in TABLES:
+            raise KeyError(f"no generated table {name!r}; known: {', '.join(TABLES)}")
+        return TABLES[name]().markdown()
 
     markdown = fill_numbers(TABLE.sub(table, markdown))
     if CONFIG in markdown:
