@@ -55,7 +55,7 @@ from matplotlib.figure import Figure
 
 import poet
 from envs import EnvParams
-from envs.terrain import DIFFICULTY_CLASSES, DIFFICULTY_CRITERIA
+from envs.terrain import DIFFICULTY_CLASSES, DIFFICULTY_CRITERIA, describe
 from poet.analysis import Run, load_run
 from poet.errors import RunInterrupted
 from poet.trainers.es import ESOptions
@@ -686,15 +686,6 @@ def tables(result: dict) -> str:
         [[name, f"{seconds / 3600:.2f}"] for name, seconds in result["parts_seconds"].items()],
     )
     return "\n".join(lines) + "\n"
-
-
-def describe(values: dict) -> str:
-    """A course's params in a few words."""
-    parts = [f"roughness {values['roughness']:g}"]
-    for key, word in (("pit_gap", "pits"), ("stump_height", "stumps")):
-        if values[key]:
-            parts.append(f"{word} {values[key][0]:g} to {values[key][1]:g}")
-    return ", ".join(parts)
 
 
 def figures(result: dict, out: Path) -> list[Path]:

@@ -18,6 +18,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # this checkout's families, also when run as a script
+    sys.path.insert(0, str(ROOT))
+
+from envs.terrain import describe  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -620,15 +624,6 @@ def course_generalisation() -> Table:
             )
         table.rows.append(cells)
     return table
-
-
-def describe(values: dict) -> str:
-    """A course's params in a few words."""
-    parts = [f"roughness {values['roughness']:g}"]
-    for key, word in (("pit_gap", "pits"), ("stump_height", "stumps")):
-        if values[key]:
-            parts.append(f"{word} {values[key][0]:g} to {values[key][1]:g}")
-    return ", ".join(parts)
 
 
 TABLES: dict[str, Callable[[], Table]] = {

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from docs_tables import Cell, Source, Table, describe, text
+from docs_tables import Cell, Source, Table, text
+
+from envs.terrain import describe
 
 STUDY = "experiments/results/reproduce_poet/results.json"
 CRITERIA = ("stump_height", "pit_gap", "roughness")  # envs.terrain.DIFFICULTY_CRITERIA, in its order
