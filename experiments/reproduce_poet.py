@@ -20,7 +20,9 @@ class, what its controls solve there, and Enhanced POET's ANNECS against the ori
      seed until it has taken the env steps of that class's longest direct run, scored on
      each of its targets.
    A run's score on a target: for `direct` and `path` the best score it recorded on it; for
-   `accel` and `dr` their final agents' best on it; POET's, the best its pair recorded.
+   `accel` and `dr` their final agents' best on it; POET's, the best score an agent of its
+   run recorded on it (`poet_best`: the agent the env was admitted with, its pair's ES
+   evaluations, the transfers its pair accepted).
    Control runs evaluate in their own process (a wave of one agent on one level is too
    small to spread over workers) and run side by side as Ray tasks, one per CPU of the
    study's Ray (no number depends on where or beside what a run ran).
@@ -181,6 +183,25 @@ def best_recorded(run: Run, env_id: str) -> float | None:
     return float(rows["score"].max()) if len(rows) else None
 
 
+def poet_best(run: Run, env_id: str) -> float | None:
+    """The best score an agent of a POET run recorded on this env: the agent it was admitted
+    with (the child's transfer score), its pair's ES evaluations and every transfer its pair
+    accepted. An env can be solved by the agent it was admitted with, and ES may then lose
+    that score, so the pair's ES evaluations alone can miss the score that solved it."""
+    scores = [best_recorded(run, env_id)]
+    pair_ids = set(run.envs.loc[run.envs["env_id"] == env_id, "pair_id"])
+    transfers = run.transfers
+    if len(transfers):
+        accepted = transfers[transfers["accepted"].astype(bool) & transfers["target_pair_id"].isin(pair_ids)]
+        scores += [float(v) for v in accepted["score"]]
+    events = run.events
+    if len(events):
+        admitted = events[(events["kind"] == "admitted") & (events["env_id"] == env_id)]
+        scores += [json.loads(d or "{}").get("transfer_score") for d in admitted["detail"]]
+    found = [float(v) for v in scores if v is not None]
+    return max(found) if found else None
+
+
 def final_score(run_dir: Path, target: EnvParams) -> float:
     """The best final agent of a run, scored on the target's own course (the run's evaluation settings)."""
     from poet.analysis.render import load_agents
@@ -265,7 +286,7 @@ def targets_of(seeds: list[dict], args: argparse.Namespace) -> list[dict]:
                     "solved_iteration": int(envs.loc[env_id, "solved_iteration"]),
                     "lineage_steps": steps,
                     "budget": BUDGET_FACTOR * max(1, steps),
-                    "poet_score": best_recorded(run, env_id),
+                    "poet_score": poet_best(run, env_id),
                     "also_target_of_seeds": [],
                     "controls": {},
                 }

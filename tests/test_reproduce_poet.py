@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from poet.analysis import load_run
 from tests.conftest import ROOT
@@ -137,6 +138,35 @@ def test_lineage_steps_count_each_env_of_the_chain_until_the_next_was_created():
     run.envs, run.iterations = envs, iterations
     assert lineage_steps(run, "c") == 5 + 3 + 3
     assert lineage_steps(run, "a") == 3
+
+
+def test_poet_best_counts_the_admitted_agent_and_accepted_transfers():
+    """Env e (pair p1) was admitted with an agent scoring 297 there, ES then scored 150 and
+    171, a transfer of 180 was accepted and one of 290 refused, and another pair's transfer
+    of 299 went elsewhere: POET's best on e is 297; on an env with no records, None."""
+    import pandas as pd
+
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from reproduce_poet import poet_best
+
+    run = SimpleNamespace(
+        envs=pd.DataFrame({"env_id": ["e", "f"], "pair_id": ["p1", "p2"]}),
+        iterations=pd.DataFrame({"iteration": [1, 2], "env_id": ["e", "e"], "score": [150.0, 171.0]}),
+        transfers=pd.DataFrame(
+            {"target_pair_id": ["p1", "p1", "p2"], "score": [180.0, 290.0, 299.0], "accepted": [True, False, True]}
+        ),
+        events=pd.DataFrame(
+            {
+                "kind": ["admitted", "solved"],
+                "env_id": ["e", "e"],
+                "detail": [json.dumps({"transfer_score": 297.0}), "transfer score 297.0"],
+            }
+        ),
+    )
+    assert poet_best(run, "e") == 297.0
+    run.events = run.events.iloc[:0]
+    assert poet_best(run, "e") == 180.0
+    assert poet_best(run, "g") is None
 
 
 def test_annecs_poet_vs_enhanced_quick_writes_curves_figure_and_json_and_resumes(tmp_path):
