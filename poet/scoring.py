@@ -8,8 +8,9 @@ env it was already scored on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -22,23 +23,42 @@ from poet.trainers.base import ErrorPolicy
 
 @dataclass
 class ScoreCache:
-    """(agent id, env id) -> score."""
+    """(agent id, env id) -> score, held per agent.
 
-    scores: dict[tuple[str, str], float] = field(default_factory=dict)
+    An archive keeps every agent it ever scored, so a long run's cache holds millions of
+    scores; held per agent, dropping an agent's scores costs one step per agent and a copy of
+    the cache (`snapshot`, at every iteration boundary) one per agent too. An agent's scores
+    are read-only mappings that `put_many` replaces rather than changes, so a snapshot shares
+    them and never sees a later score.
+    """
+
+    by_agent: dict[str, Mapping[str, float]] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
 
     def get(self, agent: str, env: str) -> float | None:
         """The cached score, or None."""
-        return self.scores.get((agent, env))
+        scores = self.by_agent.get(agent)
+        return None if scores is None else scores.get(env)
 
-    def put(self, agent: str, env: str, score: float) -> None:
-        """Remember a score."""
-        self.scores[(agent, env)] = float(score)
+    def put_many(self, scores: Iterable[tuple[str, str, float]]) -> None:
+        """Remember (agent, env, score) triples."""
+        by_agent: dict[str, dict[str, float]] = {}
+        for agent, env, score in scores:
+            if agent not in by_agent:
+                by_agent[agent] = dict(self.by_agent.get(agent, {}))
+            by_agent[agent][env] = float(score)
+        for agent, new in by_agent.items():
+            self.by_agent[agent] = MappingProxyType(new)
 
     def keep_agents(self, agents: set[str]) -> None:
         """Drop scores of agents that no longer exist (bounds memory and checkpoint size)."""
-        self.scores = {k: v for k, v in self.scores.items() if k[0] in agents}
+        for agent in [a for a in self.by_agent if a not in agents]:
+            del self.by_agent[agent]
+
+    def snapshot(self) -> dict[str, Mapping[str, float]]:
+        """The scores as they are now, unchanged by later `put_many` and `keep_agents` calls."""
+        return dict(self.by_agent)
 
 
 class Scorer:
@@ -56,7 +76,13 @@ class Scorer:
 
     def score(self, jobs: Sequence[tuple[np.ndarray, EnvParams]], tags: Sequence[str] | None = None) -> np.ndarray:
         """Scores of each (theta, env); cache misses go to the evaluator as one batch."""
-        keys = [(weights_key(theta), env.id) for theta, env in jobs]
+        agent_of: dict[int, str] = {}  # id(theta) -> its key: a batch scores each agent on many envs
+        keys = []
+        for theta, env in jobs:  # `jobs` holds every theta until the end, so no id is reused
+            agent = agent_of.get(id(theta))
+            if agent is None:
+                agent = agent_of[id(theta)] = weights_key(theta)
+            keys.append((agent, env.id))
         todo: dict[tuple[str, str], int] = {}
         for i, key in enumerate(keys):
             if self.cache.get(*key) is None and key not in todo:
@@ -75,6 +101,5 @@ class Scorer:
                 )
             results = self.evaluator.evaluate(requests)
             self.evaluator.release(list(refs.values()))
-            for key, s in zip(todo, self.errors.scores(results)):
-                self.cache.put(*key, s)
+            self.cache.put_many((agent, env, s) for (agent, env), s in zip(todo, self.errors.scores(results)))
         return np.array([self.cache.get(*key) for key in keys], dtype=np.float64)

@@ -21,6 +21,7 @@ import yaml
 import poet
 from poet.analysis import load_run
 from poet.runtime import checkpoint
+from poet.scoring import ScoreCache
 from tests.conftest import ROOT, poet_in_process
 
 TABLES = ("iterations", "envs", "transfers", "events")
@@ -209,6 +210,49 @@ def test_unknown_format_version_is_a_clear_error(tiny, tmp_path):
     proc = poet_in_process(["resume", str(run)])
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "format version 99" in proc.stderr
+
+
+def _as_format_1(ckpt: Path) -> None:
+    """Rewrite a checkpoint as format 1 wrote it: the score cache as sorted [agent, env, score]
+    triples in state.json, no score columns among the arrays."""
+    state = json.loads((ckpt / "state.json").read_text())
+    with np.load(ckpt / "arrays.npz", allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    ids = state["score_cache"]
+    agents, envs, scores = (arrays.pop(f"score_cache/{k}").tolist() for k in ("agent", "env", "score"))
+    state["score_cache"] = [[ids["agents"][a], ids["envs"][e], s] for a, e, s in zip(agents, envs, scores)]
+    (ckpt / "state.json").write_text(json.dumps(state, sort_keys=True))
+    np.savez(ckpt / "arrays.npz", **arrays)
+    manifest = json.loads((ckpt / "manifest.json").read_text())
+    manifest["format_version"] = 1
+    manifest["sha256"] = {name: checkpoint._sha(ckpt / name) for name in ("state.json", "arrays.npz")}
+    (ckpt / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_format_1_checkpoint_resumes_as_the_run_that_never_stopped(tiny, tmp_path):
+    """Runs checkpointed before the score cache moved into columns resume unchanged."""
+    cfg = tiny(curriculum="enhanced_poet", iterations=12, reproduction={"capacity": 2, "every": 4})
+    poet.run(cfg, out=tmp_path / "straight", progress=False)
+    poet.run({**cfg, "iterations": 8}, out=tmp_path / "old", progress=False)
+    ckpt = checkpoint.checkpoints(tmp_path / "old")[-1]
+    cache = checkpoint.load(ckpt).state.scores.by_agent
+    _as_format_1(ckpt)
+    assert checkpoint.load(ckpt).state.scores.by_agent == cache and sum(map(len, cache.values())) > 0
+    poet.resume(tmp_path / "old", iterations=12, progress=False)
+    _assert_same_run(tmp_path / "straight", tmp_path / "old")
+
+
+def test_a_score_cache_snapshot_never_sees_later_changes():
+    cache = ScoreCache()
+    cache.put_many([("a", "e1", 1.0), ("b", "e1", 2.0)])
+    before = cache.snapshot()
+    cache.put_many([("a", "e2", 3.0), ("c", "e1", 4.0)])
+    cache.keep_agents({"a", "c"})
+    assert {k: dict(v) for k, v in before.items()} == {"a": {"e1": 1.0}, "b": {"e1": 2.0}}
+    assert {k: dict(v) for k, v in cache.snapshot().items()} == {"a": {"e1": 1.0, "e2": 3.0}, "c": {"e1": 4.0}}
+    assert cache.get("a", "e2") == 3.0 and cache.get("b", "e1") is None
+    with pytest.raises(TypeError):
+        cache.by_agent["a"]["e3"] = 5.0  # an agent's scores are replaced, never changed
 
 
 def test_resume_of_a_directory_without_a_run(tmp_path):

@@ -2,9 +2,10 @@
 
 A checkpoint is a folder `checkpoints/ckpt-<iteration>` holding:
 - `state.json`: everything that is not a big array (population, archive, lineage, scores,
-  trainer scalars, the agent x env score cache, solved envs, counters, the iteration);
-- `arrays.npz`: every numpy array (weights, optimizer moments), loaded with
-  `allow_pickle=False`, so opening a checkpoint cannot run code;
+  trainer scalars, the agent and env ids of the score cache, solved envs, counters, the
+  iteration);
+- `arrays.npz`: every numpy array (weights, optimizer moments, the score cache's columns),
+  loaded with `allow_pickle=False`, so opening a checkpoint cannot run code;
 - `manifest.json`: format version, library versions, config hash, the record tables'
   row counts at that moment, and a SHA-256 of the two files above.
 
@@ -22,6 +23,7 @@ import json
 import os
 import shutil
 import warnings
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,8 @@ from poet.scoring import ScoreCache
 from poet.state import RunState
 from poet.version import __version__
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READS = (1, 2)  # version 1 held the score cache as [agent, env, score] triples in state.json
 PREFIX = "ckpt-"
 
 
@@ -115,6 +118,39 @@ def _pair_data(p: Pair, prefix: str, arrays: dict[str, np.ndarray]) -> dict[str,
     }
 
 
+def score_columns(scores: Mapping[str, Mapping[str, float]]) -> tuple[dict[str, list[str]], dict[str, np.ndarray]]:
+    """The score cache as JSON (its agent and env ids, sorted, once each) and three columns
+    (agent index, env index, score) in that order: a long run's cache holds millions of
+    scores, which as JSON triples took seconds a checkpoint to write and read."""
+    agents = sorted(scores)
+    envs = sorted({env for by_env in scores.values() for env in by_env})
+    env_index = {env: i for i, env in enumerate(envs)}
+    sizes = [len(scores[agent]) for agent in agents]
+    total = sum(sizes)
+    agent_col = np.repeat(np.arange(len(agents), dtype=np.int32), sizes)
+    env_col = np.fromiter((env_index[e] for a in agents for e in scores[a]), dtype=np.int32, count=total)
+    score_col = np.fromiter((v for a in agents for v in scores[a].values()), dtype=np.float64, count=total)
+    order = np.lexsort((env_col, agent_col))
+    columns = {"agent": agent_col[order], "env": env_col[order], "score": score_col[order]}
+    return {"agents": agents, "envs": envs}, {f"score_cache/{k}": v for k, v in columns.items()}
+
+
+def read_score_cache(data: Any, arrays: dict[str, np.ndarray]) -> ScoreCache:
+    """The score cache a checkpoint holds, in either format."""
+    if isinstance(data, list):  # format 1
+        triples: Iterable[tuple[str, str, float]] = ((a, e, float(s)) for a, e, s in data)
+    else:
+        agents, envs = data["agents"], data["envs"]
+        triples = zip(
+            [agents[i] for i in arrays["score_cache/agent"].tolist()],
+            [envs[j] for j in arrays["score_cache/env"].tolist()],
+            arrays["score_cache/score"].tolist(),
+        )
+    cache = ScoreCache()
+    cache.put_many(triples)
+    return cache
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _env_data(env: EnvParams) -> dict[str, Any]:
     """`env.to_dict()`, made once per env: shared by every capture, which only reads it."""
@@ -176,7 +212,7 @@ def capture(ctx: RunContext) -> Captured:
         },
         "solved": dict(run.solved),
         "annecs_reference": run.annecs_reference,
-        "score_cache": dict(run.scores.scores),
+        "score_cache": run.scores.snapshot(),
         "curriculum_data": _split(run.curriculum_data, "curriculum", arrays),
     }
     # copies: a trainer may update its arrays in place during the next iteration
@@ -219,9 +255,9 @@ def _write(ctx: RunContext, captured: Captured, root: Path, tmp: Path, config_te
         shutil.rmtree(tmp)
     tmp.mkdir()
     state = dict(captured.state)
-    state["score_cache"] = [[a, e, s] for (a, e), s in sorted(state["score_cache"].items())]
+    state["score_cache"], score_arrays = score_columns(state["score_cache"])
     (tmp / "state.json").write_text(json.dumps(state, sort_keys=True))
-    np.savez(tmp / "arrays.npz", **captured.arrays)
+    np.savez(tmp / "arrays.npz", **captured.arrays, **score_arrays)
     manifest = {
         "format_version": FORMAT_VERSION,
         "iteration": iteration,
@@ -273,9 +309,10 @@ def load(path: Path, config_text: str | None = None) -> Snapshot:
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"{path}: unreadable manifest ({exc.__class__.__name__})") from None
     version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READS:
         raise CheckpointError(
-            f"{path}: checkpoint format version {version!r}; this poet {__version__} reads version {FORMAT_VERSION}"
+            f"{path}: checkpoint format version {version!r}; this poet {__version__} reads versions "
+            f"{', '.join(map(str, READS))}"
         )
     for name, digest in manifest.get("sha256", {}).items():
         if not (path / name).exists() or _sha(path / name) != digest:
@@ -299,7 +336,7 @@ def load(path: Path, config_text: str | None = None) -> Snapshot:
         population=population,
         solved={k: int(v) for k, v in state["solved"].items()},
         annecs_reference=int(state.get("annecs_reference", 0)),
-        scores=ScoreCache({(a, e): float(s) for a, e, s in state["score_cache"]}),
+        scores=read_score_cache(state["score_cache"], arrays),
         iteration=int(state["iteration"]),
         curriculum_data=_join(state.get("curriculum_data", {}), arrays),
     )
