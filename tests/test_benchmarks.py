@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 
@@ -162,24 +161,41 @@ def test_cross_eval_benchmark_scores_the_same_on_both_backends(tmp_path):
     assert all(m["env_steps"] > 0 for m in result["median"].values())
 
 
-def test_checkpoint_capture_times_a_runs_boundary_copy(tmp_path):
-    """benchmarks/checkpoint_capture.py on a tiny run's checkpoint: the pairs and the time it copies them in."""
+def test_checkpoint_capture_times_both_layouts_of_the_score_cache(tmp_path):
+    """benchmarks/checkpoint_capture.py on a tiny Enhanced POET run's checkpoint: every part is
+    timed on both layouts, and the cache it measures is the checkpoint's, all of it."""
     import poet
     from tests.conftest import tiny_config
 
-    poet.run(tiny_config(), out=tmp_path / "run", progress=False)
+    cfg = tiny_config(curriculum="enhanced_poet", iterations=9, reproduction={"capacity": 2, "every": 4})
+    poet.run(cfg, out=tmp_path / "run", progress=False)
     newest = sorted((tmp_path / "run" / "checkpoints").glob("ckpt-*"))[-1]
+    out = tmp_path / "capture.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "checkpoint_capture.py"), str(newest), "--repeats", "2"],
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "checkpoint_capture.py"),
+            str(newest),
+            "--repeats",
+            "1",
+            "--json",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert re.fullmatch(
-        r"iteration \d+: \d+ active and \d+ archived pairs, [\d,]+ scores; capture [\d.]+ ms \(best of 2\)\n",
-        proc.stdout,
-    )
+    result = json.loads(out.read_text())
+    state = json.loads((newest / "state.json").read_text())
+    with np.load(newest / "arrays.npz") as npz:
+        assert result["cached_scores"] == len(npz["score_cache/score"]) > 0
+    assert result["archived"] >= 1 and result["active"] >= 1
+    assert result["lookup_jobs"] > 0
+    assert 0 < len(state["score_cache"]["agents"]) <= result["active"] + result["archived"]
+    parts = ("boundary", "write", "read", "lookup")
+    assert set(result["seconds"]) == {*parts, *(f"flat_{k}" for k in parts), "checkpoint", "load"}
+    assert set(result["flat_over_this"]) == set(parts)
 
 
 @pytest.mark.slow

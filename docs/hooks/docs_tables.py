@@ -269,6 +269,33 @@ def raw_widths() -> Table:
     return table
 
 
+def checkpoint_capture() -> Table:
+    """The score cache per agent in columns against the flat layout before it, on a real run's state."""
+    src = Source("benchmarks/results/checkpoint_capture.json")
+    parts = (
+        ("boundary", "after every iteration: forget dead agents, copy for a checkpoint"),
+        ("write", "the cache's part of writing a checkpoint"),
+        ("read", "the cache's part of reading one"),
+        ("lookup", "PATA-EC's lookup of its cached scores"),
+    )
+    table = Table(["work", "per agent, columns (s)", "flat, JSON triples (s)", "flat over this"], sources=[src.path])
+    for key, label in parts:
+        table.rows.append(
+            [
+                text(label),
+                src.num(f"seconds.{key}", ".3f"),
+                src.num(f"seconds.flat_{key}", ".3f"),
+                src.num(f"flat_over_this.{key}", ".1f", suffix="x"),
+            ]
+        )
+    table.note = (
+        f"{src.get('cached_scores'):,} cached scores of {src.get('active')} active and "
+        f"{src.get('archived')} archived agents at iteration {src.get('iteration'):,}; "
+        f"{src.get('lookup_jobs'):,} lookups; best of {src.get('repeats')}"
+    )
+    return table
+
+
 def pool_waves() -> Table:
     """Where a terrain wave's time goes, and finer chunks against the default."""
     src = Source("benchmarks/results/pool_waves.json")
@@ -629,6 +656,7 @@ def course_generalisation() -> Table:
 TABLES: dict[str, Callable[[], Table]] = {
     f.__name__: f
     for f in (
+        checkpoint_capture,
         eval_pool,
         eval_pool_ratios,
         eval_pool_ways,
