@@ -202,35 +202,32 @@ def poet_best(run: Run, env_id: str) -> float | None:
     return max(found) if found else None
 
 
-def final_score(run_dir: Path, target: EnvParams) -> float:
-    """The best final agent of a run, scored on the target's own course (the run's evaluation settings)."""
+def final_scores(run_dir: Path, targets: list[EnvParams]) -> list[float]:
+    """The best final agent of a run on each target's own course (the run's evaluation settings)."""
     from poet.analysis.render import load_agents
     from poet.evaluation import EvalRequest, InProcessEvaluator
 
     parts, snapshot = load_agents(run_dir)
     evaluator = InProcessEvaluator(parts.family, parts.spec)
     agents = snapshot.state.population.active
+    refs = [evaluator.put(a.theta) for a in agents]
+    ev = parts.cfg.evaluation
     requests = [
-        EvalRequest(
-            evaluator.put(a.theta),
-            target,
-            parts.cfg.evaluation.eval_episodes,
-            0,
-            parts.cfg.evaluation.max_steps,
-            tag=a.pair_id,
-        )
-        for a in agents
+        EvalRequest(ref, target, ev.eval_episodes, 0, ev.max_steps, tag=a.pair_id)
+        for target in targets
+        for a, ref in zip(agents, refs)
     ]
-    return float(max(r.mean for r in evaluator.evaluate(requests)))
+    means = np.array([r.mean for r in evaluator.evaluate(requests)]).reshape(len(targets), len(agents))
+    return [float(m) for m in means.max(axis=1)]
 
 
-def score_of(name: str, run_dir: Path, run: Run, target: EnvParams, target_id: str) -> float:
-    """A control run's score on the target (see the module docstring); `run` is its loaded records."""
-    if name in ("direct", "path"):
-        best = best_recorded(run, target_id)
-        if best is not None:
-            return best
-    return final_score(run_dir, target)
+def scores_of(name: str, run_dir: Path, run: Run, targets: list[tuple[EnvParams, str]]) -> list[float]:
+    """A control run's score on each of its (target, env id)s (see the module docstring); `run`
+    is its loaded records."""
+    best = [best_recorded(run, env_id) if name in ("direct", "path") else None for _, env_id in targets]
+    unscored = [params for (params, _), b in zip(targets, best) if b is None]
+    finals = iter(final_scores(run_dir, unscored) if unscored else [])
+    return [b if b is not None else next(finals) for b in best]
 
 
 # ------------------------------------------------------------------------- the parts
@@ -293,22 +290,24 @@ def targets_of(seeds: list[dict], args: argparse.Namespace) -> list[dict]:
     return list(targets.values())
 
 
-def control_record(name: str, out: Path, target: EnvParams, target_id: str, seed: int, threshold: float) -> dict:
-    """One control run's numbers on one target."""
+def control_records(
+    name: str, out: Path, targets: list[tuple[EnvParams, str]], seed: int, threshold: float
+) -> list[dict]:
+    """One control run's numbers on each of its (target, env id)s, its records read once."""
     run = load_run(out)
-    score = score_of(name, out, run, target, target_id)
-    record = {
+    common = {
         "seed": seed,
         "run_dir": str(out),
         "iterations": int(run.phases["iteration"].max()) + 1,
         "env_steps": env_steps(run),
-        "score": score,
-        "solved": bool(score >= threshold),
-        "seconds": phase_seconds(run),
     }
-    if name in ("direct", "path"):
-        record["sigma_floor_iteration"] = sigma_floor_iteration(run)
-    return record
+    records = []
+    for score in scores_of(name, out, run, targets):
+        record = {**common, "score": score, "solved": bool(score >= threshold), "seconds": phase_seconds(run)}
+        if name in ("direct", "path"):
+            record["sigma_floor_iteration"] = sigma_floor_iteration(run)
+        records.append(record)
+    return records
 
 
 def control_run(out: Path, overrides: list[str], iterations: int, goal: int | None = None) -> float:
@@ -377,10 +376,9 @@ def run_controls(targets: list[dict], args: argparse.Namespace, threshold: float
         """Each job's `control_run` call, then its run's record on each target of its group."""
         run_all([call for *_, call in jobs], what)
         for group, name, seed, (out, *_) in jobs:
-            for t in group:
-                t["controls"].setdefault(name, []).append(
-                    control_record(name, out, params[t["env_id"]], t["env_id"], seed, threshold)
-                )
+            records = control_records(name, out, [(params[t["env_id"]], t["env_id"]) for t in group], seed, threshold)
+            for t, record in zip(group, records):
+                t["controls"].setdefault(name, []).append(record)
 
     jobs = []
     for t in targets:  # direct and path, per target
