@@ -60,6 +60,7 @@ from envs import EnvParams
 from envs.terrain import DIFFICULTY_CLASSES, DIFFICULTY_CRITERIA, describe
 from poet.analysis import Run, load_run
 from poet.errors import RunInterrupted
+from poet.records import read_rows
 from poet.trainers.es import ESOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,12 +99,15 @@ def run_or_resume(out: Path, overrides: list[str], iterations: int) -> float:
     return poet.run(CONFIG, out=out, overrides=[*overrides, f"iterations={iterations}"], progress=False).seconds
 
 
-def env_steps(run: Run, before: int | None = None) -> int:
-    """Env steps a run took, every phase (only in its iterations before `before`, if given)."""
-    phases = run.phases
-    return int(
-        phases["env_steps"].sum() if before is None else phases.loc[phases["iteration"] < before, "env_steps"].sum()
-    )
+def env_steps(run: Run) -> int:
+    """Env steps a run took, every phase."""
+    return int(run.phases["env_steps"].sum())
+
+
+def phase_env_steps(out: Path, before: int) -> int:
+    """Env steps the run in `out` took in its iterations before `before`, from its phases table
+    alone (an ACCEL run's envs and events tables are a hundred times bigger)."""
+    return sum(int(row["env_steps"]) for row in read_rows(out, "phases") if row["iteration"] < before)
 
 
 def match_env_steps(out: Path, overrides: list[str], goal: int, first: int) -> float:
@@ -115,7 +119,7 @@ def match_env_steps(out: Path, overrides: list[str], goal: int, first: int) -> f
     target, seconds = first, 0.0
     while True:
         seconds += run_or_resume(out, overrides, target)
-        steps = env_steps(load_run(out), before=target)
+        steps = phase_env_steps(out, before=target)
         if steps >= goal:
             return seconds
         target = max(target + 1, math.ceil(target * goal / max(steps, 1)))
