@@ -17,7 +17,8 @@ agents whose score cache holds 1.5 M scores) and times, best of `--repeats`:
 
 Beside each, the same work on the layout before this one, rebuilt here from the same scores:
 one flat dict keyed by (agent, env), rebuilt to forget agents and copied at every boundary,
-written as sorted JSON triples, and every job's agent hashed in the lookup. Nothing here is a pass/fail test.
+written as sorted JSON triples, and every job's agent hashed in the lookup. Nothing here
+is a pass/fail test.
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ def env_steps(run: Run) -> int:
 
 def phase_env_steps(out: Path, before: int) -> int:
     """Env steps the run in `out` took in its iterations before `before`, from its phases table
-    alone (an ACCEL run's envs and events tables are a hundred times bigger)."""
+    alone (an ACCEL run's envs and events tables are far bigger)."""
     return sum(int(row["env_steps"]) for row in read_rows(out, "phases") if row["iteration"] < before)
 
 
@@ -305,13 +305,13 @@ def control_records(
         "iterations": int(run.phases["iteration"].max()) + 1,
         "env_steps": env_steps(run),
     }
-    records = []
-    for score in scores_of(name, out, run, targets):
-        record = {**common, "score": score, "solved": bool(score >= threshold), "seconds": phase_seconds(run)}
-        if name in ("direct", "path"):
-            record["sigma_floor_iteration"] = sigma_floor_iteration(run)
-        records.append(record)
-    return records
+    after = {"seconds": phase_seconds(run)}
+    if name in ("direct", "path"):
+        after["sigma_floor_iteration"] = sigma_floor_iteration(run)
+    return [
+        {**common, "score": score, "solved": bool(score >= threshold), **after}
+        for score in scores_of(name, out, run, targets)
+    ]
 
 
 def control_run(out: Path, overrides: list[str], iterations: int, goal: int | None = None) -> float:

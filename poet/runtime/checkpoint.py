@@ -121,7 +121,7 @@ def _pair_data(p: Pair, prefix: str, arrays: dict[str, np.ndarray]) -> dict[str,
 def score_columns(scores: Mapping[str, Mapping[str, float]]) -> tuple[dict[str, list[str]], dict[str, np.ndarray]]:
     """The score cache as JSON (its agent and env ids, sorted, once each) and three columns
     (agent index, env index, score) in that order: a long run's cache holds millions of
-    scores, which as JSON triples took seconds a checkpoint to write and read."""
+    scores, and as numbers in the npz none of them is spelt out in JSON."""
     agents = sorted(scores)
     envs = sorted({env for by_env in scores.values() for env in by_env})
     env_index = {env: i for i, env in enumerate(envs)}
