@@ -83,9 +83,10 @@ class Scorer:
             if agent is None:
                 agent = agent_of[id(theta)] = weights_key(theta)
             keys.append((agent, env.id))
+        found = [self.cache.get(*key) for key in keys]
         todo: dict[tuple[str, str], int] = {}
-        for i, key in enumerate(keys):
-            if self.cache.get(*key) is None and key not in todo:
+        for i, (key, score) in enumerate(zip(keys, found)):
+            if score is None and key not in todo:
                 todo[key] = i
         self.cache.hits += len(jobs) - len(todo)
         self.cache.misses += len(todo)
@@ -102,4 +103,5 @@ class Scorer:
             results = self.evaluator.evaluate(requests)
             self.evaluator.release(list(refs.values()))
             self.cache.put_many((agent, env, s) for (agent, env), s in zip(todo, self.errors.scores(results)))
-        return np.array([self.cache.get(*key) for key in keys], dtype=np.float64)
+            found = [self.cache.get(*key) if score is None else score for key, score in zip(keys, found)]
+        return np.array(found, dtype=np.float64)
