@@ -76,7 +76,7 @@ def main() -> None:
     seconds: dict[str, list[float]] = {"tasks": [], "compiled": [], "driver": [], "pool": []}
     with ep.ray_session(args.workers):
         setup = ep.make_setup("terrain", ep.Sizes())
-        pool = RayEvaluator(setup.family, setup.spec, noise=None, workers=args.workers)
+        pool = RayEvaluator(setup.family, setup.spec, noise=None, workers=args.workers, local_wave_steps=0)
         # no CPUs of their own: the pool holds them all, and only one of the three ways runs at a time
         actors = [
             ray.remote(num_cpus=0)(ChunkWorker).remote(setup.family, setup.spec.to_dict(), None, pool.batch_rows)

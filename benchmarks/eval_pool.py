@@ -861,8 +861,10 @@ def measure_raw_ray(
 
 
 def open_pool(setup: Setup, workers: int) -> RayEvaluator:
-    """A pool warmed up by one short wave (imports, first torch calls, env construction)."""
-    pool = RayEvaluator(setup.family, setup.spec, noise=None, workers=workers)
+    """A pool warmed up by one short wave (imports, first torch calls, env construction). Every
+    wave goes to its workers (`local_wave_steps=0`): this page measures the workers' transport,
+    and a warm-up wave run in the driver would leave them cold."""
+    pool = RayEvaluator(setup.family, setup.spec, noise=None, workers=workers, local_wave_steps=0)
     refs = [pool.put(w) for w in setup.policies]
     pairs = [(ref, env) for ref in refs for env in setup.envs]
     warm = [EvalRequest(ref, env, 1, 10**8 + i, min(50, setup.max_steps)) for i, (ref, env) in enumerate(pairs)]

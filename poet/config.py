@@ -98,6 +98,9 @@ class RayConfig:
     # per worker for a batched family, shrinking chunks for gymnasium envs
     chunks_per_worker: int | None = None
     inflight_per_worker: int = 2  # chunks queued on a worker so it never waits for the driver
+    # a wave of a compiled family expected to take at most this many env steps runs in the
+    # driver, where it ends sooner than a round trip to the workers (0: every wave on the pool)
+    local_wave_steps: int = 8192
     max_chunk_retries: int = 3  # a chunk whose worker dies (or that overruns its deadline) is re-run this many times
     # A chunk or job that runs longer than its deadline has its worker killed and is retried.
     # Unset, the deadline is deadline_factor x its work (env steps at its step caps) at the
@@ -397,6 +400,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         rc.chunks_per_worker is None or rc.chunks_per_worker >= 1,
         f"ray.chunks_per_worker: must be >= 1 (or unset: the pool's own rule), got {rc.chunks_per_worker}",
     )
+    _check(rc.local_wave_steps >= 0, f"ray.local_wave_steps: must be >= 0 (0: never), got {rc.local_wave_steps}")
     _check(rc.inflight_per_worker >= 1, f"ray.inflight_per_worker: must be >= 1, got {rc.inflight_per_worker}")
     _check(rc.max_chunk_retries >= 0, f"ray.max_chunk_retries: must be >= 0, got {rc.max_chunk_retries}")
     _check(rc.deadline_s is None or rc.deadline_s > 0, f"ray.deadline_s: must be > 0 (or unset), got {rc.deadline_s}")

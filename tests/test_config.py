@@ -346,6 +346,7 @@ CONFIG_ERRORS = [
     # (id, data, overrides, field named in the message, another word the message must hold)
     ("unknown_top_level_key", {"iterationz": 3}, [], "iterationz", "unknown key"),
     ("unknown_nested_key", {"reproduction": {"evry": 3}}, [], "reproduction.evry", "unknown key"),
+    ("negative_local_wave_steps", {}, ["ray.local_wave_steps=-1"], "ray.local_wave_steps", ">= 0"),
     ("unknown_nested_key_override", None, ["reproduction.evry=3"], "reproduction.evry", "unknown key"),
     ("string_for_int", {"seed": "abc"}, [], "seed", "integer"),
     ("float_for_int", {"iterations": 3.0}, [], "iterations", "integer"),

@@ -26,7 +26,7 @@ from envs import EnvParams
 from poet.analysis import load_run
 from poet.errors import EvaluationFailed, WaveInterrupted
 from poet.evaluation import EvalRequest, InProcessEvaluator, NoiseTable, Perturbation
-from poet.evaluation.planning import Deadlines
+from poet.evaluation.planning import Deadlines, EpisodeLengths
 from poet.evaluation.ray_pool import RayEvaluator
 from poet.policies import init_flat, spec_for_spaces
 from poet.runtime import checkpoint
@@ -82,7 +82,15 @@ def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_n
     ref_ev = InProcessEvaluator(family, spec, noise)
     expected = ref_ev.evaluate(_requests(ref_ev, spec, params))
     for workers, chunks, inflight in [(1, 1, 1), (2, 2, 2), (3, 7, 1), (2, None, 2)]:
-        ev = RayEvaluator(family, spec, noise, workers=workers, chunks_per_worker=chunks, inflight_per_worker=inflight)
+        ev = RayEvaluator(
+            family,
+            spec,
+            noise,
+            workers=workers,
+            chunks_per_worker=chunks,
+            inflight_per_worker=inflight,
+            local_wave_steps=0,
+        )
         try:
             reqs = _requests(ev, spec, params)
             _same(ev.evaluate(reqs), expected)
@@ -95,7 +103,7 @@ def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_n
 def test_batched_waves_go_in_one_chunk_per_worker(ray_local):
     spec, noise = _setup(TERRAIN)
     params = _params(TERRAIN, 4)
-    ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, local_wave_steps=0)
     chunk_counts = []
     original = ev._dispatch
     ev._dispatch = lambda units, *args: (chunk_counts.append(len(units)), original(units, *args))[1]
@@ -113,11 +121,48 @@ def test_batched_waves_go_in_one_chunk_per_worker(ray_local):
     assert chunk_counts == [2] * 8
 
 
+def test_a_small_wave_of_a_compiled_family_runs_in_the_driver_with_the_same_results(ray_local):
+    family = TERRAIN
+    spec, noise = _setup(family)
+    params = _params(family, 4)
+    ref_ev = InProcessEvaluator(family, spec, noise)
+    reqs = _requests(ref_ev, spec, params)
+    expected = ref_ev.evaluate(reqs)
+    steps = int(sum(r.lengths.sum() for r in expected))
+    caps = sum(r.episodes * r.max_steps for r in reqs)  # what planning expects of a first wave
+    ev = RayEvaluator(family, spec, noise, workers=2, local_wave_steps=caps)
+    calls = []
+    original = ev._dispatch
+    ev._dispatch = lambda units, *args: (calls.append(len(units)), original(units, *args))[1]
+    try:
+        mine = _requests(ev, spec, params)
+        _same(ev.evaluate(mine), expected)  # a first wave is expected to run to its caps: just within
+        assert (ev.local_waves, calls, ev.env_steps) == (1, [], steps)
+        ev.local_wave_steps, ev.episode_lengths = caps - 1, EpisodeLengths()  # one step over the limit
+        _same(ev.evaluate(mine), expected)
+        assert (ev.local_waves, calls, ev.env_steps) == (1, [2], 2 * steps)
+    finally:
+        ev.close()
+
+
+def test_gymnasium_waves_never_run_in_the_driver(ray_local):
+    family = FlakyFamily()
+    spec, noise = _setup(family.inner)
+    ev = RayEvaluator(family, spec, noise, workers=2, local_wave_steps=10**9)
+    try:
+        ref = ev.put(init_flat(spec, np.random.default_rng(0)))
+        results = ev.evaluate([EvalRequest(ref, family.initial(), 1, i, 20) for i in range(3)])
+    finally:
+        ev.close()
+    assert all(r.ok for r in results)
+    assert (ev.local_wave_steps, ev.local_waves) == (0, 0)
+
+
 def test_a_wave_leaves_no_reference_cycles_in_the_driver(ray_local):
     """The pool's side of a wave frees what it allocates when the wave ends (the workers'
     side: tests/test_evaluation.py), so no wave leaves work for the cyclic collector."""
     spec, noise = _setup(TERRAIN)
-    ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, local_wave_steps=0)
     try:
         reqs = _requests(ev, spec, _params(TERRAIN, 4))
         ev.evaluate(reqs)
@@ -140,7 +185,7 @@ def test_a_pool_whose_wave_was_stopped_answers_the_next_wave_right(ray_local):
     params = _params(TERRAIN, 4)
     ref_ev = InProcessEvaluator(TERRAIN, spec, noise)
     expected = ref_ev.evaluate(_requests(ref_ev, spec, params))
-    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, chunks_per_worker=3)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, chunks_per_worker=3, local_wave_steps=0)
     try:
         reqs = _requests(ev, spec, params)
         long_wave = [EvalRequest(r.policy, r.env, 30, r.seed, 400) for r in reqs]
@@ -158,7 +203,7 @@ def test_a_pool_whose_wave_was_stopped_answers_the_next_wave_right(ray_local):
 def test_the_pool_opens_no_connection_of_its_own(ray_local):
     """Chunks travel as Ray actor tasks; Ray's own calls (pid) answer beside them."""
     spec, noise = _setup(TERRAIN)
-    ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, local_wave_steps=0)
     try:
         reqs = _requests(ev, spec, _params(TERRAIN, 2))
         assert all(r.error is None for r in ev.evaluate(reqs))
@@ -218,7 +263,7 @@ def test_env_errors_carry_identity_and_spare_the_rest(ray_local):
     family = FlakyFamily()
     spec, noise = _setup(family.inner)
     good, boom, nan = (family.initial().replace(roughness=r) for r in (0.0, 0.5, 0.7))
-    ev = RayEvaluator(family, spec, noise, workers=2, chunks_per_worker=1)
+    ev = RayEvaluator(family, spec, noise, workers=2, chunks_per_worker=1, local_wave_steps=0)
     try:
         ref = ev.put(init_flat(spec, np.random.default_rng(0)))
         reqs = [
@@ -259,7 +304,7 @@ def test_worker_memory_does_not_grow_with_policies(ray_local):
     set. (Memory is read after the allocator hands its free pages back: `RolloutWorker.memory`.)"""
     spec, noise = _setup(TERRAIN, hidden=(40, 40))
     p = TERRAIN.initial()
-    ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, local_wave_steps=0)
     try:
 
         def wave(n, first_seed):
@@ -309,7 +354,7 @@ cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
 cluster.add_node(num_cpus=1)
 ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
 spec, noise = _setup(TERRAIN)
-ev = RayEvaluator(TERRAIN, spec, noise, workers=2)
+ev = RayEvaluator(TERRAIN, spec, noise, workers=2, local_wave_steps=0)
 nodes = ray.get([w.actor.node.remote() for w in ev.workers])
 res = ev.evaluate(_requests(ev, spec, _params(TERRAIN, 4)))
 print(json.dumps({"nodes": len(set(nodes)), "returns": [r.returns.tolist() for r in res],
@@ -377,7 +422,7 @@ def test_a_request_that_kills_its_worker_fails_alone(ray_local):
     spec, noise = _setup(family.inner)
     good = [family.initial().replace(roughness=r) for r in (0.0, 0.1, 0.2)]
     killer = family.initial().replace(roughness=0.9)
-    ev = RayEvaluator(family, spec, noise, workers=2, chunks_per_worker=1, max_chunk_retries=1)
+    ev = RayEvaluator(family, spec, noise, workers=2, chunks_per_worker=1, max_chunk_retries=1, local_wave_steps=0)
     try:
         ref = ev.put(init_flat(spec, np.random.default_rng(0)))
         reqs = [EvalRequest(ref, e, 1, i, 50, tag=f"r{i}") for i, e in enumerate([good[0], good[1], killer, good[2]])]
@@ -438,7 +483,7 @@ def test_killed_worker_mid_wave_gives_identical_results(ray_local, tmp_path):
     family = DiesOnceWhileFlaggedFamily(str(flag))
     spec, noise = _setup(family.inner)
     params = _params(family.inner, 8)
-    ev = RayEvaluator(family, spec, noise, workers=2, chunks_per_worker=6, inflight_per_worker=1)
+    ev = RayEvaluator(family, spec, noise, workers=2, chunks_per_worker=6, inflight_per_worker=1, local_wave_steps=0)
     try:
         reqs = _requests(ev, spec, params, n_policies=40, scale=0.3)
         clean = ev.evaluate(reqs)
@@ -471,7 +516,14 @@ def test_deadline_kills_a_chunk_that_never_returns_and_only_its_request_fails(ra
     good = [family.initial().replace(roughness=r) for r in (0.0, 0.1, 0.2)]
     stuck = family.initial().replace(roughness=0.8)
     ev = RayEvaluator(
-        family, spec, noise, workers=2, chunks_per_worker=1, max_chunk_retries=1, deadlines=Deadlines(seconds=2.0)
+        family,
+        spec,
+        noise,
+        workers=2,
+        chunks_per_worker=1,
+        max_chunk_retries=1,
+        deadlines=Deadlines(seconds=2.0),
+        local_wave_steps=0,
     )
     try:
         ref = ev.put(init_flat(spec, np.random.default_rng(0)))

@@ -13,6 +13,10 @@
 - Requests are packed into chunks by the rule in `poet.evaluation.planning` (one chunk per
   worker for a batched family, shrinking chunks for gymnasium envs), dispatched to the least
   busy worker with a bounded number in flight per worker.
+- A wave of a compiled family (a row kernel) expected to take at most `local_wave_steps`
+  env steps runs in the driver, with the workers' code: below that, the round trip to the
+  workers costs more than the steps it would share out. Its episodes are bounded by their
+  step caps, so it needs no deadline; gymnasium envs always go to the workers.
   A worker that dies has its chunks re-run on a replacement. Results are keyed by
   request position, so nothing is lost or counted twice, and no chunking changes a number.
 - Every chunk and job has a deadline once it starts running (`Deadlines`: by default a
@@ -46,6 +50,7 @@ from poet.evaluation.policy_store import PolicyStore
 from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
 from poet.evaluation.rollout import (
     ENV_SLOTS,
+    Packed,
     RequestTable,
     RolloutTally,
     error_result,
@@ -74,6 +79,27 @@ def pack_chunk(
     return head, [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
 
 
+ChunkStats = tuple[float, int, int]  # seconds, env steps simulated, the longest episode's steps
+
+
+def run_chunk(
+    family: EnvFamily,
+    spec: PolicySpec,
+    table: RequestTable,
+    rows: np.ndarray,
+    noise: NoiseTable | None,
+    batch_rows: int,
+    env_cache: EnvCache | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> tuple[Packed, ChunkStats]:
+    """`run_table` on a chunk whose policies' weights are `rows`, and what the pool learns from
+    it for its deadlines and step count."""
+    t0 = time.perf_counter()
+    tally = RolloutTally()
+    packed = run_table(family, spec, table, rows, noise, batch_rows, should_stop, env_cache, tally)
+    return packed, (time.perf_counter() - t0, tally.steps, tally.longest)
+
+
 class RolloutWorker:
     """What runs inside each Ray actor: the family, the policy spec and the node's noise table."""
 
@@ -92,18 +118,11 @@ class RolloutWorker:
 
     def run(self, head: bytes, *weights: bytes) -> bytes:
         """Evaluate a chunk: `head` is the pickled `RequestTable`; its weights rows are the
-        float32 rows of the `weights` byte strings. Returns, pickled, `run_table`'s packed
-        results and, for the pool's deadlines and step count, (seconds, env steps simulated,
-        the longest episode's steps)."""
+        float32 rows of the `weights` byte strings. Returns `run_chunk`'s answer, pickled."""
         table = pickle.loads(head)
         rows = np.frombuffer(b"".join(weights), dtype=np.float32).reshape(-1, self.spec.num_params)
-        t0 = time.perf_counter()
-        tally = RolloutTally()
-        packed = run_table(
-            self.family, self.spec, table, rows, self.noise, self.batch_rows, env_cache=self.env_cache, tally=tally
-        )
-        stats = (time.perf_counter() - t0, tally.steps, tally.longest)
-        return pickle.dumps((packed, stats), protocol=pickle.HIGHEST_PROTOCOL)
+        out = run_chunk(self.family, self.spec, table, rows, self.noise, self.batch_rows, self.env_cache)
+        return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
     def run_jobs(self, jobs: list[Job]) -> list[JobResult]:
         """Run whole jobs (a trainer's training loops) here, in order."""
@@ -182,6 +201,11 @@ MIN_SLOT_CHUNK_ROWS = 2 * ENV_SLOTS
 # how often a waiting wave looks at stop requests and deadlines
 POLL_SECONDS = 0.25
 STARTUP_SECONDS = 300.0  # for a new worker to answer, before the pool gives up (no CPU for it on the cluster)
+# Expected env steps up to which a row-kernel wave runs in the driver. On 2 cores a wave of
+# 2 to 128 pinned 400-step episodes (benchmarks/small_waves.py) ran sooner in one process than
+# on two workers up to some 16k steps (the round trip costs a few milliseconds); this stays
+# well below that, as a cluster's driver may be slower than its workers.
+LOCAL_WAVE_STEPS = 8192
 
 
 class RayEvaluator:
@@ -199,6 +223,7 @@ class RayEvaluator:
         inflight_per_worker: int = 2,
         max_chunk_retries: int = 3,
         deadlines: Deadlines | None = None,
+        local_wave_steps: int = LOCAL_WAVE_STEPS,
         owns_ray: bool = False,
     ):
         import ray
@@ -225,6 +250,10 @@ class RayEvaluator:
             self.deadlines = deadlines if deadlines is not None else Deadlines()
             self.inflight_per_worker = int(inflight_per_worker)
             self.max_chunk_retries = int(max_chunk_retries)
+            # waves expected to take at most this many env steps run here (compiled families only)
+            self.local_wave_steps = 0 if self.steps_in_slots else int(local_wave_steps)
+            self.local_waves = 0  # how many waves ran here
+            self.noise = noise
             # Fractional CPUs let a pool larger than the CPU count still schedule (tests, oversubscription).
             self._num_cpus = min(1.0, cpus / self.num_workers)
             self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0)(RolloutWorker)
@@ -414,9 +443,9 @@ class RayEvaluator:
         rows = wave.rows()
         caps = rows * wave.max_steps  # a chunk's work for its deadline: its steps at their caps
 
-        def deliver(chunk: list[int], out: bytes, _elapsed: float) -> None:
+        def deliver(chunk: list[int], out: tuple[Packed, ChunkStats]) -> None:
             nonlocal steps
-            packed, (seconds, chunk_steps, longest) = pickle.loads(out)
+            packed, (seconds, chunk_steps, longest) = out
             for i, r in zip(chunk, results_of(packed, wave.episodes[chunk].tolist())):
                 results[i] = r
             self.episode_lengths.observe(wave, packed[1], [e for e, _ in packed[2]], chunk)
@@ -430,8 +459,24 @@ class RayEvaluator:
         def budget(chunk: list[int]) -> float:
             return self.deadlines.budget("chunk", int(wave.max_steps[chunk].max()) + int(caps[chunk].sum()))
 
-        chunks = self._plan(wave, rows, self.episode_lengths.costs(wave))
-        self._dispatch(chunks, lambda wi, chunk: self._submit(wi, wave, keys, chunk), deliver, give_up, budget)
+        cost = self.episode_lengths.costs(wave)
+        if len(requests) and cost.sum() <= self.local_wave_steps:
+            weights = np.stack([self.policies.get(key) for key in keys])
+            deliver(
+                list(range(len(requests))),
+                run_chunk(
+                    self.family, self.spec, wave, weights, self.noise, self.batch_rows, should_stop=self.should_stop
+                ),
+            )
+            self.local_waves += 1
+        else:
+            self._dispatch(
+                self._plan(wave, rows, cost),
+                lambda wi, chunk: self._submit(wi, wave, keys, chunk),
+                lambda chunk, out, _elapsed: deliver(chunk, pickle.loads(out)),
+                give_up,
+                budget,
+            )
         self.env_steps += steps
         return results  # type: ignore[return-value]
 

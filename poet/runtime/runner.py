@@ -135,6 +135,7 @@ def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
             inflight_per_worker=rc.inflight_per_worker,
             max_chunk_retries=rc.max_chunk_retries,
             deadlines=Deadlines(rc.deadline_s, rc.deadline_floor_s, rc.deadline_factor),
+            local_wave_steps=rc.local_wave_steps,
             owns_ray=started,
         )
     except BaseException:
