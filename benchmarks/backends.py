@@ -3,8 +3,9 @@
     python benchmarks/backends.py [--config experiments/quickstart.yaml] [--set key=value ...]
                                   [--rounds 3] [--json PATH]
 
-Runs `benchmarks/quickstart.py` on the config with `evaluation.backend=ray` and with
-`evaluation.backend=inprocess`, alternating (ray, inprocess, ray, ...), each in a fresh process
+Runs `benchmarks/quickstart.py` on the config with `evaluation.backend=ray`, the same with
+`ray.local_wave_steps=0` (every wave on the workers, none in the driver) and with
+`evaluation.backend=inprocess`, alternating (ray, ray_every_wave, inprocess, ray, ...), each in a fresh process
 so both pay for starting Python and loading the compiled kernels. An untimed 2-iteration run
 first compiles the kernels if this checkout has not yet. Per backend it reports the median
 wall seconds (Ray's start included), seconds in the run's phases (Ray's start excluded) and
@@ -25,7 +26,12 @@ from pathlib import Path
 from compare_commits import run_quickstart
 
 ROOT = Path(__file__).resolve().parents[1]
-BACKENDS = ("ray", "inprocess")
+# each way's overrides
+WAYS = {
+    "ray": ["evaluation.backend=ray"],
+    "ray_every_wave": ["evaluation.backend=ray", "ray.local_wave_steps=0"],
+    "inprocess": ["evaluation.backend=inprocess"],
+}
 TIMINGS = ("wall_seconds", "phase_seconds", "env_steps_per_s")
 # the other keys of a measurement are the run's records
 NOT_RECORDS = (*TIMINGS, "overrides", "throughput", "full_collections", "full_collection_seconds")
@@ -40,13 +46,13 @@ def main() -> None:
     args = parser.parse_args()
     common = ["--config", str(args.config)] + [a for s in args.sets for a in ("--set", s)]
     run_quickstart(ROOT, common + ["--set", "iterations=2", "--set", "evaluation.backend=inprocess"])
-    runs: dict[str, list[dict]] = {b: [] for b in BACKENDS}
+    runs: dict[str, list[dict]] = {b: [] for b in WAYS}
     for rnd in range(args.rounds):
-        for backend in BACKENDS:
-            stats = run_quickstart(ROOT, common + ["--set", f"evaluation.backend={backend}"])
+        for backend, sets in WAYS.items():
+            stats = run_quickstart(ROOT, common + [a for s in sets for a in ("--set", s)])
             runs[backend].append(stats)
             print(
-                f"round {rnd + 1} {backend:>9}: wall {stats['wall_seconds']} s, phases {stats['phase_seconds']} s, "
+                f"round {rnd + 1} {backend:>14}: wall {stats['wall_seconds']} s, phases {stats['phase_seconds']} s, "
                 f"{stats['env_steps_per_s']:,} env steps/s, ANNECS {stats['annecs']}",
                 flush=True,
             )
@@ -66,15 +72,23 @@ def main() -> None:
             "wall_seconds": round(median["ray"]["wall_seconds"] / median["inprocess"]["wall_seconds"], 3),
             "env_steps_per_s": round(median["ray"]["env_steps_per_s"] / median["inprocess"]["env_steps_per_s"], 3),
         },
+        # what running the smallest waves in the driver gives
+        "ray_over_ray_every_wave": {
+            "wall_seconds": round(median["ray"]["wall_seconds"] / median["ray_every_wave"]["wall_seconds"], 3),
+            "env_steps_per_s": round(median["ray"]["env_steps_per_s"] / median["ray_every_wave"]["env_steps_per_s"], 3),
+        },
         "runs": {b: [{k: r[k] for k in TIMINGS} for r in rs] for b, rs in runs.items()},
     }
-    for backend in BACKENDS:
+    for backend in WAYS:
         m = median[backend]
         print(
-            f"median {backend:>9}: wall {m['wall_seconds']} s, phases {m['phase_seconds']} s, "
+            f"median {backend:>14}: wall {m['wall_seconds']} s, phases {m['phase_seconds']} s, "
             f"{m['env_steps_per_s']:,.0f} env steps/s"
         )
-    print(f"the same records in all {2 * args.rounds} runs; ray / inprocess: {summary['ray_over_inprocess']}")
+    print(
+        f"the same records in all {len(WAYS) * args.rounds} runs; ray / inprocess: {summary['ray_over_inprocess']}, "
+        f"ray / ray_every_wave: {summary['ray_over_ray_every_wave']}"
+    )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(summary, indent=2) + "\n")

@@ -328,6 +328,25 @@ def pool_waves() -> Table:
     return Table(["measure", "value"], [[text(a), b] for a, b in rows], sources=[src.path])
 
 
+def small_waves() -> Table:
+    """Small waves: every wave on the workers, the pool's own rule, one process."""
+    src = Source("benchmarks/results/small_waves.json")
+    rows = []
+    for i in range(len(src.get("rows"))):
+        k = f"rows.{i}."
+        rows.append(
+            [
+                src.num(k + "requests", "d"),
+                src.num(k + "env_steps", ","),
+                src.num(k + "ms_median.workers", ".2f"),
+                src.num(k + "ms_median.pool", ".2f"),
+                src.num(k + "ms_median.one_process", ".2f"),
+            ]
+        )
+    headers = ["requests", "env steps", "on the workers (ms)", "the pool's rule (ms)", "one process (ms)"]
+    return Table(headers, rows, sources=[src.path], note="median ms per wave")
+
+
 def compiled_graph() -> Table:
     """Ray Compiled Graphs and a driver share against actor tasks on the pool's terrain chunks."""
     src = Source("benchmarks/results/compiled_graph.json")
@@ -416,9 +435,11 @@ def backends() -> Table:
         sources=[path for _, path in cases],
         note="medians; every run of a file gave the same records",
     )
+    ways = (("ray", "Ray pool"), ("ray_every_wave", "Ray pool, every wave on the workers"), ("inprocess", "in-process"))
     for name, path in cases:
         src = Source(path)
-        for backend, label in (("ray", "Ray pool"), ("inprocess", "in-process")):
+        # files written before `ray.local_wave_steps` have no every-wave runs
+        for backend, label in [(b, label) for b, label in ways if b in src.get("median")]:
             k = f"median.{backend}."
             table.rows.append(
                 [
@@ -669,6 +690,7 @@ TABLES: dict[str, Callable[[], Table]] = {
         quickstart,
         quickstart_waves,
         backends,
+        small_waves,
         quickstart_vs_numpy_core,
         bipedal_step,
         ppo_lunar_lander,
