@@ -13,12 +13,12 @@
 - Requests are packed into chunks by the rule in `poet.evaluation.planning` (one chunk per
   worker for a batched family, shrinking chunks for gymnasium envs), dispatched to the least
   busy worker with a bounded number in flight per worker.
+  A worker that dies has its chunks re-run on a replacement. Results are keyed by
+  request position, so nothing is lost or counted twice, and no chunking changes a number.
 - A wave of a compiled family (a row kernel) expected to take at most `local_wave_steps`
   env steps runs in the driver, with the workers' code: below that, the round trip to the
   workers costs more than the steps it would share out. Its episodes are bounded by their
   step caps, so it needs no deadline; gymnasium envs always go to the workers.
-  A worker that dies has its chunks re-run on a replacement. Results are keyed by
-  request position, so nothing is lost or counted twice, and no chunking changes a number.
 - Every chunk and job has a deadline once it starts running (`Deadlines`: by default a
   generous multiple of its work at the measured rate, never under a floor); one that runs past it
   has its worker killed and replaced and is retried like one whose worker died, so an
