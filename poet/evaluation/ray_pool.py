@@ -22,7 +22,7 @@
 - Every chunk and job has a deadline once it starts running (`Deadlines`: by default a
   generous multiple of its work at the measured rate, never under a floor); one that runs past it
   has its worker killed and replaced and is retried like one whose worker died, so an
-  env step that never returns cannot hang a run. A stop request (`should_stop`) is
+  env step that never returns on a worker cannot hang a run. A stop request (`should_stop`) is
   looked at several times a second and abandons the wave (`WaveInterrupted`).
 """
 
@@ -201,10 +201,10 @@ MIN_SLOT_CHUNK_ROWS = 2 * ENV_SLOTS
 # how often a waiting wave looks at stop requests and deadlines
 POLL_SECONDS = 0.25
 STARTUP_SECONDS = 300.0  # for a new worker to answer, before the pool gives up (no CPU for it on the cluster)
-# Expected env steps up to which a row-kernel wave runs in the driver. On 2 cores a wave of
-# 2 to 128 pinned 400-step episodes (benchmarks/small_waves.py) ran sooner in one process than
-# on two workers up to some 16k steps (the round trip costs a few milliseconds); this stays
-# well below that, as a cluster's driver may be slower than its workers.
+# Expected env steps up to which a row-kernel wave runs in the driver. A small wave ends
+# sooner in one process than on the workers, whose round trip costs more than the steps it
+# shares out (benchmarks/small_waves.py measures where the two cross); this stays well below
+# that, as a cluster's driver may be slower than its workers.
 LOCAL_WAVE_STEPS = 8192
 
 
