@@ -54,11 +54,10 @@ def main() -> None:
     chunks = []
     for k in range(args.chunks):
         wave = ep.matrix_requests(setup, refs, 1000 + k)
-        numbers: dict[str, int] = {}
-        table = RequestTable.of(wave, numbers)
+        table = RequestTable.of(wave)
         rows = table.rows()
         chunk = plan_chunks(table.policy, rows, rows * table.max_steps, 2, 4096)[0]
-        chunks.append(([wave[i] for i in chunk], pack_chunk(table, list(numbers), chunk, store.policies)))
+        chunks.append(([wave[i] for i in chunk], pack_chunk(table, chunk, store.policies)))
     rows = []
     for reqs, _ in chunks:
         params, seeds, caps, index = [], [], [], []

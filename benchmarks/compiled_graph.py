@@ -53,11 +53,10 @@ class ChunkWorker(RolloutWorker):
 
 def packed_chunks(pool: RayEvaluator, requests: list, workers: int) -> list[tuple[bytes, list[bytes]]]:
     """The wave's chunks as the pool plans and packs them, one per worker."""
-    numbers: dict[str, int] = {}
-    wave = RequestTable.of(requests, numbers)
+    wave = RequestTable.of(requests)
     rows = wave.rows()
     return [
-        pack_chunk(wave, list(numbers), chunk, pool.policies)
+        pack_chunk(wave, chunk, pool.policies)
         for chunk in plan_chunks(wave.policy, rows, rows * wave.max_steps, workers, pool.batch_rows)
     ]
 

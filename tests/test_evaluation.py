@@ -15,7 +15,7 @@ import envs
 from envs import terrain_core
 from envs.base import EnvParams
 from envs.kernel import row_step
-from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator
+from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator, NoiseTable, Perturbation, RequestTableBuilder
 from poet.evaluation.protocol import EvalError
 from poet.evaluation.rollout import RequestTable, simulated_steps
 from poet.policies import BatchedPolicy, init_flat, spec_for_spaces
@@ -63,6 +63,38 @@ def _requests(family, spec, ev, seed: int, max_steps: Sequence[int]) -> list[Eva
             )
         )
     return reqs
+
+
+def test_a_request_table_is_the_sequence_of_its_requests_however_it_is_built(terrain):
+    """A table from `EvalRequest`s and one from a builder's columns hold the same requests, in
+    order, and evaluate to the same bits; a chunk cut from a table keeps its requests."""
+    family, spec = terrain
+    ev = InProcessEvaluator(family, spec, NoiseTable(np.random.SeedSequence(3), 50_000))
+    refs = [ev.put(w) for w in _weights(spec, 3, 8)]
+    levels = [family.initial(), *mutation_chain(family, 2, 5)]
+    pinned = levels[1].with_course_seed(77)
+    builder = RequestTableBuilder()
+    builder.add(refs[0], levels, [2, 0, 2], [5, 2**70, 6], 2, 40, [10, 20, 30], [0.1, -0.1, 0.05], tag="es")
+    builder.add(refs[1], [pinned, levels[0]], [0, 1], [7, 8], 3, 50)  # no perturbation, no tag
+    builder.add(refs[0], levels[:1], [0], [9], 1, 30, tag="score")  # a policy seen before: the same row
+    wanted = [
+        EvalRequest(refs[0], levels[2], 2, 5, 40, Perturbation(10, 0.1, 1), "es"),
+        EvalRequest(refs[0], levels[0], 2, 2**70, 40, Perturbation(20, 0.1, -1), "es"),
+        EvalRequest(refs[0], levels[2], 2, 6, 40, Perturbation(30, 0.05, 1), "es"),
+        EvalRequest(refs[1], pinned, 3, 7, 50),
+        EvalRequest(refs[1], levels[0], 3, 8, 50),
+        EvalRequest(refs[0], levels[0], 1, 9, 30, tag="score"),
+    ]
+    table = builder.build()
+    assert len(builder) == len(table) == 6 and table.keys == [refs[0].key, refs[1].key]
+    assert list(table) == wanted and table[-1] == wanted[-1] and table[1:3] == wanted[1:3]
+    assert list(RequestTable.of(wanted)) == wanted and RequestTable.of(table) is table
+    with pytest.raises(IndexError):
+        table[6]
+    chunk, _ = table.take([4, 0])
+    assert list(chunk) == [wanted[4], wanted[0]]
+    by_table, by_objects = ev.evaluate(table), ev.evaluate(wanted)
+    assert all(_same(a, b) for a, b in zip(by_table, by_objects)) and len(by_table) == 6
 
 
 def _same(a: EvalResult, b: EvalResult) -> bool:
@@ -708,9 +740,7 @@ def test_a_wave_leaves_no_reference_cycles(fixture, request) -> None:
     ev = InProcessEvaluator(family, spec)
     reqs = _requests(family, spec, ev, seed=4, max_steps=[30, 50, 20])
     worker = RolloutWorker(family, spec.to_dict(), None, 4096)
-    numbers: dict[str, int] = {}
-    wave = RequestTable.of(reqs, numbers)
-    head, parts = pack_chunk(wave, list(numbers), range(len(reqs)), ev.policies)
+    head, parts = pack_chunk(RequestTable.of(reqs), range(len(reqs)), ev.policies)
     ev.evaluate(reqs), worker.run(head, *parts)  # first calls: caches filled once
     gc.collect()
     gc.disable()

@@ -14,7 +14,7 @@ TERRAIN = envs.make_family("terrain", {"course_length": 30.0})
 
 
 def _wave(reqs: list[EvalRequest]) -> RequestTable:
-    return RequestTable.of(reqs, {})
+    return RequestTable.of(reqs)
 
 
 def _by_cap(reqs: list[EvalRequest], n_chunks: int, max_rows: int) -> list[list[int]]:

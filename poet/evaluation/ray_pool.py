@@ -67,15 +67,13 @@ from poet.policies import PolicySpec
 # weights as raw float32 bytes: Ray serialises each argument and result on its own, and a few
 # byte strings start a chunk sooner than tuples and arrays (the pool's page of the docs has the
 # measurement).
-def pack_chunk(
-    wave: RequestTable, keys: Sequence[str], chunk: Sequence[int], policies: PolicyStore
-) -> tuple[bytes, list[bytes]]:
-    """What `RolloutWorker.run` takes for requests `chunk` of a wave (`keys`: the policy key of
-    each of its weights rows): the pickled table of those requests, and the weights of their
-    policies, in the table's rows' order, as float32 byte strings, each under Ray's inline size."""
-    table, used = wave.take(chunk)
+def pack_chunk(wave: RequestTable, chunk: Sequence[int], policies: PolicyStore) -> tuple[bytes, list[bytes]]:
+    """What `RolloutWorker.run` takes for requests `chunk` of a wave: the pickled table of
+    those requests, and the weights of their policies, in the table's rows' order, as float32
+    byte strings, each under Ray's inline size."""
+    table, _ = wave.take(chunk)
     head = pickle.dumps(table, protocol=pickle.HIGHEST_PROTOCOL)
-    data = np.stack([policies.get(keys[k]) for k in used.tolist()]).tobytes()
+    data = np.stack([policies.get(key) for key in table.keys]).tobytes()
     return head, [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
 
 
@@ -304,8 +302,8 @@ class RayEvaluator:
 
     # ---------------------------------------------------------------- waves
 
-    def _submit(self, wi: int, wave: RequestTable, keys: list[str], chunk: list[int]) -> Any:
-        head, parts = pack_chunk(wave, keys, chunk, self.policies)
+    def _submit(self, wi: int, wave: RequestTable, chunk: list[int]) -> Any:
+        head, parts = pack_chunk(wave, chunk, self.policies)
         return self.workers[wi].actor.run.remote(head, *parts)
 
     def _replace(self, wi: int) -> None:
@@ -437,9 +435,7 @@ class RayEvaluator:
         results: list[EvalResult | None] = [None] * len(requests)
         steps = 0
         # the wave as columns, once: its chunks are cut from them, and planned and costed on them
-        numbers: dict[str, int] = {}
-        wave = RequestTable.of(requests, numbers)
-        keys = list(numbers)
+        wave = RequestTable.of(requests)
         rows = wave.rows()
         caps = rows * wave.max_steps  # a chunk's work for its deadline: its steps at their caps
 
@@ -461,7 +457,7 @@ class RayEvaluator:
 
         cost = self.episode_lengths.costs(wave)
         if len(requests) and cost.sum() <= self.local_wave_steps:
-            weights = np.stack([self.policies.get(key) for key in keys])
+            weights = np.stack([self.policies.get(key) for key in wave.keys])
             deliver(
                 list(range(len(requests))),
                 run_chunk(
@@ -472,7 +468,7 @@ class RayEvaluator:
         else:
             self._dispatch(
                 self._plan(wave, rows, cost),
-                lambda wi, chunk: self._submit(wi, wave, keys, chunk),
+                lambda wi, chunk: self._submit(wi, wave, chunk),
                 lambda chunk, out, _elapsed: deliver(chunk, pickle.loads(out)),
                 give_up,
                 budget,

@@ -29,7 +29,7 @@ from envs import EnvCache, EnvFamily, EnvParams
 from envs.kernel import KERNEL_DATA, RESET_SIGNATURE, STEP_SIGNATURE, RowKernel, readonly
 from poet.errors import WaveInterrupted
 from poet.evaluation.noise import NoiseTable
-from poet.evaluation.protocol import EvalError, EvalRequest, EvalResult, PolicyRef
+from poet.evaluation.protocol import EvalError, EvalRequest, EvalResult, Perturbation, PolicyRef
 from poet.policies import BatchedPolicy, PolicySpec, forward_row, pack_order
 from poet.seeding import episode_seeds
 
@@ -134,11 +134,18 @@ class Rows:
     policy: BatchedPolicy
 
 
-@dataclass
-class RequestTable:
-    """Requests as columns, one entry per request: the form in which a chunk travels to a
-    worker and runs there (a few arrays pickle and index faster than hundreds of small
-    objects). The weights are rows of a separate array; `policy` gives each request's row."""
+@dataclass(eq=False)
+class RequestTable(Sequence[EvalRequest]):
+    """Requests as columns, one entry per request: the form in which a wave is planned, a chunk
+    travels to a worker and runs there (a few arrays pickle and index faster than hundreds of
+    small objects). The weights are rows of a separate array; `policy` gives each request's
+    row, and `keys` the key of the policy in each row.
+
+    A table is a sequence of `EvalRequest`s (built on demand), so a caller may hand one to any
+    `Evaluator.evaluate`: a trainer that asks for thousands of requests at a time builds the
+    table with a `RequestTableBuilder`, without an object per request, and an evaluator
+    takes it as it is.
+    """
 
     envs: list[EnvParams]  # the distinct envs
     env: np.ndarray  # int64: each request's env in `envs`
@@ -149,12 +156,15 @@ class RequestTable:
     offset: np.ndarray  # int64: an ES perturbation's noise offset, -1 for none
     scale: np.ndarray  # float64: its sign * sigma (0 for none)
     tags: list[str]
+    keys: list[str]  # the policy key of each weights row
 
     @classmethod
-    def of(cls, requests: Sequence[EvalRequest], rows: dict[str, int]) -> RequestTable:
-        """The table of `requests`; `rows` maps a policy key to its weights row, and a key it
-        lacks is given the next row (so `rows` lists, in order, the weights to send)."""
+    def of(cls, requests: Sequence[EvalRequest]) -> RequestTable:
+        """The table of `requests` (a table is its own)."""
+        if isinstance(requests, RequestTable):
+            return requests
         envs: dict[EnvParams, int] = {}
+        rows: dict[str, int] = {}
         env, policy, episodes, seeds, max_steps, offset, scale, tags = ([] for _ in range(8))
         for r in requests:
             p = r.perturbation
@@ -167,7 +177,22 @@ class RequestTable:
             scale.append(0.0 if p is None else p.sign * p.sigma)
             tags.append(r.tag)
         ints = [np.asarray(c, dtype=np.int64) for c in (env, policy, episodes, max_steps, offset)]
-        return cls(list(envs), *ints[:3], seeds, *ints[3:], np.asarray(scale, dtype=np.float64), tags)
+        return cls(list(envs), *ints[:3], seeds, *ints[3:], np.asarray(scale, dtype=np.float64), tags, list(rows))
+
+    def __getitem__(self, i: Any) -> Any:
+        """Request i (a list of them for a slice)."""
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        offset, scale = int(self.offset[i]), float(self.scale[i])
+        return EvalRequest(
+            PolicyRef(self.keys[self.policy[i]]),
+            self.envs[self.env[i]],
+            int(self.episodes[i]),
+            self.seeds[i],
+            int(self.max_steps[i]),
+            None if offset < 0 else Perturbation(offset, abs(scale), 1 if scale >= 0 else -1),
+            self.tags[i],
+        )
 
     def __len__(self) -> int:
         return len(self.seeds)
@@ -194,6 +219,7 @@ class RequestTable:
             self.offset[idx],
             self.scale[idx],
             [tags[i] for i in idx.tolist()],
+            [self.keys[u] for u in used.tolist()],
         )
         return table, used
 
@@ -222,6 +248,54 @@ class RequestTable:
             perturbations = noise.noise, offsets, np.repeat(self.scale[first:stop], counts).astype(np.float32)
         policy = BatchedPolicy(spec, weights[used], index.astype(np.int64), perturbations)
         return Rows(params, seeds, np.repeat(self.max_steps[first:stop], counts), policy)
+
+
+class RequestTableBuilder:
+    """Collects requests as columns, a group of one policy's requests at a time, and builds
+    their `RequestTable`: what a trainer uses instead of one `EvalRequest` per request."""
+
+    def __init__(self) -> None:
+        self._envs: dict[EnvParams, int] = {}
+        self._keys: dict[str, int] = {}
+        self._columns: tuple[list[Any], ...] = tuple([] for _ in range(8))
+
+    def __len__(self) -> int:
+        return len(self._columns[0])
+
+    def add(
+        self,
+        policy: PolicyRef,
+        envs: Sequence[EnvParams],
+        env: Sequence[int],
+        seeds: Sequence[int],
+        episodes: int,
+        max_steps: int,
+        offsets: Sequence[int] | None = None,
+        scales: Sequence[float] | None = None,
+        tag: str = "",
+    ) -> None:
+        """len(seeds) requests of `policy`: request i on `envs[env[i]]` for `episodes` episodes
+        from `seeds[i]`, each at most `max_steps` steps, and, where `offsets` are given,
+        perturbed by `scales[i]` (sign * sigma) times the noise at `offsets[i]`."""
+        n = len(seeds)
+        ids = [self._envs.setdefault(e, len(self._envs)) for e in envs]
+        row = self._keys.setdefault(policy.key, len(self._keys))
+        env_col, policy_col, episodes_col, seeds_col, steps_col, offset_col, scale_col, tags_col = self._columns
+        env_col.extend(ids[i] for i in env)
+        policy_col.extend([row] * n)
+        episodes_col.extend([episodes] * n)
+        seeds_col.extend(int(s) for s in seeds)
+        steps_col.extend([max_steps] * n)
+        offset_col.extend([-1] * n if offsets is None else offsets)
+        scale_col.extend([0.0] * n if scales is None else scales)
+        tags_col.extend([tag] * n)
+
+    def build(self) -> RequestTable:
+        """The table of every request added so far, in order."""
+        env, policy, episodes, seeds, max_steps, offset, scale, tags = self._columns
+        ints = [np.asarray(c, dtype=np.int64) for c in (env, policy, episodes, max_steps, offset)]
+        scales = np.asarray(scale, dtype=np.float64)
+        return RequestTable(list(self._envs), *ints[:3], list(seeds), *ints[3:], scales, list(tags), list(self._keys))
 
 
 _NO_NOISE = np.zeros(0, dtype=np.float32)
@@ -595,10 +669,9 @@ def run_requests(
     tally: RolloutTally | None = None,
 ) -> list[EvalResult]:
     """`run_table` on `requests`, whose weights `lookup` gives: one result per request."""
-    keys: dict[str, int] = {}
-    table = RequestTable.of(requests, keys)
+    table = RequestTable.of(requests)
     # outside any batch: a missing policy is a caller bug, not an env failure
-    weights = [lookup(PolicyRef(key)) for key in keys]
+    weights = [lookup(PolicyRef(key)) for key in table.keys]
     stacked = np.stack(weights) if weights else np.zeros((0, spec.num_params), dtype=np.float32)
     packed = run_table(family, spec, table, stacked, noise, batch_rows, should_stop, env_cache, tally)
-    return results_of(packed, [r.episodes for r in requests])
+    return results_of(packed, table.episodes.tolist())

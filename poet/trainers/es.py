@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from poet.config import out_of_range
-from poet.evaluation import EvalRequest, Evaluator, NoiseTable, Perturbation
+from poet.evaluation import Evaluator, NoiseTable, PolicyRef, RequestTable, RequestTableBuilder
 from poet.ranking import centered_ranks
 from poet.trainers.adam import adam_propose, adam_state, adam_step
 from poet.trainers.base import TrainerContext, TrainStep, TrainTask
@@ -103,46 +103,51 @@ class ESTrainer:
         """POET resets the optimizer and schedules when a transfer is accepted."""
         return self.init_state(theta)
 
-    def _requests(self, task: TrainTask, ref, dim: int) -> tuple[list[EvalRequest], np.ndarray]:
+    def _add_requests(self, requests: RequestTableBuilder, task: TrainTask, ref: PolicyRef) -> np.ndarray:
+        """Add the task's requests: mirrored pair j (+eps, then -eps) on level j mod k, then, if
+        asked, one score request per level. Returns the pairs' noise offsets."""
         o, ctx = self.options, self.context
         rng = np.random.Generator(np.random.PCG64(task.seed))
         half = o.population // 2
-        offsets = self.noise.sample_offsets(rng, dim, half)
+        offsets = self.noise.sample_offsets(rng, task.theta.size, half)
         # Common random numbers: +eps and -eps of a pair see the same courses.
         seeds = rng.integers(0, 2**31 - 1, size=half)
         eval_seed = int(rng.integers(0, 2**31 - 1))
         sigma = float(task.state["sigma"])
         levels = task.levels or [task.env]
-        reqs = [
-            EvalRequest(
-                ref,
-                levels[j % len(levels)],
-                o.episodes_per_perturbation,
-                int(s),
-                ctx.max_steps,
-                Perturbation(int(off), sigma, sign),
-                tag=f"{task.key} (ES)",
-            )
-            for j, (off, s) in enumerate(zip(offsets, seeds))
-            for sign in (1, -1)
-        ]
+        requests.add(
+            ref,
+            levels,
+            [j % len(levels) for j in range(half) for _ in (1, -1)],
+            np.repeat(seeds, 2).tolist(),
+            o.episodes_per_perturbation,
+            ctx.max_steps,
+            offsets=np.repeat(offsets, 2).tolist(),
+            scales=[sigma, -sigma] * half,
+            tag=f"{task.key} (ES)",
+        )
         if task.eval_episodes > 0:
-            reqs.extend(
-                EvalRequest(ref, env, task.eval_episodes, eval_seed, ctx.max_steps, tag=f"{task.key} (score)")
-                for env in levels
+            requests.add(
+                ref,
+                levels,
+                range(len(levels)),
+                [eval_seed] * len(levels),
+                task.eval_episodes,
+                ctx.max_steps,
+                tag=f"{task.key} (score)",
             )
-        return reqs, offsets
+        return offsets
 
-    def _plan(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> tuple[list, list[EvalRequest], list]:
+    def _plan(self, tasks: Sequence[TrainTask], evaluator: Evaluator) -> tuple[list, RequestTable, list]:
         """Every task's requests (weights put into `evaluator`): (per task (start, count, offsets), requests, refs)."""
-        plans, requests, refs = [], [], []
+        plans, refs, requests = [], [], RequestTableBuilder()
         for task in tasks:
             ref = evaluator.put(task.theta)
             refs.append(ref)
-            reqs, offsets = self._requests(task, ref, task.theta.size)
-            plans.append((len(requests), len(reqs), offsets))
-            requests.extend(reqs)
-        return plans, requests, refs
+            start = len(requests)
+            offsets = self._add_requests(requests, task, ref)
+            plans.append((start, len(requests) - start, offsets))
+        return plans, requests.build(), refs
 
     def _gradients(
         self, tasks: Sequence[TrainTask], evaluator: Evaluator
