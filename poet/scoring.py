@@ -69,10 +69,14 @@ class Scorer:
     ):
         self.evaluator, self.seeds, self.episodes = evaluator, seeds, episodes
         self.max_steps, self.errors, self.cache = max_steps, errors, cache
+        self._env_seeds: dict[str, int] = {}
 
     def env_seed(self, env: EnvParams) -> int:
         """The evaluation seed of an env (a function of the env's content only)."""
-        return self.seeds.integer("score", int(env.id[:8], 16))
+        seed = self._env_seeds.get(env.id)
+        if seed is None:  # a score wave asks for each env's seed many times, one per agent
+            seed = self._env_seeds[env.id] = self.seeds.integer("score", int(env.id[:8], 16))
+        return seed
 
     def score(self, jobs: Sequence[tuple[np.ndarray, EnvParams]], tags: Sequence[str] | None = None) -> np.ndarray:
         """Scores of each (theta, env); cache misses go to the evaluator as one batch."""

@@ -95,6 +95,8 @@ def test_a_request_table_is_the_sequence_of_its_requests_however_it_is_built(ter
     assert list(chunk) == [wanted[4], wanted[0]]
     by_table, by_objects = ev.evaluate(table), ev.evaluate(wanted)
     assert all(_same(a, b) for a, b in zip(by_table, by_objects)) and len(by_table) == 6
+    with pytest.raises(ValueError, match="read-only"):  # results share the wave's arrays: none may change them
+        by_table[0].returns[0] = 0.0
 
 
 def _same(a: EvalResult, b: EvalResult) -> bool:

@@ -646,12 +646,14 @@ def run_table(
 
 def results_of(packed: Packed, episodes: Sequence[int]) -> list[EvalResult]:
     """One result per request from `run_table`'s packed output (request i has `episodes[i]`
-    entries); each result's arrays are its own."""
+    entries). A result's arrays are read-only views of the packed arrays: no request's
+    numbers can be changed through another's, and a wave of thousands of requests makes no
+    copy per request."""
     returns, lengths, errors = packed
+    returns.setflags(write=False)
+    lengths.setflags(write=False)
     bounds = np.cumsum([0, *episodes]).tolist()
-    out = [
-        EvalResult(returns=returns[a:b].copy(), lengths=lengths[a:b].copy()) for a, b in zip(bounds[:-1], bounds[1:])
-    ]
+    out = [EvalResult(returns[a:b], lengths[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
     for i, err in errors:
         out[i] = EvalResult(returns=out[i].returns, lengths=out[i].lengths, error=err)
     return out
