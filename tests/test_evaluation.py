@@ -91,7 +91,7 @@ def test_a_request_table_is_the_sequence_of_its_requests_however_it_is_built(ter
     assert list(RequestTable.of(wanted)) == wanted and RequestTable.of(table) is table
     with pytest.raises(IndexError):
         table[6]
-    chunk, _ = table.take([4, 0])
+    chunk = table.take([4, 0])
     assert list(chunk) == [wanted[4], wanted[0]]
     by_table, by_objects = ev.evaluate(table), ev.evaluate(wanted)
     assert all(_same(a, b) for a, b in zip(by_table, by_objects)) and len(by_table) == 6

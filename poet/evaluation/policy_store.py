@@ -48,6 +48,10 @@ class PolicyStore:
         except KeyError:
             raise KeyError(f"policy {key} was never put into this evaluator (or was released)") from None
 
+    def stack(self, keys: Sequence[str]) -> np.ndarray:
+        """The weights of `keys` as the rows of one array, in order."""
+        return np.stack([self.get(key) for key in keys])
+
     def clear(self) -> None:
         """Forget everything."""
         self.weights.clear()

@@ -71,9 +71,9 @@ def pack_chunk(wave: RequestTable, chunk: Sequence[int], policies: PolicyStore) 
     """What `RolloutWorker.run` takes for requests `chunk` of a wave: the pickled table of
     those requests, and the weights of their policies, in the table's rows' order, as float32
     byte strings, each under Ray's inline size."""
-    table, _ = wave.take(chunk)
+    table = wave.take(chunk)
     head = pickle.dumps(table, protocol=pickle.HIGHEST_PROTOCOL)
-    data = np.stack([policies.get(key) for key in table.keys]).tobytes()
+    data = policies.stack(table.keys).tobytes()
     return head, [data[i : i + INLINE_PART_BYTES] for i in range(0, len(data), INLINE_PART_BYTES)]
 
 
@@ -457,7 +457,7 @@ class RayEvaluator:
 
         cost = self.episode_lengths.costs(wave)
         if len(requests) and cost.sum() <= self.local_wave_steps:
-            weights = np.stack([self.policies.get(key) for key in wave.keys])
+            weights = self.policies.stack(wave.keys)
             deliver(
                 list(range(len(requests))),
                 run_chunk(

@@ -176,8 +176,15 @@ class RequestTable(Sequence[EvalRequest]):
             offset.append(-1 if p is None else p.offset)
             scale.append(0.0 if p is None else p.sign * p.sigma)
             tags.append(r.tag)
+        return cls.of_lists(list(envs), list(rows), (env, policy, episodes, seeds, max_steps, offset, scale, tags))
+
+    @classmethod
+    def of_lists(cls, envs: list[EnvParams], keys: list[str], columns: Sequence[list[Any]]) -> RequestTable:
+        """The table whose columns (env, policy, episodes, seeds, max_steps, offset, scale,
+        tags) are given as lists, each entry a request's."""
+        env, policy, episodes, seeds, max_steps, offset, scale, tags = columns
         ints = [np.asarray(c, dtype=np.int64) for c in (env, policy, episodes, max_steps, offset)]
-        return cls(list(envs), *ints[:3], seeds, *ints[3:], np.asarray(scale, dtype=np.float64), tags, list(rows))
+        return cls(envs, *ints[:3], list(seeds), *ints[3:], np.asarray(scale, dtype=np.float64), list(tags), keys)
 
     def __getitem__(self, i: Any) -> Any:
         """Request i (a list of them for a slice)."""
@@ -202,14 +209,14 @@ class RequestTable(Sequence[EvalRequest]):
         pinned = np.array([e.course_seed is not None for e in self.envs], dtype=bool)
         return np.where(pinned[self.env], 1, self.episodes) if len(self) else np.zeros(0, dtype=np.int64)
 
-    def take(self, requests: Sequence[int]) -> tuple[RequestTable, np.ndarray]:
-        """The table of some of the requests, in the order given, with only the envs they use;
-        and the weights rows they use (the new table's rows index into these)."""
+    def take(self, requests: Sequence[int]) -> RequestTable:
+        """The table of some of the requests, in the order given, with only the envs and
+        policies they use."""
         idx = np.asarray(requests, dtype=np.int64)
         envs, env = np.unique(self.env[idx], return_inverse=True)
         used, policy = np.unique(self.policy[idx], return_inverse=True)
         seeds, tags = self.seeds, self.tags
-        table = RequestTable(
+        return RequestTable(
             [self.envs[e] for e in envs.tolist()],
             env.astype(np.int64),
             policy.astype(np.int64),
@@ -221,7 +228,6 @@ class RequestTable(Sequence[EvalRequest]):
             [tags[i] for i in idx.tolist()],
             [self.keys[u] for u in used.tolist()],
         )
-        return table, used
 
     def error(self, i: int, message: str) -> EvalError:
         """Request i's error, with its identity."""
@@ -292,10 +298,7 @@ class RequestTableBuilder:
 
     def build(self) -> RequestTable:
         """The table of every request added so far, in order."""
-        env, policy, episodes, seeds, max_steps, offset, scale, tags = self._columns
-        ints = [np.asarray(c, dtype=np.int64) for c in (env, policy, episodes, max_steps, offset)]
-        scales = np.asarray(scale, dtype=np.float64)
-        return RequestTable(list(self._envs), *ints[:3], list(seeds), *ints[3:], scales, list(tags), list(self._keys))
+        return RequestTable.of_lists(list(self._envs), list(self._keys), self._columns)
 
 
 _NO_NOISE = np.zeros(0, dtype=np.float32)
