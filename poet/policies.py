@@ -15,6 +15,8 @@ import gymnasium as gym
 import numba
 import numpy as np
 
+from poet.dense import dense
+
 ACTIVATION_CODES = {"tanh": 0, "relu": 1}
 
 
@@ -147,7 +149,7 @@ def init_flat(spec: PolicySpec, rng: np.random.Generator, scheme: str = "referen
 # tanh(x) ~ x P(s) / Q(s) with s = x^2 / 81 on [-9, 9] (beyond, tanh rounds to +-1 in float32):
 # a rational fit of ours (Lawson iterations on the relative error), evaluated in float64 and
 # rounded once, so it is within 0.85 ulp of the exact float32 tanh (numpy's float32 tanh: 1.37;
-# tests/test_policies.py). A call to libm's tanhf per value cost more than the whole matrix work.
+# tests/test_evaluation.py). A call to libm's tanhf per value cost more than the whole matrix work.
 _TANH_P = (0.9999999794508392, 10.838638314030938, 22.934626605942228, 10.952609390504099, 0.5748855241728988)
 _TANH_Q = (1.0, 37.83862394423677, 169.77915677927356, 174.61307504525502, 33.47598666920573)
 
@@ -161,30 +163,6 @@ def _tanh(v: np.float32) -> np.float32:
     num = (((_TANH_P[4] * s + _TANH_P[3]) * s + _TANH_P[2]) * s + _TANH_P[1]) * s + _TANH_P[0]
     den = (((_TANH_Q[4] * s + _TANH_Q[3]) * s + _TANH_Q[2]) * s + _TANH_Q[1]) * s + _TANH_Q[0]
     return np.float32(x * num / den)
-
-
-@numba.njit(cache=True, inline="always")
-def _axpy(acc: np.ndarray, a: np.float32, x: np.ndarray) -> None:
-    for j in range(acc.size):
-        acc[j] += a * x[j]
-
-
-@numba.njit(cache=True, inline="always")
-def _axpy4(
-    acc: np.ndarray,
-    a0: np.float32,
-    a1: np.float32,
-    a2: np.float32,
-    a3: np.float32,
-    x0: np.ndarray,
-    x1: np.ndarray,
-    x2: np.ndarray,
-    x3: np.ndarray,
-) -> None:
-    # four `_axpy` in one pass, each sum in the same order (so the same bits): a pass over
-    # the outputs costs more to start than its few vector operations, so fewer passes win
-    for j in range(acc.size):
-        acc[j] = (((acc[j] + a0 * x0[j]) + a1 * x1[j]) + a2 * x2[j]) + a3 * x3[j]
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -203,35 +181,17 @@ def forward_row(
     already squashed to the bounds) to `out`; `h` and `acc` are scratch of `sizes.max()`.
 
     `w` holds each layer's matrix as (in, out) row-major, then its bias. Each output sums
-    its inputs in input order (no fastmath: no reassociation, no fused multiply-add), so the
-    vector width of the CPU never changes a number; the loops over outputs (`_axpy4`,
-    `_axpy`) are what the compiler vectorises. `error_model="numpy"`: a division by zero
-    gives inf or NaN as in numpy instead of raising, which is what lets the compiler
-    vectorise the loops through `_tanh` (its division is never by zero).
+    its inputs in input order from 0.0 (`poet.dense`: many outputs' sums side by side in
+    vectors, no fused multiply-add, no reassociation), so the vector width of the CPU never
+    changes a number. `error_model="numpy"`: a division by zero gives inf or NaN as in numpy
+    instead of raising, which is what lets the compiler vectorise the loops through `_tanh`
+    (its division is never by zero).
     """
     layers, off = sizes.size - 1, 0
     for layer in range(layers):
         fan_in, fan_out = sizes[layer], sizes[layer + 1]
+        dense(w, off, fan_in, fan_out, h, acc)
         a = acc[:fan_out]
-        a[:] = 0.0
-        i = 0
-        while i + 4 <= fan_in:
-            b = off + i * fan_out
-            _axpy4(
-                a,
-                h[i],
-                h[i + 1],
-                h[i + 2],
-                h[i + 3],
-                w[b : b + fan_out],
-                w[b + fan_out : b + 2 * fan_out],
-                w[b + 2 * fan_out : b + 3 * fan_out],
-                w[b + 3 * fan_out : b + 4 * fan_out],
-            )
-            i += 4
-        while i < fan_in:
-            _axpy(a, h[i], w[off + i * fan_out : off + (i + 1) * fan_out])
-            i += 1
         off += fan_in * fan_out
         bias = w[off : off + fan_out]
         off += fan_out

@@ -466,14 +466,16 @@ def test_batched_policy_matches_mlp_policy(fixture, request) -> None:
 def test_compiled_forward_is_a_float32_sum_in_input_order_bit_for_bit(activation) -> None:
     """The compiled forward against a plain numpy float32 loop over inputs (each product and
     each sum rounded to float32 in input order), with the forward's own tanh: equal bits,
-    whatever the layer widths (fan-ins that are and are not multiples of 4)."""
+    whatever the layer widths (every way `poet.dense` splits a layer's outputs into vectors:
+    passes of 64, 16s with and without a tail of 8, then 4, 2 and 1)."""
     import numba
 
     from poet.policies import PolicySpec, _tanh
 
     tanh = numba.njit(lambda x: np.array([_tanh(v) for v in x], dtype=np.float32))
     rng = np.random.default_rng(3)
-    for obs_dim, hidden, act_dim in ((22, (40, 40), 2), (5, (13, 6), 3), (8, (4,), 1)):
+    shapes = ((22, (40, 40), 2), (5, (13, 6), 3), (8, (4,), 1), (3, (70, 48, 57), 7), (6, (130, 24, 16), 9))
+    for obs_dim, hidden, act_dim in shapes:
         spec = PolicySpec(obs_dim, act_dim, hidden, activation, "box", (-1.5,) * act_dim, (2.0,) * act_dim)
         n = 9
         flats = (rng.standard_normal((n, spec.num_params)) * 0.6).astype(np.float32)
