@@ -18,6 +18,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "poet.seeding",
             "poet.plugins",
             "poet.policies",
+            "poet.dense",
             "poet.torch_policy",
             "poet.ranking",
             "poet.version",
