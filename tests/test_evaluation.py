@@ -474,7 +474,7 @@ def test_compiled_forward_is_a_float32_sum_in_input_order_bit_for_bit(activation
 
     tanh = numba.njit(lambda x: np.array([_tanh(v) for v in x], dtype=np.float32))
     rng = np.random.default_rng(3)
-    shapes = ((22, (40, 40), 2), (5, (13, 6), 3), (8, (4,), 1), (3, (70, 48, 57), 7), (6, (130, 24, 16), 9))
+    shapes = ((22, (40, 40), 2), (5, (13, 6), 3), (8, (4,), 1), (3, (70, 48, 57), 7), (6, (130, 32, 24, 16), 9))
     for obs_dim, hidden, act_dim in shapes:
         spec = PolicySpec(obs_dim, act_dim, hidden, activation, "box", (-1.5,) * act_dim, (2.0,) * act_dim)
         n = 9
