@@ -1,14 +1,15 @@
 """A dense layer's sums as explicit vectors: the inner loop of the policy forward (`forward_row`).
 
-One row's layer is latency-bound: each output is a chain of `fan_in` additions that must stay
-in input order (the same bits on every machine). What makes it fast is keeping many outputs'
-chains in registers side by side for one pass over the inputs. numba's loop vectoriser does
-not do that (it reloads and stores the sums for every few inputs, and runs the outputs past
-its vector width one by one), so `_tile` writes the pass in LLVM IR itself: one vector
-accumulator per group of outputs, `acc + x_i * w_i` lane by lane from 0.0, IEEE single
-precision with no fast-math flag (no fused multiply-add, no reassociation). Each lane does
-exactly what the scalar sum does, so the vector width of the CPU (AVX-512, AVX2, NEON, which
-LLVM lowers the wide vectors to) never changes a number (tests/test_evaluation.py).
+Each output of a layer is a chain of `fan_in` additions that must stay in input order (the
+same bits on every machine), so the outputs are what runs side by side: one pass over the
+inputs keeps many outputs' sums in vector registers until it stores them. numba's loop
+vectoriser does not do that (it reloads and stores the sums for every few inputs, and runs
+the outputs past its vector width one by one), so `_tile` writes the pass in LLVM IR
+itself: one vector accumulator per group of outputs, `acc + x_i * w_i` lane by lane from
+0.0, IEEE single precision with no fast-math flag (no fused multiply-add, no
+reassociation). Each lane does exactly what the scalar sum does, so the vector width of the
+CPU (AVX-512, AVX2, NEON, which LLVM lowers the wide vectors to) never changes a number
+(tests/test_evaluation.py).
 
 numba keys a cached function on its own source file only, and the functions that use this
 pass (`forward_row`, the evaluator's row loop) carry a compiled copy of it: after editing
