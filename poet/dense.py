@@ -11,9 +11,9 @@ reassociation). Each lane does exactly what the scalar sum does, so the vector w
 CPU (AVX-512, AVX2, NEON, which LLVM lowers the wide vectors to) never changes a number
 (tests/test_evaluation.py).
 
-numba keys a cached function on its own source file only, and the functions that use this
-pass (`forward_row`, the evaluator's row loop) carry a compiled copy of it: after editing
-this file, delete their cached code (`find poet -name "*.nb[ic]" -delete`).
+The functions that use this pass (`forward_row`, the evaluator's row loop) carry a compiled
+copy of it in numba's cache, which numba keys on their own files only; `envs.compiled_cache`
+drops the package's cache when this file changes.
 """
 
 from __future__ import annotations

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 import gymnasium as gym
 import numba
 import numpy as np
 
-from poet.dense import dense
+from envs.compiled_cache import drop_stale_cache
+
+# before any of the package's compiled code loads from numba's cache (`poet.dense` and this
+# module compile lazily, the evaluator's row loop as it is imported, after this module)
+drop_stale_cache(Path(__file__).parent)
+
+from poet.dense import dense  # noqa: E402
 
 ACTIVATION_CODES = {"tanh": 0, "relu": 1}
 

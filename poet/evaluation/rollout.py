@@ -342,8 +342,8 @@ def _step_kernel(kernel: RowKernel, batch: Rows, should_stop: StopCheck) -> tupl
 _f32, _i64 = numba.types.float32, numba.types.int64
 # One signature for every family (their functions are values of fixed types), so the loop is
 # compiled once and then loaded from numba's cache, whatever family runs it. The cached loop
-# holds its own compiled copy of the policy forward (`forward_row` and `poet.dense`), and numba
-# keys it on this file alone: a change there needs this cache deleted (see `poet.dense`).
+# holds its own compiled copy of the policy forward (`forward_row` and `poet.dense`), which
+# numba does not see change; `envs.compiled_cache` does.
 _KERNEL_ROWS = numba.types.void(
     numba.types.FunctionType(RESET_SIGNATURE),
     numba.types.FunctionType(STEP_SIGNATURE),
