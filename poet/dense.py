@@ -109,26 +109,22 @@ def dense(w: np.ndarray, offset: int, fan_in: int, fan_out: int, h: np.ndarray, 
     while fan_out - j >= 64:
         _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16, 16, 16, 16))
         j += 64
-    left = fan_out - j
-    sixteens, eight = left // 16, left % 16 >= 8
-    if sixteens == 3:
-        if eight:
-            _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16, 16, 16, 8))
-        else:
-            _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16, 16, 16))
-    elif sixteens == 2:
-        if eight:
-            _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16, 16, 8))
-        else:
-            _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16, 16))
-    elif sixteens == 1:
-        if eight:
-            _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16, 8))
-        else:
-            _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16,))
-    elif eight:
+    left = fan_out - j  # under 64: the rest in one pass of 16s and an 8, whichever fit
+    if left >= 56:
+        _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16, 16, 16, 8))
+    elif left >= 48:
+        _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16, 16, 16))
+    elif left >= 40:
+        _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16, 16, 8))
+    elif left >= 32:
+        _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16, 16))
+    elif left >= 24:
+        _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16, 8))
+    elif left >= 16:
+        _tile(w, offset + j, fan_out, h, fan_in, acc, j, (16,))
+    elif left >= 8:
         _tile(w, offset + j, fan_out, h, fan_in, acc, j, (8,))
-    j += 16 * sixteens + (8 if eight else 0)
+    j += left - left % 8
     left = fan_out - j
     if left >= 4:
         _tile(w, offset + j, fan_out, h, fan_in, acc, j, (4,))
