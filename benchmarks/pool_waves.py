@@ -23,6 +23,10 @@ The same ES-shaped terrain waves as `eval_pool.py` (32 policies x 8 envs, 400-st
    it), Ray's delivery of the call (from sending to the worker starting it), the call and
    its part beyond the rollouts (unpacking the chunk, packing the results), Ray's return of
    the answer (from the worker's end to the driver taking it) and the driver's work after it.
+4. The driver's work, interleaved. `evaluate` against the same waves' chunks planned and
+   packed before the clock starts, then only sent to the same workers and awaited: what
+   the pool would gain if its per-wave work in the driver (the table, the plan, packing
+   the chunks, building the results) cost nothing.
 
 Nothing here is a pass/fail test.
 """
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import platform
 import statistics
 import sys
@@ -45,6 +50,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import eval_pool as ep  # noqa: E402  (the same setup, waves and pool as the main benchmark)
 
 from poet.evaluation import ray_pool  # noqa: E402
+from poet.evaluation.rollout import RequestTable  # noqa: E402
 
 SETTINGS = (None, 2, 4)  # chunks per worker; None: the pool's own plan (one per worker for terrain)
 
@@ -101,6 +107,30 @@ def chunks_per_worker(pool, setup, refs, waves: int) -> dict:
         "waves_each": waves,
         "steps_per_s": rates,
         "over_default": {k: round(v / rates["default"], 3) for k, v in rates.items()},
+    }
+
+
+def driver_work(pool, setup, refs, waves: int) -> dict:
+    """Part 4: env steps per second of `evaluate` and of its calls alone, wave by wave in turn."""
+    totals = {"evaluate": [0.0, 0], "calls_alone": [0.0, 0]}
+    for k in range(waves):
+        requests = ep.matrix_requests(setup, refs, 4 * 10**7 + 2000 * k)
+        t0 = time.perf_counter()
+        results = pool.evaluate(requests)
+        totals["evaluate"][0] += time.perf_counter() - t0
+        totals["evaluate"][1] += sum(int(r.lengths.sum()) for r in results)
+        wave = RequestTable.of(ep.matrix_requests(setup, refs, 4 * 10**7 + 2000 * k + 1000))
+        chunks = pool._plan(wave, wave.rows(), pool.episode_lengths.costs(wave))
+        packed = [ray_pool.pack_chunk(wave, chunk, pool.policies) for chunk in chunks]
+        t0 = time.perf_counter()
+        answers = ray.get([w.actor.run.remote(head, *parts) for w, (head, parts) in zip(pool.workers, packed)])
+        totals["calls_alone"][0] += time.perf_counter() - t0
+        totals["calls_alone"][1] += sum(int(pickle.loads(a)[0][1].sum()) for a in answers)
+    rates = {k: round(n / t) for k, (t, n) in totals.items()}
+    return {
+        "waves_each": waves,
+        "steps_per_s": rates,
+        "calls_alone_over_evaluate": round(rates["calls_alone"] / rates["evaluate"], 3),
     }
 
 
@@ -203,6 +233,11 @@ def main() -> None:
                     for k, v in chunking["steps_per_s"].items()
                 )
             )
+            driver = driver_work(pool, setup, refs, args.waves)
+            print(
+                f"the driver's work, interleaved: evaluate {driver['steps_per_s']['evaluate']:,} steps/s, its calls "
+                f"alone {driver['steps_per_s']['calls_alone']:,} steps/s ({driver['calls_alone_over_evaluate']:.3f}x)"
+            )
         finally:
             pool.close()
         plain_worker, ray_pool.RolloutWorker = ray_pool.RolloutWorker, StampedWorker  # part 3's pool
@@ -231,6 +266,7 @@ def main() -> None:
         "chunk_speeds": speeds,
         "chunks_per_worker": chunking,
         "wave_timeline": timeline,
+        "driver_work": driver,
         "wall_seconds": round(time.perf_counter() - t0, 1),
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)

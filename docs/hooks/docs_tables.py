@@ -324,6 +324,10 @@ def pool_waves() -> Table:
         ),
         ("... Ray, returning its answer to the driver (ms)", src.num(t + "ray_back", ".2f")),
         ("... the driver, after that answer (ms)", src.num(t + "driver_after", ".2f")),
+        (
+            "the same waves' calls alone, chunks packed beforehand: rate over the pool's",
+            src.num("driver_work.calls_alone_over_evaluate", ".3f"),
+        ),
     ]
     return Table(["measure", "value"], [[text(a), b] for a, b in rows], sources=[src.path])
 
