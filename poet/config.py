@@ -101,6 +101,9 @@ class RayConfig:
     # a wave of a compiled family expected to take at most this many env steps runs in the
     # driver, where it ends sooner than a round trip to the workers (0: every wave on the pool)
     local_wave_steps: int = 8192
+    # the driver runs one worker's share of a compiled family's bigger waves beside the other
+    # workers (that worker sits the wave out); unset: when every worker runs on the driver's node
+    driver_share: bool | None = None
     max_chunk_retries: int = 3  # a chunk whose worker dies (or that overruns its deadline) is re-run this many times
     # A chunk or job that runs longer than its deadline has its worker killed and is retried.
     # Unset, the deadline is deadline_factor x its work (env steps at its step caps) at the

@@ -347,6 +347,7 @@ CONFIG_ERRORS = [
     ("unknown_top_level_key", {"iterationz": 3}, [], "iterationz", "unknown key"),
     ("unknown_nested_key", {"reproduction": {"evry": 3}}, [], "reproduction.evry", "unknown key"),
     ("negative_local_wave_steps", {}, ["ray.local_wave_steps=-1"], "ray.local_wave_steps", ">= 0"),
+    ("driver_share_not_a_bool", {}, ["ray.driver_share=sometimes"], "ray.driver_share", "true or false"),
     ("unknown_nested_key_override", None, ["reproduction.evry=3"], "reproduction.evry", "unknown key"),
     ("string_for_int", {"seed": "abc"}, [], "seed", "integer"),
     ("float_for_int", {"iterations": 3.0}, [], "iterations", "integer"),

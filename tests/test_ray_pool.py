@@ -81,7 +81,8 @@ def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_n
     params = _params(family, 4)
     ref_ev = InProcessEvaluator(family, spec, noise)
     expected = ref_ev.evaluate(_requests(ref_ev, spec, params))
-    for workers, chunks, inflight in [(1, 1, 1), (2, 2, 2), (3, 7, 1), (2, None, 2)]:
+    # chunks None: the pool's own plan, where the driver takes a worker's share (terrain)
+    for workers, chunks, inflight in [(1, 1, 1), (2, 2, 2), (3, 7, 1), (2, None, 2), (1, None, 1), (3, None, 2)]:
         ev = RayEvaluator(
             family,
             spec,
@@ -100,10 +101,13 @@ def test_pool_equals_inprocess_whatever_workers_and_chunking(ray_local, family_n
     assert ray_local.is_initialized(), "closing a pool must not shut down a Ray it did not start"
 
 
-def test_batched_waves_go_in_one_chunk_per_worker(ray_local):
+@pytest.mark.parametrize("driver_share", [None, False])
+def test_batched_waves_go_in_one_chunk_per_worker(ray_local, driver_share):
+    """One chunk per worker; on one machine (the default there) the driver runs one of them."""
     spec, noise = _setup(TERRAIN)
     params = _params(TERRAIN, 4)
-    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, local_wave_steps=0)
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, local_wave_steps=0, driver_share=driver_share)
+    assert ev.driver_share is (driver_share is None)  # the test's Ray is one node
     chunk_counts = []
     original = ev._dispatch
     ev._dispatch = lambda units, *args: (chunk_counts.append(len(units)), original(units, *args))[1]
@@ -118,7 +122,8 @@ def test_batched_waves_go_in_one_chunk_per_worker(ray_local):
             )
     finally:
         ev.close()
-    assert chunk_counts == [2] * 8
+    sent = 1 if ev.driver_share else 2
+    assert (chunk_counts, ev.driver_shares, ev.local_waves) == ([sent] * 8, 8 * (2 - sent), 0)
 
 
 def test_a_small_wave_of_a_compiled_family_runs_in_the_driver_with_the_same_results(ray_local):
@@ -140,7 +145,7 @@ def test_a_small_wave_of_a_compiled_family_runs_in_the_driver_with_the_same_resu
         assert (ev.local_waves, calls, ev.env_steps) == (1, [], steps)
         ev.local_wave_steps, ev.episode_lengths = caps - 1, EpisodeLengths()  # one step over the limit
         _same(ev.evaluate(mine), expected)
-        assert (ev.local_waves, calls, ev.env_steps) == (1, [2], 2 * steps)
+        assert (ev.local_waves, calls, ev.env_steps, ev.driver_shares) == (1, [1], 2 * steps, 1)
     finally:
         ev.close()
 
@@ -148,14 +153,14 @@ def test_a_small_wave_of_a_compiled_family_runs_in_the_driver_with_the_same_resu
 def test_gymnasium_waves_never_run_in_the_driver(ray_local):
     family = FlakyFamily()
     spec, noise = _setup(family.inner)
-    ev = RayEvaluator(family, spec, noise, workers=2, local_wave_steps=10**9)
+    ev = RayEvaluator(family, spec, noise, workers=2, local_wave_steps=10**9, driver_share=True)
     try:
         ref = ev.put(init_flat(spec, np.random.default_rng(0)))
         results = ev.evaluate([EvalRequest(ref, family.initial(), 1, i, 20) for i in range(3)])
     finally:
         ev.close()
     assert all(r.ok for r in results)
-    assert (ev.local_wave_steps, ev.local_waves) == (0, 0)
+    assert (ev.local_wave_steps, ev.local_waves, ev.driver_share, ev.driver_shares) == (0, 0, False, 0)
 
 
 def test_a_wave_leaves_no_reference_cycles_in_the_driver(ray_local):
@@ -196,6 +201,30 @@ def test_a_pool_whose_wave_was_stopped_answers_the_next_wave_right(ray_local):
         ev.should_stop = None
         _same(ev.evaluate(reqs), expected)
         _same(ev.evaluate(reqs), expected)
+    finally:
+        ev.close()
+
+
+def test_a_stop_request_during_the_drivers_share_abandons_the_wave(ray_local):
+    """The driver's share polls stop requests as the workers' waves do; the answers of the
+    workers' chunks, when they come, are not taken for the next wave's."""
+    spec, noise = _setup(TERRAIN)
+    params = _params(TERRAIN, 4)
+    ref_ev = InProcessEvaluator(TERRAIN, spec, noise)
+    expected = ref_ev.evaluate(_requests(ref_ev, spec, params))
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=3, local_wave_steps=0, driver_share=True)
+    try:
+        reqs = _requests(ev, spec, params)
+        long_wave = [EvalRequest(r.policy, r.env, 30, r.seed, 400) for r in reqs]
+        polls = iter(range(10**9))
+        ev.should_stop = lambda: next(polls) >= 1  # the dispatch's first look passes, the share's fails
+        with pytest.raises(WaveInterrupted):
+            ev.evaluate(long_wave)
+        assert ev.driver_shares == 0
+        ev.should_stop = None
+        _same(ev.evaluate(reqs), expected)
+        _same(ev.evaluate(reqs), expected)
+        assert ev.driver_shares == 2
     finally:
         ev.close()
 

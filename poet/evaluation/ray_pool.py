@@ -19,6 +19,10 @@
   env steps runs in the driver, with the workers' code: below that, the round trip to the
   workers costs more than the steps it would share out. Its episodes are bounded by their
   step caps, so it needs no deadline; gymnasium envs always go to the workers.
+- On one machine (every worker on the driver's node; `driver_share`), the driver also takes
+  one worker's share of a bigger wave of a compiled family and runs it while the other
+  workers run theirs: the wave keeps as many processes busy, and one share pays no round
+  trip. The worker it stands in for sits the wave out (it still runs jobs).
 - Every chunk and job has a deadline once it starts running (`Deadlines`: by default a
   generous multiple of its work at the measured rate, never under a floor); one that runs past it
   has its worker killed and replaced and is retried like one whose worker died, so an
@@ -222,6 +226,7 @@ class RayEvaluator:
         max_chunk_retries: int = 3,
         deadlines: Deadlines | None = None,
         local_wave_steps: int = LOCAL_WAVE_STEPS,
+        driver_share: bool | None = None,
         owns_ray: bool = False,
     ):
         import ray
@@ -259,6 +264,13 @@ class RayEvaluator:
             self.restarts = 0
             self.env_steps = 0
             self.workers = self._spawn(self.num_workers)
+            # the driver takes a worker's share of a compiled family's waves; unset: where
+            # it is one of the machine's processes, i.e. every worker runs on its node
+            if self.steps_in_slots:
+                self.driver_share = False
+            else:
+                self.driver_share = self._on_one_node() if driver_share is None else bool(driver_share)
+            self.driver_shares = 0  # how many shares the driver ran
         except BaseException:
             self.close()
             raise
@@ -275,6 +287,12 @@ class RayEvaluator:
             for actor in actors:
                 self._kill(actor)
             raise
+
+    def _on_one_node(self) -> bool:
+        """Whether every worker runs on the driver's node."""
+        here = self._ray.get_runtime_context().get_node_id()
+        nodes = self._get([w.actor.node.remote() for w in self.workers], STARTUP_SECONDS, "answer")
+        return all(node == here for node in nodes)
 
     def _kill(self, actor: Any) -> None:
         try:
@@ -318,6 +336,7 @@ class RayEvaluator:
         deliver: Callable[[list[int], Any, float], None],
         give_up: Callable[[list[int], str], None],
         budget: Callable[[list[int]], float],
+        alongside: Callable[[], None] | None = None,
     ) -> None:
         """Dispatch units of work (lists of item indices) over the workers until all are done.
 
@@ -329,7 +348,8 @@ class RayEvaluator:
         request that kills workers or never finishes fails), the units queued behind it are
         re-run as they were. Each unit is delivered exactly once. If the wave is given up (a
         stop request, an error), the answers still to come belong to no one and are skipped,
-        not taken for the next wave's.
+        not taken for the next wave's. `alongside`, if given, runs in the driver once the
+        first units are sent.
         """
         queue = deque((unit, 0) for unit in units)
 
@@ -341,6 +361,9 @@ class RayEvaluator:
                 if self.should_stop is not None and self.should_stop():
                     raise WaveInterrupted("stop requested during a wave")
                 self._submit_queued(queue, submit, budget)
+                if alongside is not None:
+                    alongside, run = None, alongside
+                    run()
                 self._take_answers(deliver, fail)
                 now = time.monotonic()
                 for wi, worker in enumerate(self.workers):
@@ -455,24 +478,34 @@ class RayEvaluator:
         def budget(chunk: list[int]) -> float:
             return self.deadlines.budget("chunk", int(wave.max_steps[chunk].max()) + int(caps[chunk].sum()))
 
+        def run_here(chunk: list[int]) -> None:
+            table = wave if len(chunk) == len(wave) else wave.take(chunk)
+            weights = self.policies.stack(table.keys)
+            out = run_chunk(self.family, self.spec, table, weights, self.noise, self.batch_rows, None, self.should_stop)
+            deliver(chunk, out)
+
         cost = self.episode_lengths.costs(wave)
         if len(requests) and cost.sum() <= self.local_wave_steps:
-            weights = self.policies.stack(wave.keys)
-            deliver(
-                list(range(len(requests))),
-                run_chunk(
-                    self.family, self.spec, wave, weights, self.noise, self.batch_rows, should_stop=self.should_stop
-                ),
-            )
+            run_here(list(range(len(requests))))
             self.local_waves += 1
-        else:
+        elif len(requests):
+            chunks = self._plan(wave, rows, cost)
+            mine = chunks.pop(0) if self.driver_share and self.chunks_per_worker is None else None
+
+            def share() -> None:
+                run_here(mine)
+                self.driver_shares += 1
+
             self._dispatch(
-                self._plan(wave, rows, cost),
+                chunks,
                 lambda wi, chunk: self._submit(wi, wave, chunk),
                 lambda chunk, out, _elapsed: deliver(chunk, pickle.loads(out)),
                 give_up,
                 budget,
+                None if mine is None else share,
             )
+            if mine is not None and not chunks:  # a wave of one chunk: the driver ran nothing alongside
+                share()
         self.env_steps += steps
         return results  # type: ignore[return-value]
 

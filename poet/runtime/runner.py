@@ -136,6 +136,7 @@ def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
             max_chunk_retries=rc.max_chunk_retries,
             deadlines=Deadlines(rc.deadline_s, rc.deadline_floor_s, rc.deadline_factor),
             local_wave_steps=rc.local_wave_steps,
+            driver_share=rc.driver_share,
             owns_ray=started,
         )
     except BaseException:
