@@ -4,7 +4,8 @@
                                   [--rounds 3] [--json PATH]
 
 Runs `benchmarks/quickstart.py` on the config with `evaluation.backend=ray`, the same with
-`ray.local_wave_steps=0` (every wave on the workers, none in the driver) and with
+`ray.local_wave_steps=0` and `ray.driver_share=false` (every wave on the workers, none of it
+in the driver) and with
 `evaluation.backend=inprocess`, alternating (ray, ray_every_wave, inprocess, ray, ...), each in a fresh process
 so both pay for starting Python and loading the compiled kernels. An untimed 2-iteration run
 first compiles the kernels if this checkout has not yet. Per backend it reports the median
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # each way's overrides
 WAYS = {
     "ray": ["evaluation.backend=ray"],
-    "ray_every_wave": ["evaluation.backend=ray", "ray.local_wave_steps=0"],
+    "ray_every_wave": ["evaluation.backend=ray", "ray.local_wave_steps=0", "ray.driver_share=false"],
     "inprocess": ["evaluation.backend=inprocess"],
 }
 TIMINGS = ("wall_seconds", "phase_seconds", "env_steps_per_s")

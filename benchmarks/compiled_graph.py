@@ -14,7 +14,8 @@ ways, interleaved, on one local Ray:
 - driver:   the driver runs the first chunk itself (the same worker code, in this process)
             while W - 1 actors run the others: one call fewer per wave, and the driver's
             share hides the others' round trip (W rollout processes, as for the others);
-- pool:     `RayEvaluator.evaluate(requests)` on the same requests (its own workers).
+- pool:     `RayEvaluator.evaluate(requests)` on the same requests (its own workers; on one
+            machine the driver takes one worker's share by default, as in `driver`).
 
 The chunk argument is identical for tasks and compiled (one tuple: the pickled requests and
 the weights' byte strings), so their difference is the call path alone. Prints the median

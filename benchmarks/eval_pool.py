@@ -40,7 +40,10 @@ evaluated these ways, with W workers:
          parts under Ray's inline limit), as a run must send new weights every wave: plain
          code on Ray doing the pool's work.
 - pool:  `RayEvaluator(..., workers=W).evaluate(requests)`, one call per wave, after a
-         warm-up wave of the same shape (raw processes run their share of one too).
+         warm-up wave of the same shape (raw processes run their share of one too). A
+         family with a row kernel (terrain) has the driver run one worker's share of each
+         wave on this one machine, as the pool does by default (`driver_share`): W
+         processes roll out, as for the others.
 - naive: one `@ray.remote` task per episode that rebuilds the policy module and the env from
          weights passed by value, as in ../shared/context/user-report-parallel-rollouts.txt.
 - evotorch: with the `bench` extra installed (`pip install -e .[bench]`), on BipedalWalker-v3,
@@ -861,9 +864,10 @@ def measure_raw_ray(
 
 
 def open_pool(setup: Setup, workers: int) -> RayEvaluator:
-    """A pool warmed up by one short wave (imports, first torch calls, env construction). Every
-    wave goes to its workers (`local_wave_steps=0`): this page measures the workers' transport,
-    and a warm-up wave run in the driver would leave them cold."""
+    """A pool warmed up by one short wave (imports, first torch calls, env construction). No
+    wave runs wholly in the driver (`local_wave_steps=0`): this page measures the workers'
+    transport, and a warm-up wave run in the driver would leave them cold. On this one machine
+    the driver takes one worker's share of each wave, as the pool does by default there."""
     pool = RayEvaluator(setup.family, setup.spec, noise=None, workers=workers, local_wave_steps=0)
     refs = [pool.put(w) for w in setup.policies]
     pairs = [(ref, env) for ref in refs for env in setup.envs]

@@ -3,7 +3,9 @@
     python benchmarks/pool_waves.py [--workers 2] [--waves 300] [--json benchmarks/results/pool_waves.json]
 
 The same ES-shaped terrain waves as `eval_pool.py` (32 policies x 8 envs, 400-step cap), one
-`evaluate` call per wave on a warm pool. Two measurements:
+`evaluate` call per wave on a warm pool, every chunk on a worker (`driver_share` off: on one
+machine the pool's default has the driver run one worker's share, which part 4 times too).
+The measurements:
 
 1. Chunk speeds. Each wave goes in one chunk per worker with nearly equal env steps; each
    chunk's own seconds (as its worker timed it) over its env steps give the worker's speed
@@ -26,7 +28,8 @@ The same ES-shaped terrain waves as `eval_pool.py` (32 policies x 8 envs, 400-st
 4. The driver's work, interleaved. `evaluate` against the same waves' chunks planned and
    packed before the clock starts, then only sent to the same workers and awaited: what
    the pool would gain if its per-wave work in the driver (the table, the plan, packing
-   the chunks, building the results) cost nothing.
+   the chunks, building the results) cost nothing; and, in the same turns, `evaluate` with
+   the driver running one worker's share (`driver_share` on, the default on one machine).
 
 Nothing here is a pass/fail test.
 """
@@ -112,13 +115,16 @@ def chunks_per_worker(pool, setup, refs, waves: int) -> dict:
 
 def driver_work(pool, setup, refs, waves: int) -> dict:
     """Part 4: env steps per second of `evaluate` and of its calls alone, wave by wave in turn."""
-    totals = {"evaluate": [0.0, 0], "calls_alone": [0.0, 0]}
+    totals = {"evaluate": [0.0, 0], "calls_alone": [0.0, 0], "driver_share": [0.0, 0]}
     for k in range(waves):
-        requests = ep.matrix_requests(setup, refs, 4 * 10**7 + 2000 * k)
-        t0 = time.perf_counter()
-        results = pool.evaluate(requests)
-        totals["evaluate"][0] += time.perf_counter() - t0
-        totals["evaluate"][1] += sum(int(r.lengths.sum()) for r in results)
+        for way, share in (("evaluate", False), ("driver_share", True)):
+            pool.driver_share = share
+            requests = ep.matrix_requests(setup, refs, 4 * 10**7 + 3000 * k + 2000 * share)
+            t0 = time.perf_counter()
+            results = pool.evaluate(requests)
+            totals[way][0] += time.perf_counter() - t0
+            totals[way][1] += sum(int(r.lengths.sum()) for r in results)
+        pool.driver_share = False
         wave = RequestTable.of(ep.matrix_requests(setup, refs, 4 * 10**7 + 2000 * k + 1000))
         chunks = pool._plan(wave, wave.rows(), pool.episode_lengths.costs(wave))
         packed = [ray_pool.pack_chunk(wave, chunk, pool.policies) for chunk in chunks]
@@ -131,6 +137,7 @@ def driver_work(pool, setup, refs, waves: int) -> dict:
         "waves_each": waves,
         "steps_per_s": rates,
         "calls_alone_over_evaluate": round(rates["calls_alone"] / rates["evaluate"], 3),
+        "driver_share_over_evaluate": round(rates["driver_share"] / rates["evaluate"], 3),
     }
 
 
@@ -214,6 +221,7 @@ def main() -> None:
     setup = ep.make_setup("terrain", ep.Sizes())
     with ep.ray_session(args.workers):
         pool = ep.open_pool(setup, args.workers)
+        pool.driver_share = False  # every chunk on a worker (part 4 switches it on in turns)
         try:
             refs = [pool.put(w) for w in setup.policies]
             pool.evaluate(ep.matrix_requests(setup, refs, 1))  # warm-up, not counted
@@ -236,7 +244,9 @@ def main() -> None:
             driver = driver_work(pool, setup, refs, args.waves)
             print(
                 f"the driver's work, interleaved: evaluate {driver['steps_per_s']['evaluate']:,} steps/s, its calls "
-                f"alone {driver['steps_per_s']['calls_alone']:,} steps/s ({driver['calls_alone_over_evaluate']:.3f}x)"
+                f"alone {driver['steps_per_s']['calls_alone']:,} steps/s ({driver['calls_alone_over_evaluate']:.3f}x), "
+                f"with the driver's share {driver['steps_per_s']['driver_share']:,} steps/s "
+                f"({driver['driver_share_over_evaluate']:.3f}x)"
             )
         finally:
             pool.close()
@@ -245,6 +255,7 @@ def main() -> None:
             pool = ep.open_pool(setup, args.workers)
         finally:
             ray_pool.RolloutWorker = plain_worker
+        pool.driver_share = False
         try:
             refs = [pool.put(w) for w in setup.policies]
             pool.evaluate(ep.matrix_requests(setup, refs, 1))  # warm-up, not counted

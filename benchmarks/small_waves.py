@@ -4,9 +4,10 @@
 
 Waves of 2 to 128 requests, each 3 episodes of a 400-step cap on one of 8 pinned terrain
 courses (as a run scores its agents after an ES step), 40-40 tanh policies, three ways,
-interleaved: the Ray pool with every wave on its workers (`local_wave_steps=0`), the same
-pool with its default rule (waves expected to take at most `ray.local_wave_steps` env steps
-run in the driver), and one process (`InProcessEvaluator`). Median milliseconds per wave of
+interleaved: the Ray pool with every wave on its workers (`local_wave_steps=0`,
+`driver_share=False`), the same pool with its default rule (waves expected to take at most
+`ray.local_wave_steps` env steps run in the driver, and on one machine the driver takes one
+worker's share of a bigger wave), and one process (`InProcessEvaluator`). Median milliseconds per wave of
 `repeats` spans of `waves` waves each; every way gives the same results. This is how
 `ray.local_wave_steps`'s default was chosen. Nothing here is a pass/fail test.
 """
@@ -44,6 +45,7 @@ def main() -> None:
     with ep.ray_session(args.workers):
         pool = ep.open_pool(setup, args.workers)
         # the same pool both ways, its rule switched span by span
+        shares = {"workers": False, "pool": pool.driver_share}
         ways: dict[str, tuple[RayEvaluator | InProcessEvaluator, int]] = {
             "workers": (pool, 0),
             "pool": (pool, LOCAL_WAVE_STEPS),
@@ -56,7 +58,7 @@ def main() -> None:
             return [EvalRequest(refs[name][i % p], setup.envs[i % e], EPISODES, base + i, CAP) for i in range(n)]
 
         for name, (ev, local) in ways.items():  # not timed: kernels loaded, episode lengths seen
-            ev.local_wave_steps = local
+            ev.local_wave_steps, ev.driver_share = local, shares.get(name)
             ev.evaluate(wave(name, max(SIZES), 1))
         rows = []
         for n in SIZES:
@@ -64,7 +66,7 @@ def main() -> None:
             steps, answers = {}, {}
             for rep in range(args.repeats):
                 for name, (ev, local) in ways.items():
-                    ev.local_wave_steps = local
+                    ev.local_wave_steps, ev.driver_share = local, shares.get(name)
                     before, start = ev.env_steps, time.perf_counter()
                     for k in range(args.waves):
                         out = ev.evaluate(wave(name, n, 10**6 * rep + 1000 * k))

@@ -328,6 +328,10 @@ def pool_waves() -> Table:
             "the same waves' calls alone, chunks packed beforehand: rate over the pool's",
             src.num("driver_work.calls_alone_over_evaluate", ".3f"),
         ),
+        (
+            "the same waves with the driver running one worker's share: rate over the pool's",
+            src.num("driver_work.driver_share_over_evaluate", ".3f"),
+        ),
     ]
     return Table(["measure", "value"], [[text(a), b] for a, b in rows], sources=[src.path])
 
