@@ -126,6 +126,24 @@ def test_batched_waves_go_in_one_chunk_per_worker(ray_local, driver_share):
     assert (chunk_counts, ev.driver_shares, ev.local_waves) == ([sent] * 8, 8 * (2 - sent), 0)
 
 
+def test_a_wave_cut_finer_than_one_chunk_per_worker_is_not_shared(ray_local):
+    """More rows than `batch_rows` per worker: every chunk goes to the workers (a share would
+    be one process too many), with the same results."""
+    spec, noise = _setup(TERRAIN)
+    params = _params(TERRAIN, 4)
+    ref_ev = InProcessEvaluator(TERRAIN, spec, noise)
+    expected = ref_ev.evaluate(_requests(ref_ev, spec, params))
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=2, batch_rows=4, local_wave_steps=0, driver_share=True)
+    calls = []
+    original = ev._dispatch
+    ev._dispatch = lambda units, *args: (calls.append(len(units)), original(units, *args))[1]
+    try:
+        _same(ev.evaluate(_requests(ev, spec, params)), expected)
+    finally:
+        ev.close()
+    assert calls[0] > 2 and ev.driver_shares == 0
+
+
 def test_a_small_wave_of_a_compiled_family_runs_in_the_driver_with_the_same_results(ray_local):
     family = TERRAIN
     spec, noise = _setup(family)

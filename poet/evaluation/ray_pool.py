@@ -20,9 +20,10 @@
   workers costs more than the steps it would share out. Its episodes are bounded by their
   step caps, so it needs no deadline; gymnasium envs always go to the workers.
 - On one machine (every worker on the driver's node; `driver_share`), the driver also takes
-  one worker's share of a bigger wave of a compiled family and runs it while the other
-  workers run theirs: the wave keeps as many processes busy, and one share pays no round
-  trip. The worker it stands in for sits the wave out (it still runs jobs).
+  one worker's share of a bigger wave of a compiled family, cut one chunk per worker, and
+  runs it while the other workers run theirs: the wave keeps as many processes busy, and one
+  share pays no round trip. The worker it stands in for sits the wave out (it still runs
+  jobs).
 - Every chunk and job has a deadline once it starts running (`Deadlines`: by default a
   generous multiple of its work at the measured rate, never under a floor); one that runs past it
   has its worker killed and replaced and is retried like one whose worker died, so an
@@ -264,8 +265,8 @@ class RayEvaluator:
             self.restarts = 0
             self.env_steps = 0
             self.workers = self._spawn(self.num_workers)
-            # the driver takes a worker's share of a compiled family's waves; unset: where
-            # it is one of the machine's processes, i.e. every worker runs on its node
+            # the driver takes a worker's share of a compiled family's waves; unset: when
+            # every worker runs on the driver's node (one machine)
             if self.steps_in_slots:
                 self.driver_share = False
             else:
@@ -490,7 +491,10 @@ class RayEvaluator:
             self.local_waves += 1
         elif len(requests):
             chunks = self._plan(wave, rows, cost)
-            mine = chunks.pop(0) if self.driver_share and self.chunks_per_worker is None else None
+            # a wave cut finer than one chunk per worker (more rows than `batch_rows` each, or
+            # `chunks_per_worker`) keeps every worker busy: a share would be one process too many
+            shared = self.driver_share and len(chunks) == self.num_workers and self.chunks_per_worker is None
+            mine = chunks.pop(0) if shared else None
 
             def share() -> None:
                 run_here(mine)
