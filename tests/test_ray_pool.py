@@ -126,6 +126,27 @@ def test_batched_waves_go_in_one_chunk_per_worker(ray_local, driver_share):
     assert (chunk_counts, ev.driver_shares, ev.local_waves) == ([sent] * 8, 8 * (2 - sent), 0)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_drivers_share_answers_each_request_when_policies_interleave(ray_local, workers):
+    """The plan lines a wave up by policy; the driver's share (the whole wave with one worker)
+    must answer its requests in the plan's order, not the wave's."""
+    spec, noise = _setup(TERRAIN)
+    params = _params(TERRAIN, 3)
+
+    def interleaved(ev):
+        refs = [ev.put(init_flat(spec, np.random.default_rng(i)) * 3.0) for i in range(3)]
+        return [EvalRequest(refs[i], p, 1, 100 * i + j, 200) for j, p in enumerate(params) for i in range(3)]
+
+    ref_ev = InProcessEvaluator(TERRAIN, spec, noise)
+    expected = ref_ev.evaluate(interleaved(ref_ev))
+    ev = RayEvaluator(TERRAIN, spec, noise, workers=workers, local_wave_steps=0, driver_share=True)
+    try:
+        _same(ev.evaluate(interleaved(ev)), expected)
+    finally:
+        ev.close()
+    assert ev.driver_shares == 1
+
+
 def test_a_wave_cut_finer_than_one_chunk_per_worker_is_not_shared(ray_local):
     """More rows than `batch_rows` per worker: every chunk goes to the workers (a share would
     be one process too many), with the same results."""

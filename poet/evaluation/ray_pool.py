@@ -479,15 +479,15 @@ class RayEvaluator:
         def budget(chunk: list[int]) -> float:
             return self.deadlines.budget("chunk", int(wave.max_steps[chunk].max()) + int(caps[chunk].sum()))
 
-        def run_here(chunk: list[int]) -> None:
-            table = wave if len(chunk) == len(wave) else wave.take(chunk)
+        def run_here(chunk: list[int], table: RequestTable) -> None:
+            """Run requests `chunk` of the wave, whose table (in that order) is `table`, here."""
             weights = self.policies.stack(table.keys)
             out = run_chunk(self.family, self.spec, table, weights, self.noise, self.batch_rows, None, self.should_stop)
             deliver(chunk, out)
 
         cost = self.episode_lengths.costs(wave)
         if len(requests) and cost.sum() <= self.local_wave_steps:
-            run_here(list(range(len(requests))))
+            run_here(list(range(len(requests))), wave)
             self.local_waves += 1
         elif len(requests):
             chunks = self._plan(wave, rows, cost)
@@ -497,7 +497,7 @@ class RayEvaluator:
             mine = chunks.pop(0) if shared else None
 
             def share() -> None:
-                run_here(mine)
+                run_here(mine, wave.take(mine))  # the plan's order, not the wave's
                 self.driver_shares += 1
 
             self._dispatch(
