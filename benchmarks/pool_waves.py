@@ -125,7 +125,7 @@ def driver_work(pool, setup, refs, waves: int) -> dict:
             totals[way][0] += time.perf_counter() - t0
             totals[way][1] += sum(int(r.lengths.sum()) for r in results)
         pool.driver_share = False
-        wave = RequestTable.of(ep.matrix_requests(setup, refs, 4 * 10**7 + 2000 * k + 1000))
+        wave = RequestTable.of(ep.matrix_requests(setup, refs, 4 * 10**7 + 3000 * k + 1000))
         chunks = pool._plan(wave, wave.rows(), pool.episode_lengths.costs(wave))
         packed = [ray_pool.pack_chunk(wave, chunk, pool.policies) for chunk in chunks]
         t0 = time.perf_counter()

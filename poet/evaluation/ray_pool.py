@@ -350,7 +350,7 @@ class RayEvaluator:
         re-run as they were. Each unit is delivered exactly once. If the wave is given up (a
         stop request, an error), the answers still to come belong to no one and are skipped,
         not taken for the next wave's. `alongside`, if given, runs in the driver once the
-        first units are sent.
+        first units are sent (at once where there are none).
         """
         queue = deque((unit, 0) for unit in units)
 
@@ -358,13 +358,14 @@ class RayEvaluator:
             self._fail(queue, give_up, wi, why)
 
         try:
-            while queue or any(w.queue for w in self.workers):
+            while queue or any(w.queue for w in self.workers) or alongside is not None:
                 if self.should_stop is not None and self.should_stop():
                     raise WaveInterrupted("stop requested during a wave")
                 self._submit_queued(queue, submit, budget)
                 if alongside is not None:
                     alongside, run = None, alongside
                     run()
+                    continue  # the answers that came meanwhile, and any stop request, on the next turn
                 self._take_answers(deliver, fail)
                 now = time.monotonic()
                 for wi, worker in enumerate(self.workers):
@@ -508,8 +509,6 @@ class RayEvaluator:
                 budget,
                 None if mine is None else share,
             )
-            if mine is not None and not chunks:  # a wave of one chunk: the driver ran nothing alongside
-                share()
         self.env_steps += steps
         return results  # type: ignore[return-value]
 
