@@ -44,29 +44,33 @@ def main() -> None:
     setup = ep.make_setup("terrain", ep.Sizes())
     with ep.ray_session(args.workers):
         pool = ep.open_pool(setup, args.workers)
-        # the same pool both ways, its rule switched span by span
-        shares = {"workers": False, "pool": pool.driver_share}
-        ways: dict[str, tuple[RayEvaluator | InProcessEvaluator, int]] = {
-            "workers": (pool, 0),
-            "pool": (pool, LOCAL_WAVE_STEPS),
-            "one_process": (InProcessEvaluator(setup.family, setup.spec), 0),
+        ways: dict[str, RayEvaluator | InProcessEvaluator] = {
+            "workers": pool,
+            "pool": pool,
+            "one_process": InProcessEvaluator(setup.family, setup.spec),
         }
-        refs = {name: [ev.put(w) for w in setup.policies] for name, (ev, _) in ways.items()}
+        # the same pool both ways, its rule (`local_wave_steps`, `driver_share`) switched span by span
+        rules = {"workers": (0, False), "pool": (LOCAL_WAVE_STEPS, pool.driver_share)}
+        refs = {name: [ev.put(w) for w in setup.policies] for name, ev in ways.items()}
+
+        def use(name: str) -> RayEvaluator | InProcessEvaluator:
+            if name in rules:
+                pool.local_wave_steps, pool.driver_share = rules[name]
+            return ways[name]
 
         def wave(name: str, n: int, base: int) -> list[EvalRequest]:
             p, e = len(setup.policies), len(setup.envs)
             return [EvalRequest(refs[name][i % p], setup.envs[i % e], EPISODES, base + i, CAP) for i in range(n)]
 
-        for name, (ev, local) in ways.items():  # not timed: kernels loaded, episode lengths seen
-            ev.local_wave_steps, ev.driver_share = local, shares.get(name)
-            ev.evaluate(wave(name, max(SIZES), 1))
+        for name in ways:  # not timed: kernels loaded, episode lengths seen
+            use(name).evaluate(wave(name, max(SIZES), 1))
         rows = []
         for n in SIZES:
             ms: dict[str, list[float]] = {name: [] for name in ways}
             steps, answers = {}, {}
             for rep in range(args.repeats):
-                for name, (ev, local) in ways.items():
-                    ev.local_wave_steps, ev.driver_share = local, shares.get(name)
+                for name in ways:
+                    ev = use(name)
                     before, start = ev.env_steps, time.perf_counter()
                     for k in range(args.waves):
                         out = ev.evaluate(wave(name, n, 10**6 * rep + 1000 * k))
@@ -81,7 +85,7 @@ def main() -> None:
             print(
                 f"{n:>4} requests, {steps['pool']:>6} env steps: " + ", ".join(f"{k} {v} ms" for k, v in median.items())
             )
-        for ev, _ in ways.values():
+        for ev in ways.values():
             ev.close()
     out = {
         "command": " ".join(["python", "benchmarks/small_waves.py", *sys.argv[1:]]),
