@@ -36,7 +36,7 @@ import eval_pool as ep  # noqa: E402  (the same setup and waves as the main benc
 from poet.evaluation.inprocess import InProcessEvaluator  # noqa: E402
 from poet.evaluation.planning import plan_chunks  # noqa: E402
 from poet.evaluation.ray_pool import RolloutWorker, pack_chunk  # noqa: E402
-from poet.evaluation.rollout import RequestTable, row_seeds  # noqa: E402
+from poet.evaluation.requests import RequestTable, row_seeds  # noqa: E402
 
 
 def main() -> None:

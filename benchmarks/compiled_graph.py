@@ -39,7 +39,7 @@ import eval_pool as ep  # noqa: E402  (the same setup and waves as the main benc
 
 from poet.evaluation.planning import plan_chunks  # noqa: E402
 from poet.evaluation.ray_pool import RayEvaluator, RolloutWorker, pack_chunk  # noqa: E402
-from poet.evaluation.rollout import RequestTable  # noqa: E402
+from poet.evaluation.requests import RequestTable  # noqa: E402
 
 WAIT_S = 300  # the longest any one call may take before the script gives up
 

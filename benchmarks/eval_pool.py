@@ -97,10 +97,11 @@ from envs.generic import renew_gym_env
 from envs.terrain import TerrainFamily
 from poet.evaluation.protocol import EvalRequest, PolicyRef
 from poet.evaluation.ray_pool import INLINE_PART_BYTES, RayEvaluator
-from poet.evaluation.rollout import Rows, _step_kernel, simulated_steps
+from poet.evaluation.requests import Rows, simulated_steps
+from poet.evaluation.row_loop import _step_kernel
 from poet.policies import BatchedPolicy, PolicySpec, init_flat, spec_for_spaces
+from poet.policies.mlp_torch import MLPPolicy
 from poet.seeding import episode_seeds
-from poet.torch_policy import MLPPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 # the numpy core before compilation, frozen in tests/test_terrain_core.py (imported where it
@@ -477,7 +478,7 @@ def raw_rows(
     by default `flats[r]`) in one batch, as plain code runs them; returns the steps taken. `core`:
 
     - "compiled": the family's row kernel as the pool runs it: rows each to its end in turn
-      in one compiled call with the compiled forward (`rollout._step_kernel`);
+      in one compiled call with the compiled forward (`row_loop._step_kernel`);
     - "lockstep" (terrain): the same physics and forward in lock-step on the family's
       `make_batch`, three compiled calls per step (forward, step, `tally`);
     - "numpy": the numpy core the terrain family had before it was compiled (frozen in

@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import eval_pool as ep  # noqa: E402  (the same setup, waves and pool as the main benchmark)
 
 from poet.evaluation import ray_pool  # noqa: E402
-from poet.evaluation.rollout import RequestTable  # noqa: E402
+from poet.evaluation.requests import RequestTable  # noqa: E402
 
 SETTINGS = (None, 2, 4)  # chunks per worker; None: the pool's own plan (one per worker for terrain)
 

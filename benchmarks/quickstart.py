@@ -56,7 +56,7 @@ class WaveRecorder:
         import ray
 
         from poet.evaluation.ray_pool import RayEvaluator
-        from poet.evaluation.rollout import row_seeds
+        from poet.evaluation.requests import row_seeds
 
         self._cls, self._original = RayEvaluator, RayEvaluator.evaluate
         recorder, original = self, RayEvaluator.evaluate

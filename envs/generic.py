@@ -10,17 +10,24 @@ the evolved numeric parameters with their ranges:
     params:
       gravity: {initial: -10.0, low: -11.99, high: -2.0, step: 0.5}
       n_legs:  {initial: 2, low: 1, high: 6, step: 1, type: int}
+
+`env_id` may be gymnasium's own `module:id` form (`mymodule:MyEnv-v0`): the module, which
+registers the id when imported, is imported at parsing and by every `gymnasium.make` of the
+family's envs, so any process that makes them (a Ray worker) imports it first.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import inspect
 import math
 import numbers
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -28,6 +35,9 @@ import yaml
 
 from envs import cartpole_physics
 from envs.base import EnvParamError, EnvParams
+
+if TYPE_CHECKING:
+    from gymnasium.envs.registration import EnvSpec
 
 SPEC_KEYS = ("name", "env_id", "kwargs", "max_episode_steps", "params", "scores")
 # A spec's `scores`: the family's score scale, the config setting each fills where a run leaves it unset.
@@ -169,13 +179,42 @@ def _parse_max_steps(value: Any, source: str) -> int | None:
 
 
 def _parse_env_id(value: Any, source: str) -> str:
-    """The gymnasium id, which must be registered (after our own registrations)."""
+    """The gymnasium id, registered (after our own registrations), or `module:id` whose module
+    registers it when imported; kept as given, so that every `gymnasium.make` imports the module."""
     if not isinstance(value, str) or not value:
         raise _fail(source, "env_id", f"must be a non-empty string, got {value!r}")
     cartpole_physics.register()
-    if value not in gym.registry:
-        raise _fail(source, "env_id", f"{value!r} is not a registered gymnasium env id")
+    if ":" not in value:
+        if value not in gym.registry:
+            raise _fail(
+                source,
+                "env_id",
+                f"{value!r} is not a registered gymnasium env id (an id your own module registers: "
+                "'module:id', e.g. 'mymodule:MyEnv-v0', imports the module first)",
+            )
+        return value
+    module, _, env_id = value.partition(":")
+    if not module or not env_id or ":" in env_id:
+        raise _fail(source, "env_id", f"{value!r}: the module form is 'module:id', e.g. 'mymodule:MyEnv-v0'")
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - the user's module may fail in any way at import
+        raise _fail(
+            source, "env_id", f"{value!r}: cannot import module {module!r} ({type(exc).__name__}: {exc})"
+        ) from None
+    if env_id not in gym.registry:
+        raise _fail(
+            source,
+            "env_id",
+            f"{value!r}: importing module {module!r} did not register the gymnasium env id {env_id!r} "
+            "(it should call gymnasium.register(id=...) when imported)",
+        )
     return value
+
+
+def _registered_id(env_id: str) -> str:
+    """The id in gymnasium's registry of a spec's `env_id` (`module:id` gives `id`)."""
+    return env_id.partition(":")[2] or env_id
 
 
 def parse_spec(data: Any, source: str = "<inline spec>") -> GymSpec:
@@ -229,7 +268,7 @@ def _deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[s
 
 def _constructor_parameters(env_id: str) -> set[str] | None:
     """Keyword names the env's constructor accepts, or None if it takes **kwargs or is opaque."""
-    entry = gym.spec(env_id).entry_point
+    entry = gym.spec(_registered_id(env_id)).entry_point
     try:
         creator = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
         signature = inspect.signature(creator)
@@ -336,11 +375,73 @@ def renew_gym_env(env: gym.Env) -> bool:
     return False
 
 
+# ---------------------------------------------------------------- ids registered by the user's code
+
+# Top-level packages that any process unpickling a GymFamily has imported: an id whose entry
+# point is theirs needs nothing of the user's there.
+_OWN_PACKAGES = ("gymnasium", __name__.split(".")[0])
+
+
+def _entry_point_name(entry: Any) -> str | None:
+    """`module:Name` for an entry point, or None where a class or function cannot be found by
+    that name in another process (a lambda, a local class, one defined in `__main__`)."""
+    if isinstance(entry, str):
+        return entry
+    module, qualname = getattr(entry, "__module__", None), getattr(entry, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or module == "__main__":
+        return None
+    found: Any = sys.modules.get(module)
+    for part in qualname.split("."):  # `<locals>` in a qualname is never an attribute
+        found = getattr(found, part, None)
+    return f"{module}:{qualname}" if found is entry else None
+
+
+def _recorded_registration(env_id: str) -> tuple[EnvSpec | None, str | None]:
+    """What re-registers a plain id in a process where the module that registered it was never
+    imported: its EnvSpec with named entry points, or None and why it cannot be recorded."""
+    if ":" in env_id:  # gymnasium.make imports the module, wherever the env is made
+        return None, None
+    spec = gym.spec(env_id)
+    entry = _entry_point_name(spec.entry_point)
+    if entry is None:
+        return None, (
+            f"its entry point {spec.entry_point!r} cannot be named as 'module:Name' for another process; "
+            "register it with entry_point='module:Class', or name it as env_id 'module:id'"
+        )
+    vector = spec.vector_entry_point
+    vector = vector if vector is None or isinstance(vector, str) else _entry_point_name(vector)
+    return dataclasses.replace(spec, entry_point=entry, vector_entry_point=vector), None
+
+
+def _ensure_registered(env_id: str, registration: EnvSpec | None, unrecorded: str | None) -> None:
+    """Make a plain id known in this process: import its entry point's module, whose import may
+    register it, and otherwise register the recorded spec."""
+    if ":" in env_id or env_id in gym.registry:
+        return
+    if registration is None:
+        raise ValueError(
+            f"gymnasium env id {env_id!r} is not registered in this process (a worker?), and the family "
+            f"built where it was could not record how to register it: {unrecorded or 'nothing recorded'}"
+        )
+    importlib.import_module(str(registration.entry_point).partition(":")[0])
+    if env_id not in gym.registry:
+        gym.registry[env_id] = registration  # what gymnasium.register stores, field for field
+
+
 # ---------------------------------------------------------------- the family
 
 
 class GymFamily:
-    """An EnvFamily whose params are numeric constructor kwargs of a gymnasium env."""
+    """An EnvFamily whose params are numeric constructor kwargs of a gymnasium env.
+
+    The family travels to Ray workers pickled, and a worker knows only the ids that gymnasium,
+    this project and whatever it has imported registered. An id in `module:id` form needs
+    nothing more: every `gymnasium.make` imports the module. For a plain id, the family records
+    when built the id's EnvSpec with its entry point as a `module:Name` string (no code
+    objects), and unpickling it where the id is unknown imports that module (which may register
+    the id itself) and otherwise registers the recorded spec. An entry point that cannot be
+    named (a lambda, a local class) is an error where the family is unpickled without the id.
+    """
 
     def fingerprint(self) -> str:
         """What this family does, beyond its name in a config: the parsed spec (not where it was read)."""
@@ -360,6 +461,24 @@ class GymFamily:
         self._params = {p.name: p for p in self.spec.params}
         _check_constructor_accepts(self.spec)
         _probe_construction(self.spec)
+        self._registration, self._unrecorded = _recorded_registration(self.spec.env_id)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (on a worker): the env id is made known here before any env is made."""
+        self.__dict__.update(state)
+        _ensure_registered(self.spec.env_id, state.get("_registration"), state.get("_unrecorded"))
+
+    @property
+    def worker_module(self) -> str | None:
+        """The module of the user's that a process imports to make this family's envs (None: only
+        gymnasium's and this project's, or an entry point that cannot be named)."""
+        if ":" in self.spec.env_id:
+            return self.spec.env_id.partition(":")[0]
+        registration = getattr(self, "_registration", None)
+        if registration is None:
+            return None
+        module = str(registration.entry_point).partition(":")[0]
+        return None if module.split(".")[0] in _OWN_PACKAGES else module
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> GymFamily:

@@ -48,6 +48,12 @@ class EnvConfig:
 class PolicyConfig:
     """Policy architecture (POET: 40-40 hidden units, tanh)."""
 
+    # the network: "mlp" (POET's and dcd's walker policy, a compiled forward), "cnn", "lstm",
+    # "cnn_lstm" (dcd's maze agent), or a torch module of your own as package.module:Name
+    # (docs/policies.md)
+    kind: str = "mlp"
+    # the kind's options (its `Options`, docs/policies.md); the mlp's are hidden and activation
+    options: dict[str, Any] = field(default_factory=dict)
     # hidden layer sizes; unset: the curriculum's default (POET's model.py: 40-40; dcd's
     # BipedalWalker policy for ACCEL, robust PLR and DR: 64-64)
     hidden: list[int] | None = None

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 import envs
 from envs import EnvFamily
 from poet import config, heldout
@@ -22,7 +24,8 @@ from poet.config import ConfigError, RunConfig, TrainerConfig, build_dataclass
 from poet.curricula import curriculum_defaults, resolve_curriculum
 from poet.curricula.common import start_params
 from poet.plugins import import_named
-from poet.policies import PolicySpec, spec_for_spaces
+from poet.policies import MLP, PolicySpec, spec_for_spaces
+from poet.policies.kinds import options_class, resolve_kind
 from poet.trainers import TRAINERS, resolve_trainer
 
 
@@ -105,6 +108,12 @@ def build_family(cfg: RunConfig, import_code: bool = True) -> EnvFamily:
     (`import_code=False`) never imports the module it names, unless POET_TRUST_CODE=1.
     """
     name = cfg.env.family
+    env_id = _named_env_id(cfg)
+    if env_id is not None and not import_code and os.environ.get(TRUST_CODE_VAR) != "1":
+        raise ConfigError(
+            f"env.options: the env id {env_id!r} imports the module the run's config names; reading a run "
+            f"imports only registered envs (set {TRUST_CODE_VAR}=1 if you trust this run's author)"
+        )
     if ":" in name:
         if not import_code and os.environ.get(TRUST_CODE_VAR) != "1":
             raise ConfigError(
@@ -139,25 +148,82 @@ def build_family(cfg: RunConfig, import_code: bool = True) -> EnvFamily:
     return family
 
 
-def read_parts(cfg: RunConfig) -> RunParts:
+def _named_env_id(cfg: RunConfig) -> str | None:
+    """A gymnasium env id of the `module:id` form that the config's `env.options` give, inline
+    or in their spec file (building the family imports that module); None: none."""
+    options = cfg.env.options
+    env_id = options.get("env_id")
+    if env_id is None and isinstance(options.get("spec"), (str, Path)):
+        try:
+            data = yaml.safe_load(Path(options["spec"]).read_text())
+        except (OSError, yaml.YAMLError):
+            return None  # building the family names the problem
+        env_id = data.get("env_id") if isinstance(data, Mapping) else None
+    return env_id if isinstance(env_id, str) and ":" in env_id else None
+
+
+def read_parts(cfg: RunConfig, policy: bool = True) -> RunParts:
     """Family and policy spec only, for reading a run (report, render, profile): the trainer,
-    which may name a module of the run's author (`module:Class`), is never imported."""
-    family, spec = _family_and_spec(cfg, import_code=False)
+    which may name a module of the run's author (`module:Class`), is never imported, nor a
+    policy kind of theirs unless POET_TRUST_CODE=1 (`policy`: the caller runs the policy;
+    False: it reads only the family, and the spec is not to be used)."""
+    family, spec = _family_and_spec(cfg, import_code=False, policy=policy)
     return RunParts(cfg, family, spec, None, None)
 
 
-def _family_and_spec(cfg: RunConfig, import_code: bool = True) -> tuple[EnvFamily, PolicySpec]:
+def _family_and_spec(cfg: RunConfig, import_code: bool = True, policy: bool = True) -> tuple[EnvFamily, PolicySpec]:
     family = build_family(cfg, import_code)
+    options = policy_options(cfg, import_code) if policy else {}
     try:
         probe = family.make_env(family.initial())
         spec = spec_for_spaces(
-            probe.observation_space, probe.action_space, tuple(cfg.policy.hidden), cfg.policy.activation
+            probe.observation_space,
+            probe.action_space,
+            tuple(cfg.policy.hidden or ()),
+            cfg.policy.activation,
+            cfg.policy.kind,
+            options,
         )
         _check_env(probe)
         probe.close()
     except (ValueError, AssertionError) as exc:
         raise ConfigError(f"env.family {cfg.env.family!r}: {exc}") from None
+    if policy and not spec.compiled:
+        try:
+            spec.num_params  # noqa: B018 - builds the network once: a kind that cannot read these observations says so now
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(
+                f"policy.options: kind {cfg.policy.kind!r} on env.family {cfg.env.family!r}: {exc}"
+            ) from None
     return family, spec
+
+
+def policy_options(cfg: RunConfig, import_code: bool = True) -> dict[str, Any]:
+    """The policy kind's options from `policy.options`, checked against its `Options` (plain
+    values); ConfigErrors name policy.kind or policy.options.<key>."""
+    kind, given = cfg.policy.kind, dict(cfg.policy.options)
+    if kind == MLP:
+        if given:
+            raise ConfigError(
+                f"policy.options.{next(iter(given))}: the mlp kind takes its options as policy.hidden and "
+                "policy.activation; policy.options is for the other kinds"
+            )
+        return {}
+    if ":" in kind and not import_code and os.environ.get(TRUST_CODE_VAR) != "1":
+        raise ConfigError(
+            f"policy.kind: {kind!r} is code named by the run's config; running this run's policies imports "
+            f"it (set {TRUST_CODE_VAR}=1 if you trust this run's author)"
+        )
+    try:
+        cls = resolve_kind(kind)
+    except ValueError as exc:
+        raise ConfigError(f"policy.kind: {exc}") from None
+    built = build_options(cls, given, "policy.options", f"policy kind {kind!r}")
+    if options_class(cls) is None:
+        if given:
+            raise ConfigError(f"policy.options.{next(iter(given))}: policy kind {kind!r} takes no options")
+        return {}
+    return dataclasses.asdict(built)
 
 
 def _check_env(env: Any) -> None:
@@ -181,6 +247,10 @@ def check_parts(cfg: RunConfig) -> RunParts:
     except ValueError as exc:
         raise ConfigError(f"trainer.name: {exc}") from None
     options = trainer_options(cfg.trainer, trainer_cls, spec.num_params)
+    check_policy = getattr(trainer_cls, "check_policy", None)
+    for option, problem in check_policy(options, spec) if callable(check_policy) else []:
+        where = f"trainer.{cfg.trainer.name}" if cfg.trainer.name in TRAINERS else "trainer.options"
+        raise ConfigError(f"{where}.{option}: {problem}")
     if cfg.env.start is not None:
         try:
             family.validate(start_params(family, cfg.env.start))

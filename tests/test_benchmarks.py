@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import eval_pool as ep  # noqa: E402
 
 from poet.evaluation import InProcessEvaluator  # noqa: E402
-from poet.evaluation.rollout import simulated_steps  # noqa: E402
+from poet.evaluation.requests import simulated_steps  # noqa: E402
 
 
 def run_script(tmp_path, script: str, *args: str) -> dict:

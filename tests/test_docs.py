@@ -34,7 +34,7 @@ NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?")
 
 # The start of a command line in a page's code block (what the reader types, not what prints).
 COMMAND_START = ("poet ", "$ ", "make", "pip", "#", "python", "git ", "ray ", "cd ", "export ", "tensorboard")
-COMMAND_START += ("mlflow", "jupyter", "RAY_", "POET_", "MLFLOW_", ".venv", "usage:", "  ")
+COMMAND_START += ("mlflow", "jupyter", "RAY_", "POET_", "MLFLOW_", "PYTHONPATH=", ".venv", "usage:", "  ")
 
 
 def quoted_output() -> list[tuple[str, str, list[str], int]]:
@@ -126,6 +126,7 @@ def _every_key(cls: type, prefix: str = "") -> list[str]:
 def test_every_config_field_is_in_the_configuration_reference():
     from poet.config import RunConfig
     from poet.curricula import CURRICULA
+    from poet.policies.kinds import POLICY_KINDS, options_class, resolve_kind
     from poet.trainers import TRAINERS
 
     page = docs_config.markdown()
@@ -136,6 +137,12 @@ def test_every_config_field_is_in_the_configuration_reference():
         for cls in CURRICULA.values()
         if hasattr(cls, "Options")
         for k in _every_key(cls.Options, "curriculum_options.")
+    ]
+    expected += [
+        k
+        for name in POLICY_KINDS
+        if name != "mlp" and options_class(resolve_kind(name)) is not None
+        for k in _every_key(options_class(resolve_kind(name)), "policy.options.")
     ]
     missing = [k for k in expected if f"| `{k}`" not in page]
     assert not missing, missing

@@ -17,10 +17,10 @@ from envs.base import EnvParams
 from envs.kernel import row_step
 from poet.evaluation import EvalRequest, EvalResult, InProcessEvaluator, NoiseTable, Perturbation, RequestTableBuilder
 from poet.evaluation.protocol import EvalError
-from poet.evaluation.rollout import RequestTable, simulated_steps
+from poet.evaluation.requests import RequestTable, simulated_steps
 from poet.policies import BatchedPolicy, init_flat, spec_for_spaces
+from poet.policies.mlp_torch import MLPPolicy, to_actions
 from poet.seeding import episode_seeds
-from poet.torch_policy import MLPPolicy, to_actions
 from poet.trainers import ErrorPolicy, EvaluationFailed
 from tests.conftest import assert_torch_stays_unloaded, mutation_chain
 
@@ -165,9 +165,10 @@ def test_kernel_rows_equal_the_lockstep(hidden, steps_per_call, monkeypatch) -> 
     (the batch's step, the batched forward, a tally): the same returns, lengths and bad flags
     bit for bit, on mutated courses with mixed step caps, and with weights large enough to
     give non-finite actions."""
-    from poet.evaluation.rollout import Rows, _step_kernel
+    from poet.evaluation.requests import Rows
+    from poet.evaluation.row_loop import _step_kernel
 
-    monkeypatch.setattr("poet.evaluation.rollout.KERNEL_STEPS_PER_CALL", steps_per_call)
+    monkeypatch.setattr("poet.evaluation.row_loop.KERNEL_STEPS_PER_CALL", steps_per_call)
 
     family = envs.make_family("terrain", {"course_length": 30.0, "max_episode_steps": 400})
     env0 = family.make_env(family.initial())
@@ -470,7 +471,8 @@ def test_compiled_forward_is_a_float32_sum_in_input_order_bit_for_bit(activation
     passes of 64, 16s with and without a tail of 8, then 4, 2 and 1)."""
     import numba
 
-    from poet.policies import PolicySpec, _tanh
+    from poet.policies import PolicySpec
+    from poet.policies.mlp import _tanh
 
     tanh = numba.njit(lambda x: np.array([_tanh(v) for v in x], dtype=np.float32))
     rng = np.random.default_rng(3)
@@ -558,7 +560,7 @@ def _plain_episode(family, spec, weights: np.ndarray, params: EnvParams, seed: i
 def test_direct_step_passes_only_counting_wrappers() -> None:
     import gymnasium as gym
 
-    from poet.evaluation.rollout import direct_step
+    from poet.evaluation.slots import direct_step
 
     env = gym.make("CartPole-v1", max_episode_steps=7, disable_env_checker=True)
     step, limit = direct_step(env)
@@ -661,7 +663,7 @@ def test_the_compiled_tanh_is_within_one_ulp_and_keeps_nan() -> None:
     produce, tiny values and the saturated tails; NaN stays NaN."""
     import numba
 
-    from poet.policies import _tanh
+    from poet.policies.mlp import _tanh
 
     def tanh_all(x):
         out = np.empty_like(x)
@@ -696,9 +698,10 @@ def test_a_stop_request_ends_a_kernel_batch_between_its_compiled_calls(monkeypat
     """The row kernel's path looks at a stop request between its compiled calls (each of up to
     KERNEL_STEPS_PER_CALL step caps): never before the first, then before each next one."""
     from poet.errors import WaveInterrupted
-    from poet.evaluation.rollout import Rows, _step_kernel
+    from poet.evaluation.requests import Rows
+    from poet.evaluation.row_loop import _step_kernel
 
-    monkeypatch.setattr("poet.evaluation.rollout.KERNEL_STEPS_PER_CALL", 250)
+    monkeypatch.setattr("poet.evaluation.row_loop.KERNEL_STEPS_PER_CALL", 250)
     family = envs.make_family("terrain", {"course_length": 30.0})
     env0 = family.make_env(family.initial())
     spec = spec_for_spaces(env0.observation_space, env0.action_space, (8, 8), "tanh")

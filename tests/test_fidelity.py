@@ -491,7 +491,7 @@ def test_fixed_course_runs_every_episode_on_the_env_seed() -> None:
     # the pinned env: three identical episodes, each the episode of seed 1234 whatever the request's seed
     import torch
 
-    from poet.torch_policy import MLPPolicy, to_actions
+    from poet.policies.mlp_torch import MLPPolicy, to_actions
 
     policy = MLPPolicy(spec)
     policy.load_flat(init_flat(spec, np.random.default_rng(0)) * 10)

@@ -19,7 +19,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "poet.plugins",
             "poet.policies",
             "poet.dense",
-            "poet.torch_policy",
             "poet.ranking",
             "poet.version",
         ),

@@ -68,8 +68,8 @@ def test_enhanced_paper_config_rebuilds_every_env_from_its_record(tmp_path):
 
     from envs import EnvParams
     from poet.analysis.render import load_agents
+    from poet.policies.mlp_torch import MLPPolicy, to_actions
     from poet.runtime import checkpoint
-    from poet.torch_policy import MLPPolicy, to_actions
 
     loose = [
         "reproduction.every=1",

@@ -8,7 +8,7 @@ import pytest
 import envs
 from poet.evaluation import EvalRequest, PolicyRef
 from poet.evaluation.planning import Deadlines, EpisodeLengths, plan_chunks, plan_guided
-from poet.evaluation.rollout import RequestTable
+from poet.evaluation.requests import RequestTable
 
 TERRAIN = envs.make_family("terrain", {"course_length": 30.0})
 

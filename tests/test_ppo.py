@@ -16,7 +16,7 @@ from poet.analysis import load_run
 from poet.evaluation import EvalRequest, InProcessEvaluator, Job
 from poet.evaluation.ray_pool import RayEvaluator
 from poet.policies import init_flat, spec_for_spaces
-from poet.torch_policy import MLPPolicy
+from poet.policies.mlp_torch import MLPPolicy
 from poet.trainers import EvaluationFailed, PPOOptions, PPOTrainer, TrainerContext, TrainTask
 from poet.trainers.base import ErrorPolicy
 from poet.trainers.ppo import fold, merge_moments, unfold

@@ -2,7 +2,7 @@
 at small sizes.
 
 Their code blocks are read here: each `poet ...` line runs through the installed `poet`
-program from a scratch folder that has the project's `experiments/` and `notebooks/` (so the
+program from a scratch folder that has the project's `experiments/`, `notebooks/` and `docs/` (so the
 pages' relative paths mean what they do at the project root), in each page's order, with
 only what keeps it small added: a few iterations, rollouts in this process unless the line
 says where they go, and the pages' `runs/...-...` placeholders pointing at small runs. A
@@ -131,7 +131,7 @@ def scratch(tmp_path_factory) -> Path:
     """A folder laid out like the project root for the pages' relative paths, with small runs
     standing in for the pages' placeholders."""
     folder = tmp_path_factory.mktemp("readme")
-    for name in ("experiments", "notebooks"):
+    for name in ("experiments", "notebooks", "docs"):  # docs/examples: the pages' worked files
         (folder / name).symlink_to(ROOT / name)
     env = _env({})
     for cmd in (

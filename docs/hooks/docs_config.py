@@ -188,6 +188,8 @@ def sections() -> list[SectionDoc]:
     """Every table of the reference, in the order of a config file."""
     from poet.config import RunConfig
     from poet.curricula import CURRICULA
+    from poet.policies import MLP
+    from poet.policies.kinds import POLICY_KINDS, options_class, resolve_kind
     from poet.trainers import TRAINERS
 
     bounds = validate_bounds()
@@ -202,6 +204,17 @@ def sections() -> list[SectionDoc]:
             out.append(
                 section_doc(
                     options, f"trainer.{name}.", f"`trainer.{name}` ({options.__name__})", options_bounds(options)
+                )
+            )
+    for name in POLICY_KINDS:
+        options = options_class(resolve_kind(name)) if name != MLP else None
+        if options is not None:
+            out.append(
+                section_doc(
+                    options,
+                    "policy.options.",
+                    f"`policy.options` of `{name}` ({options.__name__})",
+                    options_bounds(options),
                 )
             )
     for name, cls in CURRICULA.items():

@@ -279,7 +279,7 @@ def robustness(
     chosen = list(agents) if agents is not None else kept_agents(run)
     klass = levels if isinstance(levels, int) else None
     if klass is not None:
-        family = read_parts(load_config(run.path / "config.yaml")).family
+        family = read_parts(load_config(run.path / "config.yaml"), policy=False).family
         levels = class_levels(family, klass, n, seed)
     long = score(run, chosen, list(levels), backend, workers)
     rows = []

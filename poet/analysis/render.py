@@ -21,10 +21,11 @@ from envs import EnvFamily, EnvParams
 from poet.analysis import load_run
 from poet.analysis.images import check_figure_out, course_figure, write_figure, write_gif
 from poet.config import ConfigError, load_config
-from poet.evaluation.rollout import Rows, step_slots
+from poet.evaluation.requests import Rows
+from poet.evaluation.slots import step_slots
 from poet.pair import Pair
 from poet.parts import RunParts, read_parts
-from poet.policies import BatchedPolicy, PolicySpec
+from poet.policies import PolicySpec, batched_policy
 from poet.runtime import checkpoint
 
 MAX_FRAMES = 300  # longer episodes are subsampled so GIFs stay small
@@ -134,7 +135,7 @@ def play_episode(
     so its return is the score of the same episode (tests/test_report.py). An env pinned to a
     course (`params.course_seed`) runs that course whatever `seed` says.
     """
-    policy = BatchedPolicy(spec, np.asarray(theta, dtype=np.float32)[None, :])
+    policy = batched_policy(spec, np.asarray(theta, dtype=np.float32)[None, :])
     reset_seed = params.reset_seed(seed)
     recorder = _Recorder(_make_rgb_env(family, params, name), name)
     try:

@@ -4,7 +4,7 @@ from poet.evaluation.inprocess import InProcessEvaluator
 from poet.evaluation.jobs import Job, JobResult
 from poet.evaluation.noise import NoiseTable, perturb
 from poet.evaluation.protocol import EvalError, EvalRequest, EvalResult, Evaluator, Perturbation, PolicyRef
-from poet.evaluation.rollout import RequestTable, RequestTableBuilder
+from poet.evaluation.requests import RequestTable, RequestTableBuilder
 
 __all__ = [
     "EvalError",

@@ -12,7 +12,8 @@ from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
 from poet.evaluation.policy_store import PolicyStore
 from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
-from poet.evaluation.rollout import RolloutTally, run_requests
+from poet.evaluation.requests import RolloutTally
+from poet.evaluation.rollout import run_requests
 from poet.policies import PolicySpec
 
 

@@ -1,9 +1,9 @@
 """How the pool cuts a wave into chunks, and how long each chunk or job may run.
 
-The rule: a family with a row kernel gets one chunk per worker (`ray.chunks_per_worker`
-sets another number), each an equal share of the wave's cost with the requests of a policy
-kept together; gymnasium envs stepped a few at a time get chunks that shrink as the wave
-goes, requests dealt costliest first. A request costs its rows times the mean episode
+The rule (`plan_wave`): a family with a row kernel gets one chunk per worker
+(`ray.chunks_per_worker` sets another number), each an equal share of the wave's cost with
+the requests of a policy kept together; gymnasium envs stepped a few at a time get chunks
+that shrink as the wave goes, requests dealt costliest first. A request costs its rows times the mean episode
 length seen on its env (its step cap until one is seen). Results never
 depend on any of this (a result is a function of its request only); only how busy the
 workers stay does.
@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from envs import EnvParams
-from poet.evaluation.rollout import RequestTable
+from poet.evaluation.requests import RequestTable
+from poet.evaluation.slots import ENV_SLOTS
+
+# the fewest episodes in a chunk of gymnasium envs (stepped ENV_SLOTS at a time): smaller last
+# chunks balance a wave's end better but each costs a round trip (on waves of 64 gymnasium walker
+# episodes in benchmarks/eval_pool.py, 8 beat both smaller and larger minimums)
+MIN_SLOT_CHUNK_ROWS = 2 * ENV_SLOTS
 
 
 @dataclass
@@ -151,6 +157,30 @@ def plan_guided(rows: np.ndarray, cost: np.ndarray, workers: int, min_rows: int,
     if chunk:
         chunks.append(chunk)
     return chunks
+
+
+def plan_wave(
+    wave: RequestTable,
+    rows: np.ndarray,
+    cost: np.ndarray,
+    workers: int,
+    max_rows: int,
+    steps_in_slots: bool,
+    chunks_per_worker: int | None = None,
+) -> list[list[int]]:
+    """The pool's chunks of a wave (the rule above) for `workers` workers: request i has
+    `rows[i]` distinct episodes and costs `cost[i]`; `steps_in_slots`: its episodes run as
+    gymnasium envs in slots; `chunks_per_worker` (None: the rule's own number) sets how many
+    chunks of balanced cost each worker gets."""
+    if chunks_per_worker is not None:
+        return plan_chunks(wave.policy, rows, cost, workers * chunks_per_worker, max_rows)
+    if steps_in_slots:
+        # gymnasium envs stepped ENV_SLOTS at a time: chunks shrinking towards the end of
+        # the wave, down to MIN_SLOT_CHUNK_ROWS episodes.
+        return plan_guided(rows, cost, workers, MIN_SLOT_CHUNK_ROWS, max_rows)
+    # a row kernel: one chunk of balanced cost per worker (rows are nearly free in a
+    # batch, and more chunks would only add round trips)
+    return plan_chunks(wave.policy, rows, cost, workers, max_rows)
 
 
 @dataclass

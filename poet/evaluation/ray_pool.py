@@ -27,42 +27,41 @@
 - Every chunk and job has a deadline once it starts running (`Deadlines`: by default a
   generous multiple of its work at the measured rate, never under a floor); one that runs past it
   has its worker killed and replaced and is retried like one whose worker died, so an
-  env step that never returns on a worker cannot hang a run. A stop request (`should_stop`) is
-  looked at several times a second and abandons the wave (`WaveInterrupted`).
+
+The pool's parts, each in its own place: its workers' lifecycle and diagnostics
+(`WorkerPool`, `poet.evaluation.worker_pool`); units in flight, retries and deadlines
+(`Dispatcher`, `poet.evaluation.dispatch`); how a wave is cut into chunks (`plan_wave`,
+`poet.evaluation.planning`). Here: what runs in each worker (`RolloutWorker`) and how a
+chunk travels to it (`pack_chunk`), one wave's results as they come wherever its chunks
+run (`_Wave`), one call's jobs (`_PoolJobs`), and `RayEvaluator`, the facade that puts
+them together.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import pickle
 import resource
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from envs import EnvCache, EnvFamily
-from poet.errors import WaveInterrupted
+from poet.evaluation.dispatch import Dispatcher
 from poet.evaluation.jobs import Job, JobResult, job_steps, run_job
 from poet.evaluation.noise import NoiseTable
-from poet.evaluation.planning import Deadlines, EpisodeLengths, plan_chunks, plan_guided
+from poet.evaluation.planning import Deadlines, EpisodeLengths, plan_wave
 from poet.evaluation.policy_store import PolicyStore
 from poet.evaluation.protocol import EvalRequest, EvalResult, PolicyRef
-from poet.evaluation.rollout import (
-    ENV_SLOTS,
-    Packed,
-    RequestTable,
-    RolloutTally,
-    error_result,
-    results_of,
-    row_kernel_of,
-    run_table,
-)
+from poet.evaluation.requests import RequestTable, RolloutTally, error_result
+from poet.evaluation.rollout import Packed, results_of, run_table
+from poet.evaluation.row_loop import row_kernel_of
+from poet.evaluation.worker_pool import PoolWorker, WorkerPool
 from poet.policies import PolicySpec
 
 
@@ -161,49 +160,10 @@ class RolloutWorker:
         return {"rss_mb": now_kb / 1024, "peak_rss_mb": peak_kb / 1024}
 
 
-def ray_failure(exc: BaseException) -> str:
-    """The exception's type and the first line of what Ray says about it (e.g. the exit code)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    detail = next(
-        (line for line in lines if "exit" in line.lower() or "killed" in line.lower()), lines[0] if lines else ""
-    )
-    return f"{type(exc).__name__}: {detail[:300]}" if detail else type(exc).__name__
-
-
-def _times(n: int) -> str:
-    return "once" if n == 1 else f"{n} times"
-
-
-@dataclass
-class _Unit:
-    items: list[int]
-    attempt: int
-    budget: float  # seconds it may run once started
-    answer: Any  # the Ray object ref of the call that runs it
-
-
-@dataclass
-class _Worker:
-    actor: Any
-    queue: deque[_Unit] = field(default_factory=deque)  # its submitted, unanswered units, in order
-    started: float = 0.0  # when the unit at the head of `queue` began running
-
-    @property
-    def inflight(self) -> int:
-        return len(self.queue)
-
-
 # A chunk's weights go with the call as byte strings each under Ray's 100 KB limit for
 # sending an argument inline: no object store reference to resolve or release for the usual
 # chunk; past Ray's inline budget for one call, Ray puts the rest in its object store.
 INLINE_PART_BYTES = 96 * 1024
-# the fewest episodes in a chunk of gymnasium envs (stepped ENV_SLOTS at a time): smaller last
-# chunks balance a wave's end better but each costs a round trip (on waves of 64 gymnasium walker
-# episodes in benchmarks/eval_pool.py, 8 beat both smaller and larger minimums)
-MIN_SLOT_CHUNK_ROWS = 2 * ENV_SLOTS
-# how often a waiting wave looks at stop requests and deadlines
-POLL_SECONDS = 0.25
-STARTUP_SECONDS = 300.0  # for a new worker to answer, before the pool gives up (no CPU for it on the cluster)
 # Expected env steps up to which a row-kernel wave runs in the driver. A small wave ends
 # sooner in one process than on the workers, whose round trip costs more than the steps it
 # shares out (benchmarks/small_waves.py measures where the two cross); this stays well below
@@ -211,8 +171,80 @@ STARTUP_SECONDS = 300.0  # for a new worker to answer, before the pool gives up 
 LOCAL_WAVE_STEPS = 8192
 
 
+class _Wave:
+    """One `evaluate` call: its requests as a table, and their results as its chunks deliver
+    them, wherever a chunk ran (in the driver, the driver's share, on a worker)."""
+
+    def __init__(self, requests: Sequence[EvalRequest], episode_lengths: EpisodeLengths, deadlines: Deadlines):
+        self.requests = requests
+        self.results: list[EvalResult | None] = [None] * len(requests)
+        self.steps = 0
+        # the wave as columns, once: its chunks are cut from them, and planned and costed on them
+        self.table = RequestTable.of(requests)
+        self.rows = self.table.rows()
+        self.caps = self.rows * self.table.max_steps  # a chunk's work for its deadline: its steps at their caps
+        self.episode_lengths, self.deadlines = episode_lengths, deadlines
+
+    def deliver(self, chunk: list[int], out: tuple[Packed, ChunkStats]) -> None:
+        """`run_chunk`'s answer for requests `chunk`: their results, and what the pool learns
+        from them for its plans and deadlines."""
+        packed, (seconds, chunk_steps, longest) = out
+        for i, r in zip(chunk, results_of(packed, self.table.episodes[chunk].tolist())):
+            self.results[i] = r
+        self.episode_lengths.observe(self.table, packed[1], [e for e, _ in packed[2]], chunk)
+        self.steps += chunk_steps
+        self.deadlines.observe("chunk", seconds, longest + chunk_steps)
+
+    def deliver_pickled(self, chunk: list[int], out: bytes, _elapsed: float) -> None:
+        """A worker's answer for requests `chunk` (`RolloutWorker.run`'s, pickled)."""
+        self.deliver(chunk, pickle.loads(out))
+
+    def give_up(self, chunk: list[int], message: str) -> None:
+        """Requests `chunk` failed on the workers: each gets an error result."""
+        for i in chunk:
+            self.results[i] = error_result(self.requests[i], message)
+
+    def budget(self, chunk: list[int]) -> float:
+        """How long requests `chunk` may run on a worker."""
+        return self.deadlines.budget("chunk", int(self.table.max_steps[chunk].max()) + int(self.caps[chunk].sum()))
+
+
+class _PoolJobs:
+    """One `run_jobs` call: its jobs, sent to the workers, and their results as they come."""
+
+    def __init__(self, jobs: Sequence[Job], pool: WorkerPool, deadlines: Deadlines):
+        self.jobs, self.pool, self.deadlines = jobs, pool, deadlines
+        self.results: list[JobResult | None] = [None] * len(jobs)
+
+    def cost(self, unit: list[int]) -> float:
+        """The env steps jobs `unit` cost together."""
+        return sum(self.jobs[i].cost for i in unit)
+
+    def submit(self, wi: int, unit: list[int]) -> Any:
+        """Jobs `unit` to worker `wi`."""
+        return self.pool.workers[wi].actor.run_jobs.remote([self.jobs[i] for i in unit])
+
+    def deliver(self, unit: list[int], out: list[JobResult], seconds: float) -> None:
+        """The results of jobs `unit`, which took their worker `seconds`."""
+        for i, r in zip(unit, out):
+            self.results[i] = r
+        self.deadlines.observe("job", seconds, self.cost(unit))
+
+    def give_up(self, unit: list[int], message: str) -> None:
+        """Jobs `unit` failed on the workers: each gets an error result."""
+        for i in unit:
+            self.results[i] = JobResult.failed(self.jobs[i], message)
+
+    def budget(self, unit: list[int]) -> float:
+        """How long jobs `unit` may run on a worker."""
+        return self.deadlines.budget("job", self.cost(unit))
+
+
 class RayEvaluator:
-    """Evaluator on a persistent pool of Ray actors (see the module docstring)."""
+    """Evaluator on a persistent pool of Ray actors (see the module docstring), a facade: its
+    workers are a `WorkerPool`, its units of work go out through a `Dispatcher`, its waves are
+    cut by `plan_wave`. It decides where each wave runs (in the driver, the driver's share, on
+    the workers), and collects a wave's results in a `_Wave`, a call's jobs in `_PoolJobs`."""
 
     def __init__(
         self,
@@ -236,8 +268,7 @@ class RayEvaluator:
             raise RuntimeError("the Ray pool needs a running Ray: start or join one first (ray.init)")
         self._ray = ray
         self._owns_ray = owns_ray  # shut Ray down on close: the caller started it for this pool
-        self.workers: list[_Worker] = []
-        self._noise_ref = None
+        self.pool: WorkerPool | None = None
         self.policies = PolicyStore(spec)  # sent with each chunk that uses them
         self.should_stop: Callable[[], bool] | None = None  # polled while a wave waits (stop requests)
         try:  # a failure from here on closes the workers started so far and a Ray this pool started
@@ -252,64 +283,47 @@ class RayEvaluator:
             self.chunks_per_worker = None if chunks_per_worker is None else int(chunks_per_worker)
             self.episode_lengths = EpisodeLengths()
             self.deadlines = deadlines if deadlines is not None else Deadlines()
-            self.inflight_per_worker = int(inflight_per_worker)
-            self.max_chunk_retries = int(max_chunk_retries)
+            inflight, retries = int(inflight_per_worker), int(max_chunk_retries)
             # waves expected to take at most this many env steps run here (compiled families only)
             self.local_wave_steps = 0 if self.steps_in_slots else int(local_wave_steps)
             self.local_waves = 0  # how many waves ran here
             self.noise = noise
-            # Fractional CPUs let a pool larger than the CPU count still schedule (tests, oversubscription).
-            self._num_cpus = min(1.0, cpus / self.num_workers)
-            self._actor_cls = ray.remote(num_cpus=self._num_cpus, max_restarts=0)(RolloutWorker)
-            self._noise_ref = ray.put(noise.noise) if noise is not None else None
-            self.restarts = 0
             self.env_steps = 0
-            self.workers = self._spawn(self.num_workers)
+            self.pool = WorkerPool(ray, RolloutWorker, family, spec, noise, self.batch_rows, self.num_workers, cpus)
+            self.dispatcher = Dispatcher(ray, self.pool, inflight, retries)
             # the driver takes a worker's share of a compiled family's waves; unset: when
             # every worker runs on the driver's node (one machine)
             if self.steps_in_slots:
                 self.driver_share = False
             else:
-                self.driver_share = self._on_one_node() if driver_share is None else bool(driver_share)
+                self.driver_share = self.pool.on_one_node() if driver_share is None else bool(driver_share)
             self.driver_shares = 0  # how many shares the driver ran
         except BaseException:
             self.close()
             raise
 
-    def _spawn(self, n: int) -> list[_Worker]:
-        """`n` new workers, started (fails early if they do not start)."""
-        actors = [
-            self._actor_cls.remote(self.family, self.spec.to_dict(), self._noise_ref, self.batch_rows) for _ in range(n)
-        ]
-        try:
-            self._get([a.pid.remote() for a in actors], STARTUP_SECONDS, "start")
-            return [_Worker(a) for a in actors]
-        except BaseException:
-            for actor in actors:
-                self._kill(actor)
-            raise
+    @property
+    def workers(self) -> list[PoolWorker]:
+        """The current workers (each one's Ray actor: `.actor`)."""
+        return self.pool.workers
 
-    def _on_one_node(self) -> bool:
-        """Whether every worker runs on the driver's node."""
-        here = self._ray.get_runtime_context().get_node_id()
-        nodes = self._get([w.actor.node.remote() for w in self.workers], STARTUP_SECONDS, "answer")
-        return all(node == here for node in nodes)
+    @property
+    def restarts(self) -> int:
+        """How many workers were replaced (died or overran)."""
+        return self.pool.restarts
 
-    def _kill(self, actor: Any) -> None:
-        try:
-            self._ray.kill(actor, no_restart=True)
-        except Exception:  # already dead
-            pass
+    @property
+    def _noise_ref(self) -> Any:
+        """The noise table's Ray object (None: no table, or closed)."""
+        return self.pool.noise_ref
 
-    def _get(self, refs: list, timeout: float, what: str) -> list:
-        try:
-            return self._ray.get(refs, timeout=timeout)
-        except self._ray.exceptions.GetTimeoutError:
-            raise RuntimeError(
-                f"the Ray pool's workers did not {what} within {timeout:.0f} s "
-                f"({self.num_workers} workers asked for {self._num_cpus:g} CPU each; "
-                f"the cluster has {self._ray.cluster_resources().get('CPU', 0):g})"
-            ) from None
+    @property
+    def inflight_per_worker(self) -> int:
+        return self.dispatcher.inflight_per_worker
+
+    @property
+    def max_chunk_retries(self) -> int:
+        return self.dispatcher.max_retries
 
     # ---------------------------------------------------------------- weights
 
@@ -321,14 +335,62 @@ class RayEvaluator:
 
     # ---------------------------------------------------------------- waves
 
+    def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
+        """One result per request, in order, each a function of its request only.
+
+        A wave of a compiled family expected (`episode_lengths`) to take at most
+        `local_wave_steps` env steps runs here in the driver (`_run_here`). Any other is cut
+        into chunks (`_plan`) that go to the workers (`_dispatch`); on one machine
+        (`driver_share`) the driver runs one worker's share meanwhile (`_run_share`). The env
+        steps simulated are added to `env_steps`. Raises WaveInterrupted when `should_stop`
+        turns true during the wave.
+        """
+        wave = _Wave(requests, self.episode_lengths, self.deadlines)
+        cost = self.episode_lengths.costs(wave.table)
+        if len(requests) and cost.sum() <= self.local_wave_steps:
+            self._run_here(wave, list(range(len(requests))), wave.table)
+            self.local_waves += 1
+        elif len(requests):
+            self._run_on_workers(wave, cost)
+        self.env_steps += wave.steps
+        return wave.results  # type: ignore[return-value]
+
+    def _run_here(self, wave: _Wave, chunk: list[int], table: RequestTable) -> None:
+        """Run requests `chunk` of the wave, whose table (in that order) is `table`, here."""
+        weights = self.policies.stack(table.keys)
+        out = run_chunk(self.family, self.spec, table, weights, self.noise, self.batch_rows, None, self.should_stop)
+        wave.deliver(chunk, out)
+
+    def _run_share(self, wave: _Wave, chunk: list[int]) -> None:
+        """The driver's share of the wave, requests `chunk`, run here while the workers run theirs."""
+        self._run_here(wave, chunk, wave.table.take(chunk))  # the plan's order, not the wave's
+        self.driver_shares += 1
+
+    def _run_on_workers(self, wave: _Wave, cost: np.ndarray) -> None:
+        """The wave's chunks on the workers, but the driver's share where it takes one."""
+        chunks = self._plan(wave.table, wave.rows, cost)
+        # a wave cut finer than one chunk per worker (more rows than `batch_rows` each, or
+        # `chunks_per_worker`) keeps every worker busy: a share would be one process too many
+        shared = self.driver_share and len(chunks) == self.num_workers and self.chunks_per_worker is None
+        mine = chunks.pop(0) if shared else None
+        self._dispatch(
+            chunks,
+            lambda wi, chunk: self._submit(wi, wave.table, chunk),
+            wave.deliver_pickled,
+            wave.give_up,
+            wave.budget,
+            None if mine is None else functools.partial(self._run_share, wave, mine),
+        )
+
+    def _plan(self, wave: RequestTable, rows: np.ndarray, cost: np.ndarray) -> list[list[int]]:
+        """The wave's chunks."""
+        return plan_wave(
+            wave, rows, cost, self.num_workers, self.batch_rows, self.steps_in_slots, self.chunks_per_worker
+        )
+
     def _submit(self, wi: int, wave: RequestTable, chunk: list[int]) -> Any:
         head, parts = pack_chunk(wave, chunk, self.policies)
         return self.workers[wi].actor.run.remote(head, *parts)
-
-    def _replace(self, wi: int) -> None:
-        self._kill(self.workers[wi].actor)
-        self.workers[wi] = self._spawn(1)[0]
-        self.restarts += 1
 
     def _dispatch(
         self,
@@ -339,221 +401,33 @@ class RayEvaluator:
         budget: Callable[[list[int]], float],
         alongside: Callable[[], None] | None = None,
     ) -> None:
-        """Dispatch units of work (lists of item indices) over the workers until all are done.
+        """Units of work over the workers until all are done (`Dispatcher.run`), abandoned
+        when `should_stop` turns true."""
+        self.dispatcher.run(units, submit, deliver, give_up, budget, alongside, self.should_stop)
 
-        `submit(worker_index, unit)` calls that worker with the unit (returns the call's ref), `deliver(unit,
-        output, seconds)` takes its answer, `budget(unit)` is its deadline in seconds, and
-        `give_up(unit, message)` is called for a unit whose worker died or that ran past
-        its deadline more than `max_chunk_retries` times. Such a worker is killed and
-        replaced; the unit that was running on it is re-run in halves (so in the end only a
-        request that kills workers or never finishes fails), the units queued behind it are
-        re-run as they were. Each unit is delivered exactly once. If the wave is given up (a
-        stop request, an error), the answers still to come belong to no one and are skipped,
-        not taken for the next wave's. `alongside`, if given, runs in the driver once the
-        first units are sent (at once where there are none).
-        """
-        queue = deque((unit, 0) for unit in units)
-
-        def fail(wi: int, why: Callable[[int], str]) -> None:
-            self._fail(queue, give_up, wi, why)
-
-        try:
-            while queue or any(w.queue for w in self.workers) or alongside is not None:
-                if self.should_stop is not None and self.should_stop():
-                    raise WaveInterrupted("stop requested during a wave")
-                self._submit_queued(queue, submit, budget)
-                if alongside is not None:
-                    alongside, run = None, alongside
-                    run()
-                    continue  # the answers that came meanwhile, and any stop request, on the next turn
-                self._take_answers(deliver, fail)
-                now = time.monotonic()
-                for wi, worker in enumerate(self.workers):
-                    if worker.queue and now > worker.started + worker.queue[0].budget:
-                        limit = worker.queue[0].budget
-                        fail(
-                            wi,
-                            lambda n, t=limit: (
-                                f"it ran past its deadline of {t:.3g} s {_times(n)} (its worker was killed)"
-                            ),
-                        )
-        finally:  # a wave given up (a stop request, an error): its answers still to come are skipped
-            for worker in self.workers:
-                worker.queue.clear()
-
-    def _fail(
-        self, queue: deque, give_up: Callable[[list[int], str], None], wi: int, why: Callable[[int], str]
-    ) -> None:
-        """Worker `wi` died or overran running its head unit: replace it and re-plan its units.
-        `why(n)` says what happened n times."""
-        head, *behind = self.workers[wi].queue
-        self._replace(wi)
-        for e in reversed(behind):  # not theirs to pay for: same attempt, front of the queue
-            queue.appendleft((e.items, e.attempt))
-        if len(head.items) > 1:
-            half = len(head.items) // 2
-            queue.appendleft((head.items[half:], head.attempt))
-            queue.appendleft((head.items[:half], head.attempt))
-        elif head.attempt + 1 > self.max_chunk_retries:
-            give_up(head.items, why(head.attempt + 1))
-        else:
-            queue.appendleft((head.items, head.attempt + 1))
-
-    def _submit_queued(
-        self, queue: deque, submit: Callable[[int, list[int]], Any], budget: Callable[[list[int]], float]
-    ) -> None:
-        """The next units (the costliest left first) to the least busy workers, so a wave of a few
-        big chunks spreads over all workers instead of queueing on the first."""
-        while queue:
-            wi = min(range(len(self.workers)), key=lambda w: self.workers[w].inflight)
-            worker = self.workers[wi]
-            # Queueing a unit behind a running one hides the call's latency, but the last
-            # units of a wave go only to idle workers: queued behind a long unit, one would
-            # keep its worker busy while the others have nothing left to do.
-            if worker.inflight >= (self.inflight_per_worker if len(queue) > len(self.workers) else 1):
-                break
-            unit, attempt = queue.popleft()
-            if not worker.queue:
-                worker.started = time.monotonic()
-            worker.queue.append(_Unit(unit, attempt, budget(unit), submit(wi, unit)))
-
-    def _take_answers(
-        self, deliver: Callable[[list[int], Any, float], None], fail: Callable[[int, Callable[[int], str]], None]
-    ) -> None:
-        """Wait (until the next deadline, at most POLL_SECONDS) for a worker's head unit and
-        deliver what has come; a dead worker's unit goes to `fail`."""
-        now = time.monotonic()
-        due = min((w.started + w.queue[0].budget for w in self.workers if w.queue), default=now)
-        heads = {w.queue[0].answer: wi for wi, w in enumerate(self.workers) if w.queue}
-        ready, _ = self._ray.wait(list(heads), num_returns=1, timeout=min(POLL_SECONDS, max(0.0, due - now)))
-        for ref in ready:
-            wi = heads[ref]
-            worker = self.workers[wi]
-            try:
-                out = self._ray.get(ref)
-            except (
-                self._ray.exceptions.RayActorError,
-                self._ray.exceptions.WorkerCrashedError,
-                self._ray.exceptions.ObjectLostError,
-            ) as exc:
-                reason = ray_failure(exc)
-                fail(wi, lambda n, r=reason: f"the worker died {_times(n)} running it ({r})")
-                continue
-            entry = worker.queue.popleft()
-            now = time.monotonic()
-            seconds, worker.started = now - worker.started, now  # the next unit starts now
-            deliver(entry.items, out, seconds)
-
-    def _plan(self, wave: RequestTable, rows: np.ndarray, cost: np.ndarray) -> list[list[int]]:
-        """The wave's chunks."""
-        if self.chunks_per_worker is not None:
-            return plan_chunks(wave.policy, rows, cost, self.num_workers * self.chunks_per_worker, self.batch_rows)
-        if self.steps_in_slots:
-            # gymnasium envs stepped ENV_SLOTS at a time: chunks shrinking towards the end of
-            # the wave, down to MIN_SLOT_CHUNK_ROWS episodes.
-            return plan_guided(rows, cost, self.num_workers, MIN_SLOT_CHUNK_ROWS, self.batch_rows)
-        # a row kernel: one chunk of balanced cost per worker (rows are nearly free in a
-        # batch, and more chunks would only add round trips)
-        return plan_chunks(wave.policy, rows, cost, self.num_workers, self.batch_rows)
-
-    def evaluate(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
-        results: list[EvalResult | None] = [None] * len(requests)
-        steps = 0
-        # the wave as columns, once: its chunks are cut from them, and planned and costed on them
-        wave = RequestTable.of(requests)
-        rows = wave.rows()
-        caps = rows * wave.max_steps  # a chunk's work for its deadline: its steps at their caps
-
-        def deliver(chunk: list[int], out: tuple[Packed, ChunkStats]) -> None:
-            nonlocal steps
-            packed, (seconds, chunk_steps, longest) = out
-            for i, r in zip(chunk, results_of(packed, wave.episodes[chunk].tolist())):
-                results[i] = r
-            self.episode_lengths.observe(wave, packed[1], [e for e, _ in packed[2]], chunk)
-            steps += chunk_steps
-            self.deadlines.observe("chunk", seconds, longest + chunk_steps)
-
-        def give_up(chunk: list[int], message: str) -> None:
-            for i in chunk:
-                results[i] = error_result(requests[i], message)
-
-        def budget(chunk: list[int]) -> float:
-            return self.deadlines.budget("chunk", int(wave.max_steps[chunk].max()) + int(caps[chunk].sum()))
-
-        def run_here(chunk: list[int], table: RequestTable) -> None:
-            """Run requests `chunk` of the wave, whose table (in that order) is `table`, here."""
-            weights = self.policies.stack(table.keys)
-            out = run_chunk(self.family, self.spec, table, weights, self.noise, self.batch_rows, None, self.should_stop)
-            deliver(chunk, out)
-
-        cost = self.episode_lengths.costs(wave)
-        if len(requests) and cost.sum() <= self.local_wave_steps:
-            run_here(list(range(len(requests))), wave)
-            self.local_waves += 1
-        elif len(requests):
-            chunks = self._plan(wave, rows, cost)
-            # a wave cut finer than one chunk per worker (more rows than `batch_rows` each, or
-            # `chunks_per_worker`) keeps every worker busy: a share would be one process too many
-            shared = self.driver_share and len(chunks) == self.num_workers and self.chunks_per_worker is None
-            mine = chunks.pop(0) if shared else None
-
-            def share() -> None:
-                run_here(mine, wave.take(mine))  # the plan's order, not the wave's
-                self.driver_shares += 1
-
-            self._dispatch(
-                chunks,
-                lambda wi, chunk: self._submit(wi, wave, chunk),
-                lambda chunk, out, _elapsed: deliver(chunk, pickle.loads(out)),
-                give_up,
-                budget,
-                None if mine is None else share,
-            )
-        self.env_steps += steps
-        return results  # type: ignore[return-value]
+    # ---------------------------------------------------------------- jobs
 
     def run_jobs(self, jobs: Sequence[Job]) -> list[JobResult]:
         """One job per dispatch, the costliest first; results in the order of `jobs`."""
-        results: list[JobResult | None] = [None] * len(jobs)
+        batch = _PoolJobs(jobs, self.pool, self.deadlines)
         order = sorted(range(len(jobs)), key=lambda i: -jobs[i].cost)
-
-        def submit(wi: int, unit: list[int]) -> Any:
-            return self.workers[wi].actor.run_jobs.remote([jobs[i] for i in unit])
-
-        def deliver(unit: list[int], out: list[JobResult], seconds: float) -> None:
-            for i, r in zip(unit, out):
-                results[i] = r
-            self.deadlines.observe("job", seconds, sum(jobs[i].cost for i in unit))
-
-        def give_up(unit: list[int], message: str) -> None:
-            for i in unit:
-                results[i] = JobResult.failed(jobs[i], message)
-
-        self._dispatch(
-            [[i] for i in order],
-            submit,
-            deliver,
-            give_up,
-            lambda unit: self.deadlines.budget("job", sum(jobs[i].cost for i in unit)),
-        )
-        self.env_steps += job_steps(results)  # type: ignore[arg-type]
-        return results  # type: ignore[return-value]
+        self._dispatch([[i] for i in order], batch.submit, batch.deliver, batch.give_up, batch.budget)
+        self.env_steps += job_steps(batch.results)  # type: ignore[arg-type]
+        return batch.results  # type: ignore[return-value]
 
     # ---------------------------------------------------------------- introspection and shutdown
 
     def worker_pids(self) -> list[int]:
         """Process ids of the current workers."""
-        return self._get([w.actor.pid.remote() for w in self.workers], STARTUP_SECONDS, "answer")
+        return self.pool.pids()
 
     def worker_memory(self) -> list[dict[str, float]]:
         """Current and peak resident memory of each worker, in MB."""
-        return self._get([w.actor.memory.remote() for w in self.workers], STARTUP_SECONDS, "answer")
+        return self.pool.memory()
 
     def close(self) -> None:
-        for w in self.workers:
-            self._kill(w.actor)
-        self.workers = []
+        if self.pool is not None:
+            self.pool.close()
         self.policies.clear()
-        self._noise_ref = None
         if self._owns_ray and self._ray.is_initialized():
             self._ray.shutdown()

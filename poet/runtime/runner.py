@@ -75,13 +75,15 @@ def check_cluster_address(cfg: RunConfig) -> None:
 
 
 @contextlib.contextmanager
-def workers_checked(cfg: RunConfig) -> Iterator[None]:
+def workers_checked(cfg: RunConfig, family: EnvFamily | None = None) -> Iterator[None]:
     """Before the run directory is touched: a `module:Name` of the user's that the Ray workers
-    need (the family's, a trainer's) and cannot import is a ConfigError naming the field, the
-    module and `ray.runtime_env`. Only a config that names such code starts or joins Ray to
-    ask them; a Ray started here is shut down when the block ends."""
-    named = (("env.family", cfg.env.family), ("trainer.name", cfg.trainer.name))
+    need (the family's, a trainer's, the module of the `family`'s own gymnasium env) and cannot
+    import is a ConfigError naming the field, the module and `ray.runtime_env`. Only a config
+    that names such code starts or joins Ray to ask them; a Ray started here is shut down when
+    the block ends."""
+    named = (("env.family", cfg.env.family), ("trainer.name", cfg.trainer.name), ("policy.kind", cfg.policy.kind))
     needed = {field: value.split(":", 1)[0] for field, value in named if ":" in str(value)}
+    needed.update(_env_module(cfg, family))
     if cfg.evaluation.backend != "ray" or not needed:
         yield
         return
@@ -104,6 +106,22 @@ def workers_checked(cfg: RunConfig) -> Iterator[None]:
     finally:
         if started:
             ray.shutdown()
+
+
+def _env_module(cfg: RunConfig, family: EnvFamily | None) -> dict[str, str]:
+    """{config field: module} for the user's module the family's envs are made from (a gymnasium
+    env id of theirs, `GymFamily.worker_module`), under the field that names the id."""
+    module = getattr(family, "worker_module", None)
+    if not isinstance(module, str) or not module:
+        return {}
+    options = cfg.env.options
+    if "env_id" in options:
+        field = "env.options.env_id"
+    elif "spec" in options:
+        field = "env.options.spec (its env_id)"
+    else:  # the user's factory chose the id; a field of its own beside env.family's module
+        field = "env.family (its env id)"
+    return {field: module}
 
 
 def make_evaluator(parts: RunParts, noise: NoiseTable | None) -> Evaluator:
@@ -220,7 +238,7 @@ def run(
     parts = check_parts(cfg)
     check_cluster_address(cfg)
     config_path = config if isinstance(config, (str, Path)) else None
-    with workers_checked(cfg):
+    with workers_checked(cfg, parts.family):
         run_dir = prepare_out_dir(out if out is not None else default_out_dir(config_path))
         with RunDirLock(run_dir):  # one writer per run directory
             save_config(cfg, run_dir / "config.yaml")
@@ -289,7 +307,7 @@ def resume(
         if snapshot is not None and snapshot.iteration >= cfg.iterations:
             return _already_done(run_dir, snapshot, cfg.iterations)
         check_cluster_address(cfg)
-        with workers_checked(cfg):
+        with workers_checked(cfg, parts.family):
             truncate_tables(run_dir, snapshot.table_rows if snapshot is not None else {})
             if cfg.iterations != saved.iterations:  # only the target: where this resume runs is its own
                 save_config(dataclasses.replace(saved, iterations=cfg.iterations), config_path)

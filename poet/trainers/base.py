@@ -100,6 +100,9 @@ class Trainer(Protocol):
     # Optional: `trains_on_levels = True` when `step` spreads its rollouts over a task's
     # `levels` (robust PLR, ACCEL and DR give a batch each iteration and refuse a trainer
     # without it, rather than let it train on the first level alone).
+    # Optional: `check_policy(options, spec) -> [(option, problem)]`, a static method: the
+    # options that cannot train this policy (`PolicySpec`: its kind), each a ConfigError
+    # naming the trainer's option before the run starts.
     # Optional: `propose(tasks, evaluator, plain=False) -> list[np.ndarray]`, one step from
     # each task's theta and state that commits nothing (transfer and child-admission
     # candidates); `plain` asks for a plain gradient step from a fresh state. Trainers

@@ -45,6 +45,7 @@ import numpy as np
 from poet.config import out_of_range
 from poet.evaluation import EvalRequest, Evaluator
 from poet.evaluation.jobs import Job
+from poet.policies import PolicySpec
 from poet.trainers.base import EvaluationFailed, TrainerContext, TrainStep, TrainTask
 
 JOB_FN = "poet.trainers.ppo_job:ppo_job"
@@ -77,8 +78,9 @@ class PPOOptions:
     advantage_norm: Literal["minibatch", "batch"] = "minibatch"
     max_grad_norm: float = 0.5  # the gradient of actor, log-std and value net together is clipped to this norm
     init_log_std: float = -0.5  # initial log-std of the Gaussian over the pre-squash actions (learned, per action)
-    # hidden layer sizes of the value network (the policy's activation); it lives in the
-    # trainer's state, not in the agent's theta
+    # hidden layer sizes of the value network (the policy's activation) of an mlp policy; it
+    # lives in the trainer's state, not in the agent's theta (another kind's value net is a
+    # network of the policy's own kind and options, with one output)
     value_hidden: list[int] = field(default_factory=lambda: [64, 64])
     # the value network's first weights: "normc" (normalised columns, a small last layer), or
     # "orthogonal" with gain sqrt 2 in every layer (dcd's critic)
@@ -253,6 +255,20 @@ class PPOTrainer:
             "updates": 0,
             "env_steps": 0,
         }
+
+    @staticmethod
+    def check_policy(options: PPOOptions, spec: PolicySpec) -> list[tuple[str, str]]:
+        """(option, problem) for options this policy cannot train with: a torch kind's first
+        layer cannot take the observation normaliser (`poet.trainers.ppo_recurrent`)."""
+        if options.normalize_obs and not spec.compiled:
+            return [
+                (
+                    "normalize_obs",
+                    f"policy kind {spec.kind!r} cannot fold the observation normaliser into its weights (only the "
+                    "mlp can); set it to false to train on raw observations",
+                )
+            ]
+        return []
 
     def reset_state(self, state: dict[str, Any], theta: np.ndarray) -> dict[str, Any]:
         """A transferred agent starts afresh here (its normaliser is already folded into theta)."""

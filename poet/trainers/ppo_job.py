@@ -17,7 +17,7 @@ import torch
 from envs import EnvParams
 from poet.evaluation.jobs import WorkerView
 from poet.policies import PolicySpec, init_flat, init_orthogonal
-from poet.torch_policy import MLPPolicy, to_actions
+from poet.policies.mlp_torch import MLPPolicy, to_actions
 from poet.trainers.adam import adam_step
 from poet.trainers.ppo import (
     STD_EPS,
@@ -30,15 +30,16 @@ from poet.trainers.ppo import (
     positive_value_loss,
     unfold,
 )
-
-LOG_2PI = math.log(2.0 * math.pi)
-
+from poet.trainers.ppo_recurrent import KindLearner, clipped_grad, log_prob_entropy, update_sequences
 
 # ---------------------------------------------------------------- the learner inside a job
 
 
 class _Learner:
-    """Actor, log-std and value net in normalised coordinates, as one flat parameter vector."""
+    """The mlp's actor, log-std and value net in normalised coordinates, as one flat parameter
+    vector (a torch kind's learner is `poet.trainers.ppo_recurrent.KindLearner`)."""
+
+    recurrent = False
 
     def __init__(self, spec: PolicySpec, value_hidden: Sequence[int]):
         self.spec = spec
@@ -69,15 +70,33 @@ class _Learner:
 
     def log_prob_entropy(self, out: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probability of samples `u` under the policy with outputs `out`, and its entropy."""
-        if self.box:
-            z = (u - out) / torch.exp(self.log_std)
-            logp = (-0.5 * z * z - self.log_std - 0.5 * LOG_2PI).sum(-1)
-            ent = (self.log_std + 0.5 * (1.0 + LOG_2PI)).sum().expand(out.shape[0])
-            return logp, ent
-        logits = torch.log_softmax(out, dim=-1)
-        logp = logits.gather(-1, u.long().unsqueeze(-1)).squeeze(-1)
-        ent = -(logits.exp() * logits).sum(-1)
-        return logp, ent
+        return log_prob_entropy(self.box, self.log_std, out, u)
+
+    def policy_out(self, z: torch.Tensor) -> torch.Tensor:
+        return self.actor(z)
+
+    def value_out(self, z: torch.Tensor) -> torch.Tensor:
+        return self.value(z).squeeze(-1)
+
+    def begin(self, envs: list[int]) -> None:
+        """These envs start new episodes (an MLP keeps no state)."""
+
+    def initial_states(self) -> None:
+        return None
+
+    def load_stored(self, theta: np.ndarray, state: dict[str, Any], norm: Normaliser) -> None:
+        """The stored (raw-observation) networks, expressed in the normaliser's current coordinates."""
+        self.load(
+            unfold(theta, self.spec.obs_dim, self.spec.layer_sizes[1], norm.mean, norm.std),
+            state["log_std"],
+            unfold(state["value"], self.spec.obs_dim, self.value_spec.layer_sizes[1], norm.mean, norm.std),
+        )
+
+    def stored(self, norm: Normaliser) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(theta, log_std, value) on raw observations: the normaliser folded into the first layers."""
+        actor, log_std, value = self.split()
+        theta = fold(actor, self.spec.obs_dim, self.spec.layer_sizes[1], norm.mean, norm.std)
+        return theta, log_std, fold(value, self.spec.obs_dim, self.value_spec.layer_sizes[1], norm.mean, norm.std)
 
     @torch.no_grad()
     def sample(self, z: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -94,7 +113,7 @@ class _Learner:
         return u.numpy(), logp.numpy(), self.value(zt).squeeze(-1).numpy()
 
     @torch.no_grad()
-    def values(self, z: np.ndarray) -> np.ndarray:
+    def values(self, z: np.ndarray, envs: list[int] | None = None) -> np.ndarray:
         return self.value(torch.as_tensor(z, dtype=torch.float32)).squeeze(-1).numpy()
 
 
@@ -110,6 +129,7 @@ class _Batch:
     episode_returns: list[float]
     episode_lengths: list[int]
     episode_slots: list[int]  # the env each finished episode ran in
+    initial_state: Any = None  # a recurrent learner's states at the rollout's first step
 
 
 class _Rollouts:
@@ -132,8 +152,9 @@ class _Rollouts:
     def _fail(self, i: int, what: str) -> RuntimeError:
         return RuntimeError(f"env {self.levels[i].to_json()}: {what}")
 
-    def collect(self, learner: _Learner, norm: Normaliser, n_steps: int) -> _Batch:
+    def collect(self, learner: Any, norm: Normaliser, n_steps: int) -> _Batch:
         n = len(self.envs)
+        initial_state = learner.initial_states()
         dim = self.obs.shape[1]
         obs = np.empty((n_steps, n, dim))
         us, logps, vals, rews = [], np.empty((n_steps, n)), np.empty((n_steps, n)), np.empty((n_steps, n))
@@ -147,6 +168,7 @@ class _Rollouts:
             us.append(u)
             actions = learner.env_actions(u)
             truncated_obs: dict[int, np.ndarray] = {}
+            started: list[int] = []
             for i, env in enumerate(self.envs):
                 try:
                     o, r, term, trunc, _ = env.step(actions[i])
@@ -166,6 +188,7 @@ class _Rollouts:
                         truncated_obs[i] = o
                     self.ep_return[i], self.ep_len[i] = 0.0, 0
                     o = self._reset(i)
+                    started.append(i)
                 self.obs[i] = o
             # one look per step for all envs (almost never true): the first bad env is named
             bad = ~(np.isfinite(rews[t]) & np.isfinite(step_obs).all(axis=1))
@@ -174,13 +197,25 @@ class _Rollouts:
                 raise self._fail(i, f"non-finite reward or observation (reward {rews[t, i]})")
             if truncated_obs:  # bootstrap a time-limit cut from the value of where it stopped
                 idx = sorted(truncated_obs)
-                next_v[t, idx] = learner.values(norm.apply(np.stack([truncated_obs[i] for i in idx])))
+                next_v[t, idx] = learner.values(norm.apply(np.stack([truncated_obs[i] for i in idx])), idx)
+            if started:  # after the bootstrap, which reads the ended episodes' states
+                learner.begin(started)
         # the value of the state after each step that did not end an episode
         next_v[:-1] = np.where(cont[:-1] > 0, vals[1:], next_v[:-1])
         last = learner.values(norm.apply(self.obs))
         next_v[-1] = np.where(cont[-1] > 0, last, next_v[-1])
         return _Batch(
-            obs, np.stack(us), logps, vals, rews, next_v, cont, finished_returns, finished_lengths, finished_slots
+            obs,
+            np.stack(us),
+            logps,
+            vals,
+            rews,
+            next_v,
+            cont,
+            finished_returns,
+            finished_lengths,
+            finished_slots,
+            initial_state,
         )
 
     def close(self) -> None:
@@ -261,11 +296,11 @@ def _update(
             a = adv_t[idx]
             if o.advantage_norm == "minibatch" and size > 1:
                 a = (a - a.mean()) / (a.std() + 1e-8)
-            logp, ent = learner.log_prob_entropy(learner.actor(zt[idx]), ut[idx])
+            logp, ent = learner.log_prob_entropy(learner.policy_out(zt[idx]), ut[idx])
             log_ratio = logp - old_logp[idx]
             ratio = torch.exp(log_ratio)
             policy_loss = -torch.min(ratio * a, torch.clamp(ratio, 1 - o.clip, 1 + o.clip) * a).mean()
-            predicted = learner.value(zt[idx]).squeeze(-1)
+            predicted = learner.value_out(zt[idx])
             if o.value_loss == "huber":
                 value_loss = torch.nn.functional.smooth_l1_loss(predicted, ret_t[idx])
             else:
@@ -275,14 +310,7 @@ def _update(
             for p in learner.params:
                 p.grad = None
             loss.backward()
-            grad = (
-                torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in learner.params])
-                .numpy()
-                .astype(np.float64)
-            )
-            norm = float(np.linalg.norm(grad))
-            if norm > o.max_grad_norm:
-                grad *= o.max_grad_norm / norm
+            grad = clipped_grad(learner.params, o.max_grad_norm)
             new, moments = adam_step(learner.get(), grad, adam, o.lr, o.beta1, o.beta2, o.adam_eps)
             adam.update(moments)
             learner.set(new)
@@ -301,30 +329,21 @@ def _update(
 
 def _job_setup(
     worker: WorkerView, payload: dict[str, Any]
-) -> tuple[PPOOptions, dict[str, Any], np.ndarray, np.random.Generator, _Learner]:
+) -> tuple[PPOOptions, dict[str, Any], np.ndarray, np.random.Generator, Any]:
     """A job's options, its own copy of the agent's state (a fresh value net for an agent that
-    never trained, drawn first from the job's generator), theta, the generator and a learner."""
+    never trained, drawn first from the job's generator), theta, the generator and a learner
+    (the mlp's, or a torch kind's with a recurrent state per env of the job)."""
     o = PPOOptions(**payload["options"])
     state = {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in payload["state"].items()}
     rng = np.random.Generator(np.random.PCG64(int(payload["seed"])))
-    learner = _Learner(worker.spec, o.value_hidden)
+    spec: PolicySpec = worker.spec
+    learner = _Learner(spec, o.value_hidden) if spec.compiled else KindLearner(spec, len(_levels(payload, o)))
     if state["value"].size == 0:  # first job of this agent: a fresh value net
         if o.value_init == "orthogonal":
             state["value"] = init_orthogonal(learner.value_spec, rng, last_gain=math.sqrt(2.0))
         else:
             state["value"] = init_flat(learner.value_spec, rng, o.value_init)
     return o, state, np.asarray(payload["theta"], dtype=np.float32), rng, learner
-
-
-def _load_networks(
-    learner: _Learner, spec: PolicySpec, theta: np.ndarray, state: dict[str, Any], norm: Normaliser
-) -> None:
-    """The stored (raw-observation) networks, expressed in the normaliser's current coordinates."""
-    learner.load(
-        unfold(theta, spec.obs_dim, spec.layer_sizes[1], norm.mean, norm.std),
-        state["log_std"],
-        unfold(state["value"], spec.obs_dim, learner.value_spec.layer_sizes[1], norm.mean, norm.std),
-    )
 
 
 def _levels(payload: dict[str, Any], o: PPOOptions) -> list[EnvParams]:
@@ -337,9 +356,6 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
     With a batch of levels, each level has one env, and the result has each level's metrics
     from the last rollout (`_level_metrics`)."""
     o, state, theta, rng, learner = _job_setup(worker, payload)
-    spec: PolicySpec = worker.spec
-    h_actor = spec.layer_sizes[1]
-    h_value = learner.value_spec.layer_sizes[1]
     if state["adam_m"].size == 0:
         dim = learner.get().size
         state["adam_m"], state["adam_v"] = np.zeros(dim, np.float32), np.zeros(dim, np.float32)
@@ -355,23 +371,21 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
 
     try:
         for update in range(o.updates_per_iteration):
-            _load_networks(learner, spec, theta, state, norm)
+            learner.load_stored(theta, state, norm)
             batch = rollouts.collect(learner, norm, o.n_steps)
             returns += batch.episode_returns
             lengths += batch.episode_lengths
             # New statistics, same functions: re-express the networks in the new coordinates.
             norm.update(batch.obs.reshape(-1, batch.obs.shape[-1]))
-            _load_networks(learner, spec, theta, state, norm)
+            learner.load_stored(theta, state, norm)
             rewards = _scale_rewards(batch, state, o, ret_acc, update=True)
             if payload.get("levels") and update == o.updates_per_iteration - 1:  # the last rollout's
                 level_metrics = _level_metrics(batch, rewards, o)
             z = norm.apply(batch.obs.reshape(-1, batch.obs.shape[-1])).reshape(*batch.obs.shape[:2], -1)
-            for k, v in _update(learner, batch, z, rewards, adam, o, rng).items():
+            update_fn = update_sequences if learner.recurrent else _update
+            for k, v in update_fn(learner, batch, z, rewards, adam, o, rng).items():
                 totals[k] = totals.get(k, 0.0) + v / o.updates_per_iteration
-            actor, log_std, value = learner.split()
-            theta = fold(actor, spec.obs_dim, h_actor, norm.mean, norm.std)
-            state["value"] = fold(value, spec.obs_dim, h_value, norm.mean, norm.std)
-            state["log_std"] = log_std
+            theta, state["log_std"], state["value"] = learner.stored(norm)
             state["updates"] = int(state["updates"]) + 1
             state["env_steps"] = int(state["env_steps"]) + o.n_steps * len(levels)
     finally:
@@ -408,7 +422,7 @@ def ppo_regret_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any
     dcd's VecNormalize does in every rollout) or leaves as they are."""
     o, state, theta, rng, learner = _job_setup(worker, payload)
     norm = Normaliser(state, o.normalize_obs, o.obs_std_floor)
-    _load_networks(learner, worker.spec, theta, state, norm)
+    learner.load_stored(theta, state, norm)
     levels = _levels(payload, o)
     rollouts = _Rollouts(worker, levels, int(payload["max_steps"]), rng)
     try:

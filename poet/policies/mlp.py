@@ -1,156 +1,22 @@
-"""MLP policies with flat parameter vectors, and a batched forward for evaluation.
+"""The `mlp` kind's compiled forward: many episodes, each row with its own weights.
 
-A policy is described by a `PolicySpec` (sizes, activation, action kind) and its weights
-are one flat float32 numpy vector in the order of `torch.nn.utils.parameters_to_vector`.
-The torch module of a policy is in `poet.torch_policy`; this module needs no torch, so an
-evaluation worker that only runs rollouts never loads it.
+An MLP is described by a `PolicySpec` (sizes, activation, action kind) and its weights are
+one flat float32 numpy vector in the order of `torch.nn.utils.parameters_to_vector`. Its
+torch module is in `poet.policies.mlp_torch`; this module needs no torch, so an evaluation
+worker that only runs MLP rollouts never loads it.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from pathlib import Path
 
-import gymnasium as gym
 import numba
 import numpy as np
 
-from envs.compiled_cache import drop_stale_cache
-
-# before any of the package's compiled code loads from numba's cache (`poet.dense` and this
-# module compile lazily, the evaluator's row loop as it is imported, after this module)
-drop_stale_cache(Path(__file__).parent)
-
-from poet.dense import dense  # noqa: E402
+from poet.dense import dense
+from poet.policies.spec import PolicySpec
 
 ACTIVATION_CODES = {"tanh": 0, "relu": 1}
-
-
-@dataclass(frozen=True)
-class PolicySpec:
-    """Architecture of an MLP policy. `action_kind` is 'box' (tanh, scaled to bounds) or 'discrete' (argmax)."""
-
-    obs_dim: int
-    act_dim: int
-    hidden: tuple[int, ...] = (40, 40)
-    activation: str = "tanh"
-    action_kind: str = "box"
-    action_low: tuple[float, ...] = ()
-    action_high: tuple[float, ...] = ()
-
-    @property
-    def layer_sizes(self) -> list[int]:
-        """Input, hidden and output sizes."""
-        return [self.obs_dim, *self.hidden, self.act_dim]
-
-    @property
-    def num_params(self) -> int:
-        """Length of the flat parameter vector."""
-        sizes = self.layer_sizes
-        return sum(sizes[i] * sizes[i + 1] + sizes[i + 1] for i in range(len(sizes) - 1))
-
-    def to_dict(self) -> dict:
-        """Plain JSON-ready form."""
-        return {
-            "obs_dim": self.obs_dim,
-            "act_dim": self.act_dim,
-            "hidden": list(self.hidden),
-            "activation": self.activation,
-            "action_kind": self.action_kind,
-            "action_low": list(self.action_low),
-            "action_high": list(self.action_high),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> PolicySpec:
-        """Inverse of to_dict."""
-        return cls(
-            obs_dim=int(d["obs_dim"]),
-            act_dim=int(d["act_dim"]),
-            hidden=tuple(int(h) for h in d["hidden"]),
-            activation=str(d["activation"]),
-            action_kind=str(d["action_kind"]),
-            action_low=tuple(float(x) for x in d["action_low"]),
-            action_high=tuple(float(x) for x in d["action_high"]),
-        )
-
-
-def spec_for_spaces(
-    observation_space: gym.Space, action_space: gym.Space, hidden: tuple[int, ...], activation: str
-) -> PolicySpec:
-    """The policy spec that fits an env's spaces."""
-    if activation not in ACTIVATION_CODES:
-        raise ValueError(f"unknown activation {activation!r}; known: {', '.join(ACTIVATION_CODES)}")
-    obs_dim = int(np.prod(observation_space.shape))
-    if isinstance(action_space, gym.spaces.Discrete):
-        return PolicySpec(obs_dim, int(action_space.n), tuple(hidden), activation, "discrete")
-    if isinstance(action_space, gym.spaces.Box):
-        low = np.broadcast_to(action_space.low, action_space.shape).ravel()
-        high = np.broadcast_to(action_space.high, action_space.shape).ravel()
-        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-            raise ValueError("Box action spaces need finite bounds for a tanh policy")
-        return PolicySpec(
-            obs_dim,
-            int(low.size),
-            tuple(hidden),
-            activation,
-            "box",
-            tuple(float(x) for x in low),
-            tuple(float(x) for x in high),
-        )
-    raise ValueError(f"unsupported action space {action_space}")
-
-
-def init_reference(spec: PolicySpec, rng: np.random.Generator, std: float = 0.1) -> np.ndarray:
-    """The reference's start: every weight and bias i.i.d. N(0, std) (`Model.get_random_model_params`)."""
-    return (rng.standard_normal(spec.num_params) * std).astype(np.float32)
-
-
-def init_normc(spec: PolicySpec, rng: np.random.Generator) -> np.ndarray:
-    """Normalised-column Gaussian weights (OpenAI ES), a small last layer, zero biases."""
-    parts = []
-    sizes = spec.layer_sizes
-    for i in range(len(sizes) - 1):
-        fan_in, fan_out = sizes[i], sizes[i + 1]
-        std = 0.01 if i == len(sizes) - 2 else 1.0  # small last layer: start near zero action
-        w = rng.standard_normal((fan_out, fan_in))
-        w *= std / np.sqrt(np.square(w).sum(axis=1, keepdims=True))
-        parts.extend([w.ravel(), np.zeros(fan_out)])
-    return np.concatenate(parts).astype(np.float32)
-
-
-def orthogonal(rng: np.random.Generator, rows: int, cols: int, gain: float) -> np.ndarray:
-    """A (rows, cols) matrix with orthonormal rows or columns times `gain`, built as torch's
-    `nn.init.orthogonal_` builds it (QR of a standard Gaussian, each column's sign set by R's
-    diagonal), from a numpy stream."""
-    a = rng.standard_normal((rows, cols))
-    a = a if rows >= cols else a.T
-    q, r = np.linalg.qr(a)
-    q *= np.sign(np.diag(r))
-    return gain * (q if rows >= cols else q.T)
-
-
-def init_orthogonal(spec: PolicySpec, rng: np.random.Generator, last_gain: float = 1.0) -> np.ndarray:
-    """dcd's BipedalWalker start (`models/walker_models.py`): orthogonal weights with gain
-    sqrt(2) in the hidden layers and `last_gain` in the last (1: the actor's mean head), zero biases."""
-    parts = []
-    sizes = spec.layer_sizes
-    for i in range(len(sizes) - 1):
-        gain = last_gain if i == len(sizes) - 2 else float(np.sqrt(2.0))
-        parts.extend([orthogonal(rng, sizes[i + 1], sizes[i], gain).ravel(), np.zeros(sizes[i + 1])])
-    return np.concatenate(parts).astype(np.float32)
-
-
-INIT_SCHEMES = {"reference": init_reference, "normc": init_normc, "orthogonal": init_orthogonal}
-
-
-def init_flat(spec: PolicySpec, rng: np.random.Generator, scheme: str = "reference") -> np.ndarray:
-    """Initial weights by scheme name (`policy.init`): "reference", "normc" or "orthogonal"."""
-    try:
-        return INIT_SCHEMES[scheme](spec, rng)
-    except KeyError:
-        raise ValueError(f"unknown policy init {scheme!r}; known: {', '.join(INIT_SCHEMES)}") from None
 
 
 # tanh(x) ~ x P(s) / Q(s) with s = x^2 / 81 on [-9, 9] (beyond, tanh rounds to +-1 in float32):
@@ -301,6 +167,12 @@ class BatchedPolicy:
         # which weights row each batch row uses (assigned anew where the batch's rows change)
         self.index = np.arange(flats.shape[0]) if index is None else np.asarray(index, dtype=np.int64)
         self.perturbations = perturbations
+
+    def begin(self, k: int) -> None:
+        """Row k starts an episode (an MLP keeps no state: nothing to do)."""
+
+    def compact(self, keep: list[int]) -> None:
+        """Keep rows `keep` (an MLP keeps no state per row: nothing to do)."""
 
     def perturbed_rows(self) -> None:
         """Give each perturbed row its own weights row, perturbed now (`act` needs them; the

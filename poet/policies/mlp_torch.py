@@ -1,6 +1,6 @@
-"""The torch module of a policy, for training code (PPO) and single-env rollouts.
+"""The torch module of the `mlp` kind, for training code (PPO) and single-env rollouts.
 
-Its parameters are the flat weights of `poet.policies` in the order of
+Its parameters are the flat weights of `poet.policies.mlp` in the order of
 `torch.nn.utils.parameters_to_vector`.
 """
 
@@ -12,13 +12,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from poet.policies import PolicySpec
+from poet.policies.spec import PolicySpec
 
 ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
 
 
 class MLPPolicy(nn.Module):
-    """The torch module of a policy (used for training code and single-env rollouts)."""
+    """The torch module of an mlp policy (used for training code and single-env rollouts)."""
+
+    state_size = 0
 
     def __init__(self, spec: PolicySpec):
         super().__init__()
@@ -27,8 +29,13 @@ class MLPPolicy(nn.Module):
         self.layers = nn.ModuleList(nn.Linear(sizes[i], sizes[i + 1]) for i in range(len(sizes) - 1))
         self._act = ACTIVATIONS[spec.activation]
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Raw outputs (pre-squash) for a batch of observations."""
+    def forward(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor | tuple:
+        """Raw outputs (pre-squash) for a batch of observations; with a `state` (the kinds'
+        contract, `poet.policies.kinds`), the outputs and that (empty) state."""
+        raw = self._raw(obs)
+        return raw if state is None else (raw, state)
+
+    def _raw(self, obs: torch.Tensor) -> torch.Tensor:
         # iterated, not sliced: a slice of a ModuleList builds a new ModuleList on every call
         *hidden, last = self.layers
         h = obs
