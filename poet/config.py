@@ -104,8 +104,9 @@ class RayConfig:
     # per worker for a batched family, shrinking chunks for gymnasium envs
     chunks_per_worker: int | None = None
     inflight_per_worker: int = 2  # chunks queued on a worker so it never waits for the driver
-    # a wave of a compiled family expected to take at most this many env steps runs in the
-    # driver, where it ends sooner than a round trip to the workers (0: every wave on the pool)
+    # a wave of a compiled family and policy (the mlp) expected to take at most this many env
+    # steps runs in the driver, where it ends sooner than a round trip to the workers (0:
+    # every wave on the pool)
     local_wave_steps: int = 8192
     # the driver runs one worker's share of a compiled family's bigger waves beside the other
     # workers (that worker sits the wave out); unset: when every worker runs on the driver's node

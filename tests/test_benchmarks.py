@@ -13,8 +13,9 @@ from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import eval_pool as ep  # noqa: E402
+import eval_pool_kinds as epk  # noqa: E402
 
-from poet.evaluation import InProcessEvaluator  # noqa: E402
+from poet.evaluation import InProcessEvaluator, NoiseTable  # noqa: E402
 from poet.evaluation.requests import simulated_steps  # noqa: E402
 
 
@@ -103,6 +104,61 @@ def test_benchmark_script_runs_end_to_end(tmp_path):
     assert len(set(steps.values())) == 1 and steps["raw"] > 0, steps  # the same episodes
     assert terrain["efficiency"] > 0 and terrain["worker_rss_mb_1000"] > 0
     assert 0 < terrain["raw_synced_steps_per_s"] <= 1.05 * terrain["raw_steps_per_s"]  # waiting costs, never pays
+
+
+@pytest.mark.parametrize("name", ["cnn", "lstm", "cnn_lstm", "cartpole_lstm", "cartpole_cnn"])
+def test_kinds_raw_limit_runs_the_pools_episodes(name):
+    """The plain torch code of eval_pool_kinds.py (lock-step slots with its own batched forward)
+    and the framework's rollout of the same ES wave: the same episodes, lengths and returns."""
+    setup = epk.make_setup(name, epk.Sizes.quick())
+    perts, episodes = epk.make_wave(setup, 10**6)
+    assert len(perts) == setup.perturbations and len(episodes) == setup.perturbations * len(setup.envs)
+    steps, returns, lengths = epk.PlainRunner(setup)((perts, episodes))
+    ev = InProcessEvaluator(setup.family, setup.spec, NoiseTable.from_array(setup.noise))
+    requests = epk.wave_requests(setup, ev.put(setup.theta), 10**6)
+    results = ev.evaluate(requests)
+    assert steps == simulated_steps(requests, results) > 0
+    np.testing.assert_array_equal(lengths, [int(r.lengths[0]) for r in results])
+    np.testing.assert_allclose(returns, [float(r.returns[0]) for r in results], rtol=1e-6, atol=1e-9)
+
+
+def test_kinds_benchmark_quick_mode_never_writes_into_results():
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "eval_pool_kinds.py"),
+            "--quick",
+            "--json",
+            str(ROOT / "benchmarks" / "results" / "eval_pool_kinds.json"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and "never writes into benchmarks/results/" in proc.stderr
+
+
+@pytest.mark.slow
+def test_kinds_benchmark_script_runs_end_to_end(tmp_path):
+    """`benchmarks/eval_pool_kinds.py --quick`: raw and pool for every torch kind on terrain and
+    the lstm on cartpole, the same episodes both ways, the memory waves, the JSON."""
+    result = run_script(tmp_path, "eval_pool_kinds.py", "--quick", "--workers", "2")
+    assert set(result["rows"]) == {"cnn", "lstm", "cnn_lstm", "cartpole_lstm"}
+    assert "--quick" in result["command"] and result["wall_seconds"] > 0 and result["machine"]["workers"] == 2
+    for name, row in result["rows"].items():
+        raw, pool = row["runs"]["raw"], row["runs"]["pool"]
+        assert len(raw) == len(pool) == len(row["pool_vs_raw_per_repeat"]) == result["sizes"]["repeats"] == 1
+        assert raw[0]["steps"] == pool[0]["steps"] > 0, name  # the same episodes both ways
+        assert row["same_steps"] and row["returns_max_abs_diff"] < 1e-6, name
+        assert sum(row["checks"][0]["steps_per_wave"]) == raw[0]["steps"]
+        assert row["raw_steps_per_s"] > 0 and row["pool_steps_per_s"] > 0 and row["pool_vs_raw"] > 0
+    assert result["rows"]["cartpole_lstm"]["family"] == "cartpole"
+    memory = result["memory"]
+    assert memory["kind"] == "lstm" and memory["policies"] == [2, 20]
+    assert memory["weights_mb"] == pytest.approx(20 * memory["policy_params"] * 4 / 2**20, abs=0.1)
+    assert len(memory["worker_rss_mb_10"]) == len(memory["worker_rss_mb_1000"]) == 2
+    assert all(mb > 0 for mb in memory["worker_rss_mb_1000"])
 
 
 @pytest.mark.parametrize(

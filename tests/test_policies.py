@@ -306,3 +306,31 @@ def test_a_rendered_episode_of_a_kind_returns_its_score(lstm_run):
     assert target.course_seed is not None  # one course: its episode is the score
     episode = play_episode(parts.family, parts.spec, agent.theta, target, 0, 150, "terrain")
     assert episode.ret == scored
+
+
+@pytest.mark.parametrize(
+    "kind,trainer",
+    [
+        (
+            "lstm",
+            {
+                "name": "ppo",
+                "ppo": {"n_envs": 2, "n_steps": 32, "epochs": 2, "minibatch_size": 32, "normalize_obs": False},
+            },
+        ),
+        ("cnn", None),
+    ],
+    ids=["lstm-ppo", "cnn-es"],
+)
+def test_a_kinds_run_stopped_and_resumed_equals_the_straight_run(tmp_path, kind, trainer):
+    """A resume rebuilds the network from the run's config and loads the weights as arrays:
+    the tables and the final state are the straight run's, bit for bit."""
+    import poet
+    from tests.test_checkpoint import _assert_same_run
+
+    extra = {"trainer": trainer} if trainer else {}
+    cfg = tiny_config(iterations=6, policy={"kind": kind, "options": SMALL[kind]}, checkpoint={"every": 2}, **extra)
+    poet.run(cfg, out=tmp_path / "straight", progress=False)
+    poet.run({**cfg, "iterations": 4}, out=tmp_path / "resumed", progress=False)
+    poet.resume(tmp_path / "resumed", iterations=6, progress=False)
+    _assert_same_run(tmp_path / "straight", tmp_path / "resumed")

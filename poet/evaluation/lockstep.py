@@ -11,6 +11,7 @@ reward or observation (the row is then `bad`, that step's reward not added).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,64 +19,37 @@ import numba
 import numpy as np
 
 from envs import EnvParams
-from envs.kernel import KERNEL_DATA, RESET_SIGNATURE, STEP_SIGNATURE, RowKernel
+from envs.kernel import RowKernel
 from poet.errors import WaveInterrupted
 from poet.evaluation.slots import STOP_POLL_STEPS
 
 # live rows per network call: rows that share weights then share a call
 LOCKSTEP_SLOTS = 16
 
-_f32, _i64, _f64 = numba.types.float32, numba.types.int64, numba.types.float64
-_STEP_SLOTS = numba.types.void(
-    numba.types.FunctionType(STEP_SIGNATURE),
-    KERNEL_DATA,
-    _i64[::1],  # the batch row in each slot
-    _f32[:, ::1],  # actions
-    _f64[:, ::1],  # states
-    _f32[:, ::1],  # observations
-    _i64[::1],  # caps
-    _f64[::1],  # returns
-    _i64[::1],  # lengths
-    numba.types.boolean[::1],  # bad
-    numba.types.boolean[::1],  # ended (per slot)
-)
 
+@functools.lru_cache(maxsize=8)
+def _slot_stepper(step: Callable) -> Callable:
+    """A compiled loop that steps each live row once with the family's `step` and keeps its
+    tally; `ended` per slot. `step` is bound in it as a constant, compiled once per process
+    and family: passed as a function-typed argument instead, numba would look its address up
+    again on every call, once per step."""
 
-@numba.njit(_STEP_SLOTS, cache=True, error_model="numpy")
-def _step_slots(
-    step: Callable,
-    data: tuple,
-    rows: np.ndarray,
-    actions: np.ndarray,
-    states: np.ndarray,
-    obs: np.ndarray,
-    caps: np.ndarray,
-    returns: np.ndarray,
-    lengths: np.ndarray,
-    bad: np.ndarray,
-    ended: np.ndarray,
-) -> None:
-    """Each slot's row one step with its action, its tally kept; `ended` per slot."""
-    for k in range(rows.size):
-        r = rows[k]
-        reward, end = step(data, r, actions[k], states[k], obs[k])
-        finite = np.isfinite(reward)
-        for j in range(obs.shape[1]):
-            finite = finite and np.isfinite(obs[k, j])
-        if finite:
-            returns[r] += reward
-        else:
-            bad[r] = True
-        lengths[r] += 1
-        ended[k] = end or lengths[r] >= caps[r] or not finite
+    @numba.njit(error_model="numpy")
+    def step_slots(data, rows, actions, states, obs, caps, returns, lengths, bad, ended):  # noqa: ANN001, ANN202
+        for k in range(rows.size):
+            r = rows[k]
+            reward, end = step(data, r, actions[k], states[k], obs[k])
+            finite = np.isfinite(reward)
+            for j in range(obs.shape[1]):
+                finite = finite and np.isfinite(obs[k, j])
+            if finite:
+                returns[r] += reward
+            else:
+                bad[r] = True
+            lengths[r] += 1
+            ended[k] = end or lengths[r] >= caps[r] or not finite
 
-
-_RESET_ROW = numba.types.void(numba.types.FunctionType(RESET_SIGNATURE), KERNEL_DATA, _i64, _f64[::1], _f32[::1])
-
-
-@numba.njit(_RESET_ROW, cache=True)
-def _reset_row(reset: Callable, data: tuple, row: int, state: np.ndarray, obs: np.ndarray) -> None:
-    reset(data, row, state, obs)
+    return step_slots
 
 
 def step_lockstep(
@@ -101,8 +75,9 @@ def step_lockstep(
     obs = np.zeros((width, kernel.obs_dim), dtype=np.float32)
     slot_rows = np.arange(width, dtype=np.int64)
     ended = np.zeros(width, dtype=bool)
+    step_slots = _slot_stepper(kernel.step)
     for k in range(width):
-        _reset_row(kernel.reset, data, k, states[k], obs[k])
+        kernel.reset(data, k, states[k], obs[k])
         policy.begin(k)
     next_row, t = width, 0
     while slot_rows.size:
@@ -111,13 +86,13 @@ def step_lockstep(
             raise WaveInterrupted("stop requested during a batch of rollouts")
         policy.index = rows_index[slot_rows]
         actions = np.ascontiguousarray(policy.act(obs), dtype=np.float32)
-        _step_slots(kernel.step, data, slot_rows, actions, states, obs, caps, returns, lengths, bad, ended)
+        step_slots(data, slot_rows, actions, states, obs, caps, returns, lengths, bad, ended)
         if not ended.any():
             continue
         for k in np.flatnonzero(ended).tolist():
             if next_row < n:
                 slot_rows[k] = next_row
-                _reset_row(kernel.reset, data, next_row, states[k], obs[k])
+                kernel.reset(data, next_row, states[k], obs[k])
                 policy.begin(k)
                 next_row += 1
             else:

@@ -15,10 +15,11 @@
   busy worker with a bounded number in flight per worker.
   A worker that dies has its chunks re-run on a replacement. Results are keyed by
   request position, so nothing is lost or counted twice, and no chunking changes a number.
-- A wave of a compiled family (a row kernel) expected to take at most `local_wave_steps`
-  env steps runs in the driver, with the workers' code: below that, the round trip to the
-  workers costs more than the steps it would share out. Its episodes are bounded by their
-  step caps, so it needs no deadline; gymnasium envs always go to the workers.
+- A wave of a compiled family (a row kernel) and a compiled policy forward expected to take
+  at most `local_wave_steps` env steps runs in the driver, with the workers' code: below
+  that, the round trip to the workers costs more than the steps it would share out. Its
+  episodes are bounded by their step caps, so it needs no deadline; gymnasium envs, and
+  policies whose forward runs in torch, always go to the workers.
 - On one machine (every worker on the driver's node; `driver_share`), the driver also takes
   one worker's share of a bigger wave of a compiled family, cut one chunk per worker, and
   runs it while the other workers run theirs: the wave keeps as many processes busy, and one
@@ -284,8 +285,9 @@ class RayEvaluator:
             self.episode_lengths = EpisodeLengths()
             self.deadlines = deadlines if deadlines is not None else Deadlines()
             inflight, retries = int(inflight_per_worker), int(max_chunk_retries)
-            # waves expected to take at most this many env steps run here (compiled families only)
-            self.local_wave_steps = 0 if self.steps_in_slots else int(local_wave_steps)
+            # waves expected to take at most this many env steps run here (a compiled family
+            # and a compiled forward only: a torch policy's step costs as much as a round trip)
+            self.local_wave_steps = 0 if self.steps_in_slots or not spec.compiled else int(local_wave_steps)
             self.local_waves = 0  # how many waves ran here
             self.noise = noise
             self.env_steps = 0

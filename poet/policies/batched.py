@@ -111,16 +111,23 @@ class TorchBatchedPolicy:
         return int(self.index.size)
 
     def perturbed_rows(self) -> None:
-        """Give each perturbed row its own weights row: theta + scale * noise[offset + i] in float32."""
+        """Give each perturbed row a weights row: theta + scale * noise[offset:offset + dim] in
+        float32, made once per distinct (weights, offset, scale), so the rows of one
+        perturbation on several envs share it."""
         if self.perturbations is None:
             return
         noise, offsets, scales = self.perturbations
         rows = np.flatnonzero(offsets >= 0)
-        positions = np.arange(self.spec.num_params)
-        moved = self._weights[self.index[rows]] + scales[rows, None] * noise[offsets[rows, None] + positions]
-        self._weights = np.concatenate([self._weights, moved])
+        dim = self.spec.num_params
+        keys = np.stack([self.index[rows], offsets[rows], scales[rows].view(np.int32).astype(np.int64)], axis=1)
+        distinct, which = np.unique(keys, axis=0, return_inverse=True)
+        moved = np.empty((len(distinct), dim), dtype=np.float32)
+        for j, (w, offset, _) in enumerate(distinct.tolist()):
+            row = rows[np.argmax(which == j)]
+            moved[j] = self._weights[w] + scales[row] * noise[offset : offset + dim]
         self.index = self.index.copy()
-        self.index[rows] = len(self._weights) - rows.size + np.arange(rows.size)
+        self.index[rows] = len(self._weights) + which.ravel()
+        self._weights = np.concatenate([self._weights, moved])
         self.perturbations = None
         self._params.clear()
         self._stacked = None
