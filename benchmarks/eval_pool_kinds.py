@@ -28,8 +28,7 @@ per request), one episode per request, at most `max_steps` steps. With W workers
         family's own compiled kernels (`kernel.reset` called from Python as each row starts;
         `kernel.step` for all live rows in one call per step of a small numba loop of this
         script's, `live_stepper`, compiled in each process with the family's `step` bound in
-        it, as numba calls a global: passed as a function-typed argument, as lock-step passes
-        it, numba would resolve its address again on every call, 0.1-0.2 ms of a step);
+        it, as the pool's lock-step loop binds it);
         cartpole's with the gymnasium envs themselves, one env per slot reused (renewed by the
         family) from episode to episode, stepped past the wrappers that only count steps and
         check call order, the time limit applied here. Throughput is the sum over processes of
@@ -211,9 +210,8 @@ def share(wave: Wave, i: int, workers: int) -> Wave:
 def live_stepper(step: Any) -> Callable:
     """A numba loop that steps every live slot's row with the family's compiled `step`, bound
     when the loop compiles (once per process and family; the data's types are fixed by
-    `envs.kernel`). Bound, not passed as a function-typed argument as lock-step passes it:
-    numba resolves such an argument's address on every call from Python, 0.1-0.2 ms each,
-    against 5 us for the whole call of this loop on 16 terrain rows."""
+    `envs.kernel`), as the pool's lock-step loop binds it: numba resolves a function-typed
+    argument's address on every call from Python."""
 
     @numba.njit
     def step_live(

@@ -49,10 +49,12 @@ def _assert_same_run(a: Path, b: Path) -> None:
     assert xa.keys() == xb.keys() and all(np.array_equal(xa[k], xb[k]) for k in xa)
 
 
-def _kill_after_checkpoint(cmd: list[str], run_dir: Path, iteration: int, timeout: float = 240) -> int:
-    """Start `cmd`, wait until a checkpoint of `iteration` or later exists, SIGKILL the whole process
-    tree while it still runs, and return the newest checkpoint's iteration."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _kill_after_checkpoint(
+    cmd: list[str], run_dir: Path, iteration: int, timeout: float = 240, path: str = str(ROOT)
+) -> int:
+    """Start `cmd` (with PYTHONPATH `path`), wait until a checkpoint of `iteration` or later exists,
+    SIGKILL the whole process tree while it still runs, and return the newest checkpoint's iteration."""
+    env = {**os.environ, "PYTHONPATH": path}
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
     )

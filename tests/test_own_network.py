@@ -6,10 +6,8 @@ reads it, and reading it to run its policies imports the module only when truste
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ import yaml
 import poet
 from poet.analysis import load_run
 from tests.conftest import ROOT, poet_in_process, tiny_config
-from tests.test_checkpoint import _assert_same_run, _newest_checkpoint
+from tests.test_checkpoint import _assert_same_run, _kill_after_checkpoint
 
 EXAMPLES = ROOT / "docs" / "examples"
 KIND = "mynets:GRUPolicy"
@@ -88,26 +86,8 @@ def test_your_own_network_killed_and_resumed_equals_the_straight_run(tmp_path, m
         progress=False,
     )
     long_config = _config(tmp_path, "long", "inprocess", "es", 100_000)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "poet.cli", "run", str(long_config), "--out", str(killed), "--quiet"],
-        cwd=ROOT,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 300
-    try:
-        while _newest_checkpoint(killed) < 2:
-            if proc.poll() is not None:
-                raise AssertionError(f"run ended before the kill: {proc.stderr.read().decode()[-2000:]}")
-            assert time.monotonic() < deadline, "no checkpoint appeared in time"
-            time.sleep(0.02)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL and _newest_checkpoint(killed) < total
+    cmd = [sys.executable, "-m", "poet.cli", "run", str(long_config), "--out", str(killed), "--quiet"]
+    assert _kill_after_checkpoint(cmd, killed, 2, path=_env()["PYTHONPATH"]) < total
     resumed = poet_in_process(["resume", killed, "--iterations", total, "--quiet"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     _assert_same_run(straight, killed)

@@ -260,10 +260,12 @@ def test_the_pool_runs_every_kind_as_in_process_with_any_workers_and_chunks(ray_
         noise = NoiseTable(Seeds(7).sequence("noise"), spec.num_params + 1000)
         ref_ev = InProcessEvaluator(family, spec, noise)
         expected = ref_ev.evaluate(_wave(ref_ev, family, spec))
-        for workers, chunks in [(1, 1), (2, 3), (2, None)]:
-            ev = RayEvaluator(family, spec, noise, workers=workers, chunks_per_worker=chunks, local_wave_steps=0)
+        for workers, chunkings in [(1, [1]), (2, [3, None])]:  # None: the pool's own plan
+            ev = RayEvaluator(family, spec, noise, workers=workers, local_wave_steps=0)
             try:
-                _same(ev.evaluate(_wave(ev, family, spec)), expected)
+                for chunks in chunkings:
+                    ev.chunks_per_worker = chunks
+                    _same(ev.evaluate(_wave(ev, family, spec)), expected)
             finally:
                 ev.close()
 
@@ -334,3 +336,26 @@ def test_a_kinds_run_stopped_and_resumed_equals_the_straight_run(tmp_path, kind,
     poet.run({**cfg, "iterations": 4}, out=tmp_path / "resumed", progress=False)
     poet.resume(tmp_path / "resumed", iterations=6, progress=False)
     _assert_same_run(tmp_path / "straight", tmp_path / "resumed")
+
+
+@pytest.mark.parametrize("curriculum", ["accel", "dr"])
+def test_the_ued_curricula_train_a_recurrent_policy_with_ppo(tmp_path, curriculum):
+    """dcd's curricula run PPO by default (raw observations, as dcd): their training jobs and
+    their level-scoring jobs both run the lstm, its state carried per env."""
+    import poet
+    from poet.analysis import load_run
+
+    options = {"accel": {"buffer_size": 6, "num_levels": 3}, "robust_plr": {"buffer_size": 6, "num_levels": 3}}
+    cfg = tiny_config(
+        curriculum=curriculum,
+        curriculum_options=options.get(curriculum, {"num_levels": 2}),
+        iterations=8,
+        policy={"kind": "lstm", "options": SMALL["lstm"]},
+        trainer={"name": "ppo", "ppo": {"n_envs": 2, "n_steps": 150, "epochs": 2, "minibatch_size": 150}},
+    )
+    cfg.pop("reproduction")
+    cfg.pop("transfer")
+    poet.run(cfg, out=tmp_path / "r", progress=False)
+    run = load_run(tmp_path / "r")
+    assert run.info["policy"]["kind"] == "lstm" and len(run.iterations) >= 1
+    assert np.isfinite(run.iterations["score"]).all()

@@ -493,6 +493,31 @@ def bipedal_step() -> Table:
     return table
 
 
+def eval_pool_kinds() -> Table:
+    """The pool against plain batched torch code per torch policy kind (env steps per second)."""
+    src = Source("benchmarks/results/eval_pool_kinds.json")
+    table = Table(
+        ["row", "policy parameters", "plain code", "pool", "pool / plain code", "lowest repeat", "highest repeat"],
+        sources=[src.path],
+    )
+    for name, row in src.get("rows").items():
+        k = f"rows.{name}."
+        repeats = row["pool_vs_raw_per_repeat"]
+        low, high = min(range(len(repeats)), key=repeats.__getitem__), max(range(len(repeats)), key=repeats.__getitem__)
+        table.rows.append(
+            [
+                text(f"`{row['kind']}` on {row['family']}"),
+                src.num(k + "policy_params"),
+                src.num(k + "raw_steps_per_s"),
+                src.num(k + "pool_steps_per_s"),
+                src.num(k + "pool_vs_raw", ".2f"),
+                src.num(f"{k}pool_vs_raw_per_repeat.{low}", ".2f"),
+                src.num(f"{k}pool_vs_raw_per_repeat.{high}", ".2f"),
+            ]
+        )
+    return table
+
+
 def ppo_lunar_lander() -> Table:
     """PPO alone on LunarLanderContinuous: mean evaluation return along the run."""
     src = Source("benchmarks/results/ppo_lunar_lander.json")
@@ -682,6 +707,28 @@ def course_generalisation() -> Table:
     return table
 
 
+def partial_cartpole() -> Table:
+    """PPO on CartPole without its velocities: each run's final agent on the held-out episodes."""
+    src = Source("experiments/results/partial_cartpole.json")
+    table = Table(
+        ["policy kind", "seed", "held-out mean return", "lowest episode", "solved (mean >= 475)"],
+        sources=[src.path],
+        note=f"{src.get('budget.ppo_updates')} PPO updates of {src.get('budget.env_steps_per_update'):,} env steps each",
+    )
+    for i, run in enumerate(src.get("runs")):
+        k = f"runs.{i}."
+        table.rows.append(
+            [
+                text(f"`{run['kind']}`"),
+                src.num(k + "seed", "d"),
+                src.num(k + "held_out.mean_return", ".1f"),
+                src.num(k + "held_out.min_return", ".0f"),
+                text("yes" if run["held_out"]["solved"] else "no"),
+            ]
+        )
+    return table
+
+
 TABLES: dict[str, Callable[[], Table]] = {
     f.__name__: f
     for f in (
@@ -710,6 +757,7 @@ TABLES: dict[str, Callable[[], Table]] = {
         feasibility,
         feasibility_roughness,
         course_generalisation,
+        partial_cartpole,
     )
 }
 

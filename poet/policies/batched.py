@@ -119,7 +119,8 @@ class TorchBatchedPolicy:
         noise, offsets, scales = self.perturbations
         rows = np.flatnonzero(offsets >= 0)
         dim = self.spec.num_params
-        keys = np.stack([self.index[rows], offsets[rows], scales[rows].view(np.int32).astype(np.int64)], axis=1)
+        bits = np.asarray(scales[rows], dtype=np.float32).view(np.int32).astype(np.int64)  # a scale's exact value
+        keys = np.stack([self.index[rows], offsets[rows], bits], axis=1)
         distinct, which = np.unique(keys, axis=0, return_inverse=True)
         moved = np.empty((len(distinct), dim), dtype=np.float32)
         for j, (w, offset, _) in enumerate(distinct.tolist()):

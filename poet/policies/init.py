@@ -9,6 +9,7 @@ give the same numbers as the references they follow.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -20,27 +21,27 @@ def init_reference(spec: PolicySpec, rng: np.random.Generator, std: float = 0.1)
     return (rng.standard_normal(spec.num_params) * std).astype(np.float32)
 
 
-def _weights_last(shapes: list[tuple[int, ...]]) -> tuple[list[bool], int]:
-    """Per parameter whether it is a weight, and the position of the last weight (the output layer's)."""
-    is_weight = [len(s) >= 2 for s in shapes]
-    last = max((i for i, w in enumerate(is_weight) if w), default=-1)
-    return is_weight, last
+def _per_weight(spec: PolicySpec, weight: Callable[[int, int, bool], np.ndarray]) -> np.ndarray:
+    """The flat vector with each weight matrix `weight(rows, cols, is_last)`, drawn in
+    parameter order, and zero biases."""
+    shapes = param_shapes(spec)
+    last = max((i for i, s in enumerate(shapes) if len(s) >= 2), default=-1)  # the output layer's
+    parts = [
+        weight(shape[0], math.prod(shape[1:]), i == last).ravel() if len(shape) >= 2 else np.zeros(math.prod(shape))
+        for i, shape in enumerate(shapes)
+    ]
+    return np.concatenate(parts).astype(np.float32)
 
 
 def init_normc(spec: PolicySpec, rng: np.random.Generator) -> np.ndarray:
     """Normalised-column Gaussian weights (OpenAI ES), a small last layer, zero biases."""
-    shapes = param_shapes(spec)
-    is_weight, last = _weights_last(shapes)
-    parts = []
-    for i, shape in enumerate(shapes):
-        if not is_weight[i]:
-            parts.append(np.zeros(math.prod(shape)))
-            continue
-        std = 0.01 if i == last else 1.0  # small last layer: start near zero action
-        w = rng.standard_normal((shape[0], math.prod(shape[1:])))
-        w *= std / np.sqrt(np.square(w).sum(axis=1, keepdims=True))
-        parts.append(w.ravel())
-    return np.concatenate(parts).astype(np.float32)
+
+    def weight(rows: int, cols: int, last: bool) -> np.ndarray:
+        w = rng.standard_normal((rows, cols))
+        # small last layer: start near zero action
+        return w * ((0.01 if last else 1.0) / np.sqrt(np.square(w).sum(axis=1, keepdims=True)))
+
+    return _per_weight(spec, weight)
 
 
 def orthogonal(rng: np.random.Generator, rows: int, cols: int, gain: float) -> np.ndarray:
@@ -57,16 +58,9 @@ def orthogonal(rng: np.random.Generator, rows: int, cols: int, gain: float) -> n
 def init_orthogonal(spec: PolicySpec, rng: np.random.Generator, last_gain: float = 1.0) -> np.ndarray:
     """dcd's start (`models/walker_models.py`): orthogonal weights with gain sqrt(2) in the
     hidden layers and `last_gain` in the last (1: the actor's mean head), zero biases."""
-    shapes = param_shapes(spec)
-    is_weight, last = _weights_last(shapes)
-    parts = []
-    for i, shape in enumerate(shapes):
-        if not is_weight[i]:
-            parts.append(np.zeros(math.prod(shape)))
-            continue
-        gain = last_gain if i == last else float(np.sqrt(2.0))
-        parts.append(orthogonal(rng, shape[0], math.prod(shape[1:]), gain).ravel())
-    return np.concatenate(parts).astype(np.float32)
+    return _per_weight(
+        spec, lambda rows, cols, last: orthogonal(rng, rows, cols, last_gain if last else math.sqrt(2.0))
+    )
 
 
 INIT_SCHEMES = {"reference": init_reference, "normc": init_normc, "orthogonal": init_orthogonal}

@@ -72,7 +72,7 @@ def options_class(cls: type) -> type | None:
     return options if options is not None and dataclasses.is_dataclass(options) else None
 
 
-def build_module(spec: PolicySpec) -> Any:
+def build_module(spec: PolicySpec) -> PolicyNet:
     """A fresh torch module of the spec's kind (its weights as torch initialises them)."""
     cls = resolve_kind(spec.kind)
     if spec.compiled:

@@ -13,7 +13,6 @@ kind keeps its options in `options` and is a torch module (`poet.policies.kinds`
 from __future__ import annotations
 
 import functools
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -177,8 +176,3 @@ def spec_for_spaces(
     return PolicySpec(
         int(np.prod(shape)), outputs, (), "", action_kind, low, high, kind, frozen_value(dict(options or {})), shape
     )
-
-
-def spec_json(spec: PolicySpec) -> str:
-    """The spec as one canonical JSON string (what identifies an architecture)."""
-    return json.dumps(spec.to_dict(), sort_keys=True)

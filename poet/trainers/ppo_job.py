@@ -18,7 +18,6 @@ from envs import EnvParams
 from poet.evaluation.jobs import WorkerView
 from poet.policies import PolicySpec, init_flat, init_orthogonal
 from poet.policies.mlp_torch import MLPPolicy, to_actions
-from poet.trainers.adam import adam_step
 from poet.trainers.ppo import (
     STD_EPS,
     Normaliser,
@@ -30,7 +29,8 @@ from poet.trainers.ppo import (
     positive_value_loss,
     unfold,
 )
-from poet.trainers.ppo_recurrent import KindLearner, clipped_grad, log_prob_entropy, update_sequences
+from poet.trainers.ppo_loss import clipped_step, log_prob_entropy
+from poet.trainers.ppo_recurrent import KindLearner, update_sequences
 
 # ---------------------------------------------------------------- the learner inside a job
 
@@ -297,29 +297,7 @@ def _update(
             if o.advantage_norm == "minibatch" and size > 1:
                 a = (a - a.mean()) / (a.std() + 1e-8)
             logp, ent = learner.log_prob_entropy(learner.policy_out(zt[idx]), ut[idx])
-            log_ratio = logp - old_logp[idx]
-            ratio = torch.exp(log_ratio)
-            policy_loss = -torch.min(ratio * a, torch.clamp(ratio, 1 - o.clip, 1 + o.clip) * a).mean()
-            predicted = learner.value_out(zt[idx])
-            if o.value_loss == "huber":
-                value_loss = torch.nn.functional.smooth_l1_loss(predicted, ret_t[idx])
-            else:
-                value_loss = 0.5 * (predicted - ret_t[idx]).pow(2).mean()
-            entropy = ent.mean()
-            loss = policy_loss + o.vf_coef * value_loss - o.ent_coef * entropy
-            for p in learner.params:
-                p.grad = None
-            loss.backward()
-            grad = clipped_grad(learner.params, o.max_grad_norm)
-            new, moments = adam_step(learner.get(), grad, adam, o.lr, o.beta1, o.beta2, o.adam_eps)
-            adam.update(moments)
-            learner.set(new)
-            with torch.no_grad():
-                sums["policy_loss"] += float(policy_loss)
-                sums["value_loss"] += float(value_loss)
-                sums["entropy"] += float(entropy)
-                sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
-                sums["clip_fraction"] += float(((ratio - 1).abs() > o.clip).float().mean())
+            clipped_step(learner, logp, ent, old_logp[idx], a, learner.value_out(zt[idx]), ret_t[idx], adam, o, sums)
             steps += 1
     return {**{k: v / max(1, steps) for k, v in sums.items()}, "positive_value_loss": pvl}
 

@@ -20,7 +20,6 @@ a recurrent cell): they see raw observations (`trainer.ppo.normalize_obs: false`
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import numpy as np
@@ -29,39 +28,8 @@ import torch
 from poet.policies import PolicySpec
 from poet.policies.batched import squash
 from poet.policies.kinds import build_module
-from poet.trainers.adam import adam_step
 from poet.trainers.ppo import PPOOptions, gae, positive_value_loss
-
-LOG_2PI = math.log(2.0 * math.pi)
-
-
-def log_prob_entropy(
-    box: bool, log_std: torch.Tensor, out: torch.Tensor, u: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probability of samples `u` under the policy with outputs `out` (a Gaussian with
-    `log_std` around them for boxes, a categorical over them otherwise), and its entropy."""
-    if box:
-        z = (u - out) / torch.exp(log_std)
-        logp = (-0.5 * z * z - log_std - 0.5 * LOG_2PI).sum(-1)
-        ent = (log_std + 0.5 * (1.0 + LOG_2PI)).sum().expand(out.shape[0])
-        return logp, ent
-    logits = torch.log_softmax(out, dim=-1)
-    logp = logits.gather(-1, u.long().unsqueeze(-1)).squeeze(-1)
-    ent = -(logits.exp() * logits).sum(-1)
-    return logp, ent
-
-
-def clipped_grad(params: list[torch.Tensor], max_norm: float) -> np.ndarray:
-    """The parameters' gradient as one float64 vector, scaled to `max_norm` where its norm is above it."""
-    grad = (
-        torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
-        .numpy()
-        .astype(np.float64)
-    )
-    norm = float(np.linalg.norm(grad))
-    if norm > max_norm:
-        grad *= max_norm / norm
-    return grad
+from poet.trainers.ppo_loss import clipped_step, log_prob_entropy
 
 
 def value_spec(spec: PolicySpec) -> PolicySpec:
@@ -212,29 +180,9 @@ def update_sequences(
             a = adv_t[:, envs].reshape(size)
             if o.advantage_norm == "minibatch" and size > 1:
                 a = (a - a.mean()) / (a.std() + 1e-8)
-            log_ratio = logp - old_logp[:, envs].reshape(size)
-            ratio = torch.exp(log_ratio)
-            policy_loss = -torch.min(ratio * a, torch.clamp(ratio, 1 - o.clip, 1 + o.clip) * a).mean()
             target = ret_t[:, envs].reshape(size)
-            predicted = predicted.reshape(size)
-            if o.value_loss == "huber":
-                value_loss = torch.nn.functional.smooth_l1_loss(predicted, target)
-            else:
-                value_loss = 0.5 * (predicted - target).pow(2).mean()
-            entropy = ent.mean()
-            loss = policy_loss + o.vf_coef * value_loss - o.ent_coef * entropy
-            for p in learner.params:
-                p.grad = None
-            loss.backward()
-            grad = clipped_grad(learner.params, o.max_grad_norm)
-            new, moments = adam_step(learner.get(), grad, adam, o.lr, o.beta1, o.beta2, o.adam_eps)
-            adam.update(moments)
-            learner.set(new)
-            with torch.no_grad():
-                sums["policy_loss"] += float(policy_loss)
-                sums["value_loss"] += float(value_loss)
-                sums["entropy"] += float(entropy)
-                sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
-                sums["clip_fraction"] += float(((ratio - 1).abs() > o.clip).float().mean())
+            clipped_step(
+                learner, logp, ent, old_logp[:, envs].reshape(size), a, predicted.reshape(size), target, adam, o, sums
+            )
             count += 1
     return {**{k: v / max(1, count) for k, v in sums.items()}, "positive_value_loss": pvl}
