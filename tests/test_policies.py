@@ -253,21 +253,24 @@ def test_every_kind_gives_the_same_results_whatever_the_batching(kind, family):
     assert any(not np.array_equal(whole[i].returns, p.returns) for i, p in zip(perturbed, plain))
 
 
-@pytest.mark.parametrize("kind", TORCH_KINDS)
-def test_the_pool_runs_every_kind_as_in_process_with_any_workers_and_chunks(ray_local, kind):
-    for family in (TERRAIN, CARTPOLE):
-        spec = _family_spec(family, kind)
-        noise = NoiseTable(Seeds(7).sequence("noise"), spec.num_params + 1000)
-        ref_ev = InProcessEvaluator(family, spec, noise)
-        expected = ref_ev.evaluate(_wave(ref_ev, family, spec))
-        for workers, chunkings in [(1, [1]), (2, [3, None])]:  # None: the pool's own plan
-            ev = RayEvaluator(family, spec, noise, workers=workers, local_wave_steps=0)
-            try:
-                for chunks in chunkings:
-                    ev.chunks_per_worker = chunks
-                    _same(ev.evaluate(_wave(ev, family, spec)), expected)
-            finally:
-                ev.close()
+@pytest.mark.parametrize(
+    "kind,family", [("cnn", CARTPOLE), ("lstm", TERRAIN), ("cnn_lstm", TERRAIN)], ids=["cnn", "lstm", "cnn_lstm"]
+)
+def test_the_pool_runs_every_kind_as_in_process_with_any_workers_and_chunks(ray_local, kind, family):
+    """Per kind, one family (gymnasium slots for one, a compiled family's lock-step for the
+    others: in-process, every kind runs on both, above)."""
+    spec = _family_spec(family, kind)
+    noise = NoiseTable(Seeds(7).sequence("noise"), spec.num_params + 1000)
+    ref_ev = InProcessEvaluator(family, spec, noise)
+    expected = ref_ev.evaluate(_wave(ref_ev, family, spec))
+    for workers, chunkings in [(1, [1]), (2, [3, None])]:  # None: the pool's own plan
+        ev = RayEvaluator(family, spec, noise, workers=workers, local_wave_steps=0)
+        try:
+            for chunks in chunkings:
+                ev.chunks_per_worker = chunks
+                _same(ev.evaluate(_wave(ev, family, spec)), expected)
+        finally:
+            ev.close()
 
 
 # ---------------------------------------------------------------- a run of a kind, read back
