@@ -738,6 +738,7 @@ TABLES: dict[str, Callable[[], Table]] = {
         eval_pool_ways,
         eval_pool_one_worker,
         eval_pool_bipedal_family,
+        eval_pool_kinds,
         raw_widths,
         pool_waves,
         compiled_graph,
