@@ -61,8 +61,9 @@ FAMILIES: dict[str, Callable[..., EnvFamily]] = {
     "terrain_cppn": _terrain_cppn,
     "lunar_lander": _gym_spec("lunar_lander"),
     "cartpole": _gym_spec("cartpole"),
-    # Any registered gymnasium env with numeric constructor kwargs; needs options
-    # `spec: path/to/spec.yaml` or an inline spec (env_id, params, ...).
+    # Any gymnasium env with numeric constructor kwargs, registered or of a user's module
+    # (`env_id: "mymodule:MyEnv-v0"`); needs options `spec: path/to/spec.yaml` or an inline
+    # spec (env_id, params, ...).
     "gym": _gym,
 }
 
