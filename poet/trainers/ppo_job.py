@@ -29,7 +29,7 @@ from poet.trainers.ppo import (
     positive_value_loss,
     unfold,
 )
-from poet.trainers.ppo_loss import clipped_step, log_prob_entropy
+from poet.trainers.ppo_loss import clipped_step, log_prob_entropy, sample_outputs
 from poet.trainers.ppo_recurrent import KindLearner, update_sequences
 
 # ---------------------------------------------------------------- the learner inside a job
@@ -103,13 +103,7 @@ class _Learner:
         """Sampled outputs u, their log-probabilities and the values, for normalised observations z."""
         zt = torch.as_tensor(z, dtype=torch.float32)
         out = self.actor(zt)
-        if self.box:
-            eps = torch.as_tensor(rng.standard_normal(out.shape).astype(np.float32))
-            u = out + torch.exp(self.log_std) * eps
-        else:  # Gumbel-max: an exact categorical draw from numpy's stream
-            g = torch.as_tensor(rng.gumbel(size=out.shape).astype(np.float32))
-            u = torch.argmax(torch.log_softmax(out, -1) + g, dim=-1).to(torch.float32)
-        logp, _ = self.log_prob_entropy(out, u)
+        u, logp = sample_outputs(self.box, self.log_std, out, rng)
         return u.numpy(), logp.numpy(), self.value(zt).squeeze(-1).numpy()
 
     @torch.no_grad()

@@ -31,6 +31,20 @@ def log_prob_entropy(
     return logp, ent
 
 
+def sample_outputs(
+    box: bool, log_std: torch.Tensor, out: torch.Tensor, rng: np.random.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sampled outputs around `out` and their log-probabilities: a Gaussian draw with `log_std`
+    for boxes, else a categorical one by Gumbel-max (exact, from numpy's stream)."""
+    if box:
+        eps = torch.as_tensor(rng.standard_normal(out.shape).astype(np.float32))
+        u = out + torch.exp(log_std) * eps
+    else:
+        g = torch.as_tensor(rng.gumbel(size=out.shape).astype(np.float32))
+        u = torch.argmax(torch.log_softmax(out, -1) + g, dim=-1).to(torch.float32)
+    return u, log_prob_entropy(box, log_std, out, u)[0]
+
+
 def clipped_grad(params: list[torch.Tensor], max_norm: float) -> np.ndarray:
     """The parameters' gradient as one float64 vector, scaled to `max_norm` where its norm is above it."""
     grad = (

@@ -29,7 +29,7 @@ from poet.policies import PolicySpec
 from poet.policies.batched import squash
 from poet.policies.kinds import build_module
 from poet.trainers.ppo import PPOOptions, gae, positive_value_loss
-from poet.trainers.ppo_loss import clipped_step, log_prob_entropy
+from poet.trainers.ppo_loss import clipped_step, log_prob_entropy, sample_outputs
 
 
 def value_spec(spec: PolicySpec) -> PolicySpec:
@@ -97,13 +97,7 @@ class KindLearner:
         x = self._obs(z)
         out, self.h_actor = self.actor(x, self.h_actor)
         value, self.h_value = self.value(x, self.h_value)
-        if self.box:
-            eps = torch.as_tensor(rng.standard_normal(out.shape).astype(np.float32))
-            u = out + torch.exp(self.log_std) * eps
-        else:  # Gumbel-max: an exact categorical draw from numpy's stream
-            g = torch.as_tensor(rng.gumbel(size=out.shape).astype(np.float32))
-            u = torch.argmax(torch.log_softmax(out, -1) + g, dim=-1).to(torch.float32)
-        logp, _ = self.log_prob_entropy(out, u)
+        u, logp = sample_outputs(self.box, self.log_std, out, rng)
         return u.numpy(), logp.numpy(), value.squeeze(-1).numpy()
 
     @torch.no_grad()
