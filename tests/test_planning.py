@@ -7,7 +7,7 @@ import pytest
 
 import envs
 from poet.evaluation import EvalRequest, PolicyRef
-from poet.evaluation.planning import Deadlines, EpisodeLengths, plan_chunks, plan_guided
+from poet.evaluation.planning import MIN_SLOT_CHUNK_ROWS, Deadlines, EpisodeLengths, plan_chunks, plan_guided, plan_wave
 from poet.evaluation.requests import RequestTable
 
 TERRAIN = envs.make_family("terrain", {"course_length": 30.0})
@@ -73,6 +73,19 @@ def test_guided_chunks_shrink_as_the_wave_goes_costliest_first():
     # a minimum of 6 rows that max_rows=5 never lets a chunk reach: chunks close when full
     assert guided(reqs, workers=2, min_rows=6, max_rows=5) == [[4], [1], [2, 3], [0]]
     assert guided([], 2, 8, 4096) == []
+
+
+def test_a_wave_shrinks_into_chunks_only_where_steps_cost_per_live_env():
+    """Gymnasium envs with the compiled forward: chunks shrink down to MIN_SLOT_CHUNK_ROWS
+    episodes. A row kernel, or a torch kind's fixed-shape network call (as costly for one live
+    row as for 16): one balanced chunk per worker, so each worker has one tail of steps."""
+    p, ref = TERRAIN.initial(), PolicyRef("k")
+    wave = _wave([EvalRequest(ref, p, 1, 0, 100) for _ in range(128)])
+    rows = wave.rows()
+    chunks = plan_wave(wave, rows, rows * 100.0, 2, 4096, shrinking=True)
+    assert sorted(i for c in chunks for i in c) == list(range(128))
+    assert len(chunks[0]) == 32 and min(len(c) for c in chunks[:-1]) == MIN_SLOT_CHUNK_ROWS
+    assert [len(c) for c in plan_wave(wave, rows, rows * 100.0, 2, 4096, shrinking=False)] == [64, 64]
 
 
 def _observe(model: EpisodeLengths, reqs: list[EvalRequest], lengths: list[list[int]], failed=()) -> None:

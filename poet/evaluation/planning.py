@@ -1,9 +1,10 @@
 """How the pool cuts a wave into chunks, and how long each chunk or job may run.
 
-The rule (`plan_wave`): a family with a row kernel gets one chunk per worker
-(`ray.chunks_per_worker` sets another number), each an equal share of the wave's cost with
-the requests of a policy kept together; gymnasium envs stepped a few at a time get chunks
-that shrink as the wave goes, requests dealt costliest first. A request costs its rows times the mean episode
+The rule (`plan_wave`): a family with a row kernel, or a policy whose forward runs in torch,
+gets one chunk per worker (`ray.chunks_per_worker` sets another number), each an equal
+share of the wave's cost with the requests of a policy kept together; gymnasium envs
+stepped a few at a time with the compiled forward get chunks that shrink as the wave goes,
+requests dealt costliest first. A request costs its rows times the mean episode
 length seen on its env (its step cap until one is seen). Results never
 depend on any of this (a result is a function of its request only); only how busy the
 workers stay does.
@@ -165,21 +166,24 @@ def plan_wave(
     cost: np.ndarray,
     workers: int,
     max_rows: int,
-    steps_in_slots: bool,
+    shrinking: bool,
     chunks_per_worker: int | None = None,
 ) -> list[list[int]]:
     """The pool's chunks of a wave (the rule above) for `workers` workers: request i has
-    `rows[i]` distinct episodes and costs `cost[i]`; `steps_in_slots`: its episodes run as
-    gymnasium envs in slots; `chunks_per_worker` (None: the rule's own number) sets how many
-    chunks of balanced cost each worker gets."""
+    `rows[i]` distinct episodes and costs `cost[i]`; `shrinking`: its episodes run as
+    gymnasium envs in slots with the compiled forward (each step's cost is its live envs');
+    `chunks_per_worker` (None: the rule's own number) sets how many chunks of balanced cost
+    each worker gets."""
     if chunks_per_worker is not None:
         return plan_chunks(wave.policy, rows, cost, workers * chunks_per_worker, max_rows)
-    if steps_in_slots:
+    if shrinking:
         # gymnasium envs stepped ENV_SLOTS at a time: chunks shrinking towards the end of
         # the wave, down to MIN_SLOT_CHUNK_ROWS episodes.
         return plan_guided(rows, cost, workers, MIN_SLOT_CHUNK_ROWS, max_rows)
-    # a row kernel: one chunk of balanced cost per worker (rows are nearly free in a
-    # batch, and more chunks would only add round trips)
+    # a row kernel, or a torch kind's network call (one fixed-shape call per step for every
+    # live row, however few): one chunk of balanced cost per worker. Rows are nearly free in
+    # a batch, and each more chunk adds a round trip and, for a torch kind, a tail of steps
+    # whose calls run mostly padding.
     return plan_chunks(wave.policy, rows, cost, workers, max_rows)
 
 

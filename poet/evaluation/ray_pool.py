@@ -11,7 +11,8 @@
 - Jobs (whole training loops, `poet.evaluation.jobs`) go over the same workers, one per
   dispatch, the costliest first, with the same fault handling.
 - Requests are packed into chunks by the rule in `poet.evaluation.planning` (one chunk per
-  worker for a batched family, shrinking chunks for gymnasium envs), dispatched to the least
+  worker for a batched family or a torch policy, shrinking chunks for gymnasium envs with
+  the compiled forward), dispatched to the least
   busy worker with a bounded number in flight per worker.
   A worker that dies has its chunks re-run on a replacement. Results are keyed by
   request position, so nothing is lost or counted twice, and no chunking changes a number.
@@ -387,7 +388,13 @@ class RayEvaluator:
     def _plan(self, wave: RequestTable, rows: np.ndarray, cost: np.ndarray) -> list[list[int]]:
         """The wave's chunks."""
         return plan_wave(
-            wave, rows, cost, self.num_workers, self.batch_rows, self.steps_in_slots, self.chunks_per_worker
+            wave,
+            rows,
+            cost,
+            self.num_workers,
+            self.batch_rows,
+            self.steps_in_slots and self.spec.compiled,
+            self.chunks_per_worker,
         )
 
     def _submit(self, wi: int, wave: RequestTable, chunk: list[int]) -> Any:

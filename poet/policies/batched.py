@@ -104,6 +104,10 @@ class TorchBatchedPolicy:
         self._forward = forward_of(spec)
         self._stacked: dict[str, torch.Tensor] | None = None  # each position's weights, batched calls
         self._stacked_rows = np.zeros(0, dtype=np.int64)  # the weights row at each position
+        # a call's inputs, kept from call to call: the rows past a call's own keep what an
+        # earlier call left there (a row's numbers never depend on another row's)
+        self._x = torch.zeros(FORWARD_ROWS, *spec.shape)
+        self._s = torch.zeros(FORWARD_ROWS, spec.state_size)
 
     @property
     def rows(self) -> int:
@@ -160,7 +164,7 @@ class TorchBatchedPolicy:
         obs = np.asarray(obs, dtype=np.float32).reshape(n, *self.spec.shape)
         if self.state.shape[0] < n:
             self.begin(n - 1)
-        out = np.zeros((n, self.spec.act_dim), dtype=np.float32)
+        out = np.empty((n, self.spec.act_dim), dtype=np.float32)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
@@ -173,41 +177,40 @@ class TorchBatchedPolicy:
                             self._call_one(w, rows[first : first + FORWARD_ROWS], obs, out)
                 else:
                     for first in range(0, n, FORWARD_ROWS):
-                        self._call_batched(np.arange(first, min(n, first + FORWARD_ROWS)), obs, out)
+                        self._call_batched(slice(first, min(n, first + FORWARD_ROWS)), obs, out)
         finally:
             torch.set_num_threads(threads)
         return out
 
-    def _padded(self, rows: np.ndarray, obs: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        x = np.zeros((FORWARD_ROWS, *self.spec.shape), dtype=np.float32)
-        x[: rows.size] = obs[rows]
-        s = np.zeros((FORWARD_ROWS, self.state.shape[1]), dtype=np.float32)
-        s[: rows.size] = self.state[rows]
-        return torch.from_numpy(x), torch.from_numpy(s)
+    def _padded(self, rows: np.ndarray | slice, obs: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        x, s = obs[rows], self.state[rows]
+        self._x.numpy()[: len(x)] = x
+        self._s.numpy()[: len(s)] = s
+        return self._x, self._s
 
-    def _keep(self, rows: np.ndarray, out: np.ndarray, y: torch.Tensor, s_next: torch.Tensor) -> None:
-        out[rows] = y[: rows.size].numpy()
+    def _keep(self, rows: np.ndarray | slice, m: int, out: np.ndarray, y: torch.Tensor, s_next: torch.Tensor) -> None:
+        out[rows] = y[:m].numpy()
         if self.state.shape[1]:
-            self.state[rows] = s_next[: rows.size].numpy()
+            self.state[rows] = s_next[:m].numpy()
 
     def _call_one(self, w: int, rows: np.ndarray, obs: np.ndarray, out: np.ndarray) -> None:
         """Rows that share weights row `w`, in one call of the module."""
         y, s_next = torch.func.functional_call(self._module, self._weights_of(w), self._padded(rows, obs))
-        self._keep(rows, out, y, s_next)
+        self._keep(rows, rows.size, out, y, s_next)
 
-    def _call_batched(self, rows: np.ndarray, obs: np.ndarray, out: np.ndarray) -> None:
-        """Up to FORWARD_ROWS rows, each with its own weights, in one batched call; the weights
-        at each position are copied in only where its row's weights changed."""
+    def _call_batched(self, rows: slice, obs: np.ndarray, out: np.ndarray) -> None:
+        """Rows `rows` (up to FORWARD_ROWS), each with its own weights, in one batched call; the
+        weights at each position are copied in only where its row's weights changed."""
         if self._stacked is None:
             self._stacked = {n: torch.zeros(FORWARD_ROWS, *s) for n, s in zip(self._names, self._shapes)}
             self._stacked_rows = np.full(FORWARD_ROWS, -1, dtype=np.int64)
-        for k, w in enumerate(self.index[rows].tolist()):
-            if self._stacked_rows[k] != w:
-                for name, tensor in self._weights_of(w).items():
-                    self._stacked[name][k] = tensor
-                self._stacked_rows[k] = w
+        index = self.index[rows]
+        for k in np.flatnonzero(self._stacked_rows[: index.size] != index).tolist():
+            for name, tensor in self._weights_of(int(index[k])).items():
+                self._stacked[name][k] = tensor
+            self._stacked_rows[k] = index[k]
         y, s_next = self._forward(self._stacked, *self._padded(rows, obs))
-        self._keep(rows, out, y, s_next)
+        self._keep(rows, index.size, out, y, s_next)
 
     def act(self, obs: np.ndarray, done: np.ndarray | None = None) -> np.ndarray:
         """Actions for one observation per row (`squash`); rows marked in `done` read 0."""
