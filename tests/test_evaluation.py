@@ -472,9 +472,9 @@ def test_compiled_forward_is_a_float32_sum_in_input_order_bit_for_bit(activation
     import numba
 
     from poet.policies import PolicySpec
-    from poet.policies.mlp import _tanh
+    from poet.policies.mlp import tanh32
 
-    tanh = numba.njit(lambda x: np.array([_tanh(v) for v in x], dtype=np.float32))
+    tanh = numba.njit(lambda x: np.array([tanh32(v) for v in x], dtype=np.float32))
     rng = np.random.default_rng(3)
     shapes = ((22, (40, 40), 2), (5, (13, 6), 3), (8, (4,), 1), (3, (70, 48, 57), 7), (6, (130, 32, 24, 16), 9))
     for obs_dim, hidden, act_dim in shapes:
@@ -663,12 +663,12 @@ def test_the_compiled_tanh_is_within_one_ulp_and_keeps_nan() -> None:
     produce, tiny values and the saturated tails; NaN stays NaN."""
     import numba
 
-    from poet.policies.mlp import _tanh
+    from poet.policies.mlp import tanh32
 
     def tanh_all(x):
         out = np.empty_like(x)
         for i in range(x.size):
-            out[i] = _tanh(x[i])
+            out[i] = tanh32(x[i])
         return out
 
     # error_model="numpy" lets the compiler vectorise the loop (as in the forward); the

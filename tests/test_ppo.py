@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import numpy as np
@@ -173,13 +174,15 @@ def test_same_seed_same_agent_in_process_and_on_the_pool_whatever_the_workers(ra
 
 
 class _DiesOnceWhileFlaggedFamily:
-    """Terrain whose worker process is killed (SIGKILL) at an env's 20th step while a flag file
-    exists; the first worker there removes the flag, so exactly one dies (numbers unchanged)."""
+    """Terrain whose worker process is killed (SIGKILL) while a flag file exists: at an env's
+    20th step (`compiled` false: its envs step as gymnasium envs), or at the 3rd course the
+    row kernel builds (the compiled rollouts); the first worker there removes the flag, so
+    exactly one dies (numbers unchanged)."""
 
     name = "terrain"
 
-    def __init__(self, flag: str):
-        self.inner, self.flag = envs.make_family("terrain"), flag
+    def __init__(self, flag: str, compiled: bool = False):
+        self.inner, self.flag, self.compiled = envs.make_family("terrain"), flag, compiled
 
     def __getattr__(self, item):
         if item == "inner":
@@ -191,13 +194,21 @@ class _DiesOnceWhileFlaggedFamily:
         env.step = step_or_die(env.step, self.flag)
         return env
 
+    @property
+    def row_kernel(self):
+        if not self.compiled:
+            return None
+        kernel = self.inner.row_kernel()
+        return lambda: dataclasses.replace(kernel, data=step_or_die(kernel.data, self.flag, at=3))
 
-def test_killed_worker_mid_jobs_wave_gives_identical_agents(ray_local, tmp_path):
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["gymnasium", "compiled"])
+def test_killed_worker_mid_jobs_wave_gives_identical_agents(ray_local, tmp_path, compiled):
     """A worker SIGKILLed while running PPO jobs is replaced and its jobs re-run: same agents."""
     # The kill comes from inside a job at a fixed step, not from a timer: a timer guessed from
     # one wave's duration can miss the wave on a loaded machine.
     flag = tmp_path / "die"
-    family = _DiesOnceWhileFlaggedFamily(str(flag))
+    family = _DiesOnceWhileFlaggedFamily(str(flag), compiled)
     spec, trainer = _setup(family)
     theta = init_flat(spec, np.random.default_rng(5))
     tasks = [
@@ -224,6 +235,7 @@ class _ExplodingEnvFamily:
     reward on it when roughness is 0.7."""
 
     name = "terrain"
+    row_kernel = None  # its envs step as gymnasium envs, where the fault is
 
     def __init__(self):
         self.inner = envs.make_family("terrain", {"course_length": 20.0})

@@ -530,7 +530,7 @@ def step_or_die(step, flag: str, at: int = 20):
     (the first process there removes it, so exactly one dies)."""
     calls = [0]
 
-    def wrapped(actions):
+    def wrapped(*args):
         calls[0] += 1
         if calls[0] == at:
             try:
@@ -539,7 +539,7 @@ def step_or_die(step, flag: str, at: int = 20):
                 pass
             else:
                 os.kill(os.getpid(), signal.SIGKILL)
-        return step(actions)
+        return step(*args)
 
     return wrapped
 

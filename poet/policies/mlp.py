@@ -28,7 +28,7 @@ _TANH_Q = (1.0, 37.83862394423677, 169.77915677927356, 174.61307504525502, 33.47
 
 
 @numba.njit(cache=True, inline="always")
-def _tanh(v: np.float32) -> np.float32:
+def tanh32(v: np.float32) -> np.float32:
     x = np.float64(v)
     x = 9.0 if x > 9.0 else x  # comparisons, not min/max: NaN stays NaN
     x = -9.0 if x < -9.0 else x
@@ -36,6 +36,13 @@ def _tanh(v: np.float32) -> np.float32:
     num = (((_TANH_P[4] * s + _TANH_P[3]) * s + _TANH_P[2]) * s + _TANH_P[1]) * s + _TANH_P[0]
     den = (((_TANH_Q[4] * s + _TANH_Q[3]) * s + _TANH_Q[2]) * s + _TANH_Q[1]) * s + _TANH_Q[0]
     return np.float32(x * num / den)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def tanh_into(x: np.ndarray, out: np.ndarray) -> None:
+    """`tanh32` of every value of a float32 vector, into `out` (the torch module's tanh too)."""
+    for i in range(x.size):
+        out[i] = tanh32(x[i])
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -57,7 +64,7 @@ def forward_row(
     its inputs in input order from 0.0 (`poet.dense`: many outputs' sums side by side in
     vectors, no fused multiply-add, no reassociation), so the vector width of the CPU never
     changes a number. `error_model="numpy"`: a division by zero gives inf or NaN as in numpy
-    instead of raising, which is what lets the compiler vectorise the loops through `_tanh`
+    instead of raising, which is what lets the compiler vectorise the loops through `tanh32`
     (its division is never by zero).
     """
     layers, off = sizes.size - 1, 0
@@ -71,13 +78,13 @@ def forward_row(
         if layer == layers - 1:
             if box:
                 for j in range(fan_out):
-                    out[j] = low[j] + (_tanh(a[j] + bias[j]) + np.float32(1.0)) * np.float32(0.5) * span[j]
+                    out[j] = low[j] + (tanh32(a[j] + bias[j]) + np.float32(1.0)) * np.float32(0.5) * span[j]
             else:
                 for j in range(fan_out):
                     out[j] = a[j] + bias[j]
         elif activation == 0:
             for j in range(fan_out):
-                h[j] = _tanh(a[j] + bias[j])
+                h[j] = tanh32(a[j] + bias[j])
         else:
             for j in range(fan_out):
                 v = a[j] + bias[j]

@@ -6,6 +6,7 @@ docstring says how PPO fits POET's agents.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ import torch
 
 from envs import EnvParams
 from poet.evaluation.jobs import WorkerView
+from poet.evaluation.recording import KernelRecorder
+from poet.evaluation.row_loop import row_kernel_of
 from poet.policies import PolicySpec, init_flat, init_orthogonal
 from poet.policies.mlp_torch import MLPPolicy, to_actions
 from poet.trainers.ppo import (
@@ -29,7 +32,7 @@ from poet.trainers.ppo import (
     positive_value_loss,
     unfold,
 )
-from poet.trainers.ppo_loss import clipped_step, log_prob_entropy, sample_outputs
+from poet.trainers.ppo_loss import FlatParameters, clipped_step, draw_noise, log_prob_entropy, sample_outputs
 from poet.trainers.ppo_recurrent import KindLearner, update_sequences
 
 # ---------------------------------------------------------------- the learner inside a job
@@ -47,14 +50,14 @@ class _Learner:
         self.actor = MLPPolicy(spec)
         self.value_spec = PolicySpec(spec.obs_dim, 1, tuple(value_hidden), spec.activation, "box", (-1.0,), (1.0,))
         self.value = MLPPolicy(self.value_spec)
-        self.log_std = torch.nn.Parameter(torch.zeros(spec.act_dim if self.box else 0))
-        self.params = [*self.actor.parameters(), self.log_std, *self.value.parameters()]
+        shared = FlatParameters([self.actor, torch.nn.Parameter(torch.zeros(spec.act_dim if self.box else 0)), self.value])
+        self.log_std, self.params, self._flat = shared.parts[1], shared.params, shared.flat
 
     def get(self) -> np.ndarray:
-        return torch.nn.utils.parameters_to_vector(self.params).detach().numpy().astype(np.float32)
+        return self._flat.copy()
 
     def set(self, flat: np.ndarray) -> None:
-        torch.nn.utils.vector_to_parameters(torch.as_tensor(np.asarray(flat, dtype=np.float32)), self.params)
+        self._flat[:] = flat
 
     def load(self, actor: np.ndarray, log_std: np.ndarray, value: np.ndarray) -> None:
         self.set(np.concatenate([actor, log_std, value]).astype(np.float32))
@@ -99,12 +102,18 @@ class _Learner:
         return theta, log_std, fold(value, self.spec.obs_dim, self.value_spec.layer_sizes[1], norm.mean, norm.std)
 
     @torch.no_grad()
-    def sample(self, z: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Sampled outputs u, their log-probabilities and the values, for normalised observations z."""
+    def sample(self, z: np.ndarray, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sampled outputs u (`sample_outputs` with this step's `noise`), their log-probabilities
+        and the values, for normalised observations z."""
         zt = torch.as_tensor(z, dtype=torch.float32)
         out = self.actor(zt)
-        u, logp = sample_outputs(self.box, self.log_std, out, rng)
+        u, logp = sample_outputs(self.box, self.log_std, out, noise)
         return u.numpy(), logp.numpy(), self.value(zt).squeeze(-1).numpy()
+
+    @torch.no_grad()
+    def log_probs(self, out: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Log-probabilities of samples `u` around policy outputs `out` (any leading shape)."""
+        return self.log_prob_entropy(torch.as_tensor(out), torch.as_tensor(u))[0].numpy()
 
     @torch.no_grad()
     def values(self, z: np.ndarray, envs: list[int] | None = None) -> np.ndarray:
@@ -126,12 +135,21 @@ class _Batch:
     initial_state: Any = None  # a recurrent learner's states at the rollout's first step
 
 
-class _Rollouts:
-    """One env per level (the same params in every env for an ordinary step), with their
-    episode bookkeeping kept across updates."""
+def _streams(seed: int, n_envs: int) -> tuple[list[np.random.Generator], np.random.Generator]:
+    """A job's two streams of rollout randomness, apart from its main generator (value init,
+    minibatch order) and from each other: each env's generator of reset seeds, and the
+    generator of the action noise (a block per rollout, `draw_noise`)."""
+    resets = [np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0, i))) for i in range(n_envs)]
+    return resets, np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
 
-    def __init__(self, worker: WorkerView, levels: Sequence[EnvParams], max_steps: int, rng: np.random.Generator):
-        self.levels, self.max_steps, self.rng = list(levels), max_steps, rng
+
+class _Rollouts:
+    """One gymnasium env per level (the same params in every env for an ordinary step), with
+    their episode bookkeeping kept across updates; the policy runs as torch, one batch per step."""
+
+    def __init__(self, worker: WorkerView, levels: Sequence[EnvParams], max_steps: int, seed: int):
+        self.levels, self.max_steps = list(levels), max_steps
+        self.resets, self.noise = _streams(seed, len(self.levels))
         self.envs = [worker.family.make_env(params) for params in self.levels]
         n = len(self.envs)
         self.obs = np.stack([self._reset(i) for i in range(n)])
@@ -139,17 +157,15 @@ class _Rollouts:
         self.ep_len = np.zeros(n, dtype=np.int64)
 
     def _reset(self, i: int) -> np.ndarray:
-        seed = self.levels[i].reset_seed(int(self.rng.integers(0, 2**31 - 1)))
+        seed = self.levels[i].reset_seed(int(self.resets[i].integers(0, 2**31 - 1)))
         obs, _ = self.envs[i].reset(seed=seed)
         return np.asarray(obs, dtype=np.float64).ravel()
-
-    def _fail(self, i: int, what: str) -> RuntimeError:
-        return RuntimeError(f"env {self.levels[i].to_json()}: {what}")
 
     def collect(self, learner: Any, norm: Normaliser, n_steps: int) -> _Batch:
         n = len(self.envs)
         initial_state = learner.initial_states()
         dim = self.obs.shape[1]
+        noise = draw_noise(self.noise, learner.box, (n_steps, n, learner.spec.act_dim))
         obs = np.empty((n_steps, n, dim))
         us, logps, vals, rews = [], np.empty((n_steps, n)), np.empty((n_steps, n)), np.empty((n_steps, n))
         next_v = np.zeros((n_steps, n))
@@ -158,7 +174,7 @@ class _Rollouts:
         finished_returns, finished_lengths, finished_slots = [], [], []
         for t in range(n_steps):
             obs[t] = self.obs
-            u, logps[t], vals[t] = learner.sample(norm.apply(self.obs), self.rng)
+            u, logps[t], vals[t] = learner.sample(norm.apply(self.obs), noise[t])
             us.append(u)
             actions = learner.env_actions(u)
             truncated_obs: dict[int, np.ndarray] = {}
@@ -167,7 +183,7 @@ class _Rollouts:
                 try:
                     o, r, term, trunc, _ = env.step(actions[i])
                 except Exception as exc:  # noqa: BLE001 - reported with the env's params
-                    raise self._fail(i, f"step raised {type(exc).__name__}: {exc}") from None
+                    raise _fail(self.levels, i, f"step raised {type(exc).__name__}: {exc}") from None
                 o = step_obs[i] = np.asarray(o, dtype=np.float64).ravel()
                 rews[t, i] = r
                 self.ep_return[i] += r
@@ -188,7 +204,7 @@ class _Rollouts:
             bad = ~(np.isfinite(rews[t]) & np.isfinite(step_obs).all(axis=1))
             if bad.any():
                 i = int(np.argmax(bad))
-                raise self._fail(i, f"non-finite reward or observation (reward {rews[t, i]})")
+                raise _fail(self.levels, i, f"non-finite reward or observation (reward {rews[t, i]})")
             if truncated_obs:  # bootstrap a time-limit cut from the value of where it stopped
                 idx = sorted(truncated_obs)
                 next_v[t, idx] = learner.values(norm.apply(np.stack([truncated_obs[i] for i in idx])), idx)
@@ -215,6 +231,61 @@ class _Rollouts:
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+class _KernelRollouts:
+    """The same rollouts for an mlp on a family with a row kernel: the envs and both networks
+    step in the compiled loop (`poet.evaluation.recording`), the log-probabilities come from
+    torch for the whole rollout at once. Same streams, same numbers as `_Rollouts` up to
+    float32 round-off in the forwards."""
+
+    def __init__(
+        self, worker: WorkerView, value_spec: PolicySpec, levels: Sequence[EnvParams], max_steps: int, seed: int, kernel: Any
+    ):
+        self.levels = list(levels)
+        resets, self.noise = _streams(seed, len(self.levels))
+        fail = functools.partial(_fail, self.levels)
+        self.recorder = KernelRecorder(kernel, worker.spec, value_spec, self.levels, max_steps, resets, fail)
+
+    def collect(self, learner: _Learner, norm: Normaliser, n_steps: int) -> _Batch:
+        n = len(self.levels)
+        noise = draw_noise(self.noise, True, (n_steps, n, learner.spec.act_dim))
+        sigma = torch.exp(learner.log_std).detach().numpy()  # torch's exp, as `sample_outputs` takes it
+        actor, _, value = learner.split()
+        rec = self.recorder.collect(actor, value, norm.mean, norm.std, sigma, noise)
+        vals = rec.values.astype(np.float64)
+        next_v = np.where(rec.cut, rec.cut_values, 0.0)  # a time-limit cut bootstraps from where it stopped
+        next_v[:-1] = np.where(rec.continues[:-1] > 0, vals[1:], next_v[:-1])
+        next_v[-1] = np.where(rec.continues[-1] > 0, rec.last_values, next_v[-1])
+        return _Batch(
+            rec.obs,
+            rec.u,
+            learner.log_probs(rec.mean, rec.u).astype(np.float64),
+            vals,
+            rec.rewards,
+            next_v,
+            rec.continues,
+            rec.episode_returns,
+            rec.episode_lengths,
+            rec.episode_slots,
+        )
+
+    def close(self) -> None:
+        """Nothing to close: the envs are rows of compiled data."""
+
+
+def _fail(levels: Sequence[EnvParams], i: int, what: str) -> RuntimeError:
+    return RuntimeError(f"env {levels[i].to_json()}: {what}")
+
+
+def _rollouts(
+    worker: WorkerView, learner: Any, levels: Sequence[EnvParams], max_steps: int, seed: int
+) -> _Rollouts | _KernelRollouts:
+    """The compiled rollouts where the family has a row kernel and the policy is an mlp, else gymnasium envs."""
+    kernel = None if learner.recurrent or not isinstance(learner, _Learner) else row_kernel_of(worker.family, worker.spec)
+    if kernel is None:
+        return _Rollouts(worker, levels, max_steps, seed)
+    return _KernelRollouts(worker, learner.value_spec, levels, max_steps, seed, kernel)
 
 
 def _level_metrics(batch: _Batch, rewards: np.ndarray, o: PPOOptions) -> list[dict[str, Any]]:
@@ -334,7 +405,7 @@ def ppo_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any]:
     adam = {"t": int(state["adam_t"]), "m": state["adam_m"], "v": state["adam_v"]}
     norm = Normaliser(state, o.normalize_obs, o.obs_std_floor)
     levels = _levels(payload, o)
-    rollouts = _Rollouts(worker, levels, int(payload["max_steps"]), rng)
+    rollouts = _rollouts(worker, learner, levels, int(payload["max_steps"]), int(payload["seed"]))
     ret_acc = np.zeros(len(levels))
     level_metrics: list[dict[str, Any]] = []
     totals: dict[str, float] = {}
@@ -396,7 +467,7 @@ def ppo_regret_job(worker: WorkerView, payload: dict[str, Any]) -> dict[str, Any
     norm = Normaliser(state, o.normalize_obs, o.obs_std_floor)
     learner.load_stored(theta, state, norm)
     levels = _levels(payload, o)
-    rollouts = _Rollouts(worker, levels, int(payload["max_steps"]), rng)
+    rollouts = _rollouts(worker, learner, levels, int(payload["max_steps"]), int(payload["seed"]))
     try:
         batch = rollouts.collect(learner, norm, o.n_steps)
     finally:

@@ -5,6 +5,7 @@ Adam step on the gradient clipped to its global norm."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,18 +32,57 @@ def log_prob_entropy(
     return logp, ent
 
 
-def sample_outputs(
-    box: bool, log_std: torch.Tensor, out: torch.Tensor, rng: np.random.Generator
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sampled outputs around `out` and their log-probabilities: a Gaussian draw with `log_std`
-    for boxes, else a categorical one by Gumbel-max (exact, from numpy's stream)."""
+def draw_noise(rng: np.random.Generator, box: bool, shape: tuple[int, ...]) -> np.ndarray:
+    """A rollout's action noise, float32, one block (steps, envs, outputs): standard normal for
+    boxes, standard Gumbel for a categorical (`sample_outputs`)."""
     if box:
-        eps = torch.as_tensor(rng.standard_normal(out.shape).astype(np.float32))
+        return rng.standard_normal(shape, dtype=np.float32)
+    return rng.gumbel(size=shape).astype(np.float32)
+
+
+def sample_outputs(
+    box: bool, log_std: torch.Tensor, out: torch.Tensor, noise: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sampled outputs around `out` from their `noise` (`draw_noise`) and their
+    log-probabilities: `out + exp(log_std) * noise` for boxes, else the categorical draw by
+    Gumbel-max (exact)."""
+    eps = torch.as_tensor(noise)
+    if box:
         u = out + torch.exp(log_std) * eps
     else:
-        g = torch.as_tensor(rng.gumbel(size=out.shape).astype(np.float32))
-        u = torch.argmax(torch.log_softmax(out, -1) + g, dim=-1).to(torch.float32)
+        u = torch.argmax(torch.log_softmax(out, -1) + eps, dim=-1).to(torch.float32)
     return u, log_prob_entropy(box, log_std, out, u)[0]
+
+
+class FlatParameters:
+    """The parameters of some modules and loose parameters, in order, as views of one float32
+    numpy vector (the order of `parameters_to_vector`): reading and writing them all is one
+    copy, which a minibatch step does twice."""
+
+    def __init__(self, parts: Sequence[torch.nn.Module | torch.nn.Parameter]):
+        self.flat = np.zeros(sum(p.numel() for part in parts for p in _parameters(part)), dtype=np.float32)
+        self.params: list[torch.nn.Parameter] = []
+        self.parts: list[torch.nn.Module | torch.nn.Parameter] = []
+        for part in parts:
+            if isinstance(part, torch.nn.Parameter):
+                self.parts.append(self._view(part))
+                continue
+            for module in part.modules():
+                for name, p in list(module.named_parameters(recurse=False)):
+                    setattr(module, name, self._view(p))
+            self.parts.append(part)
+
+    def _view(self, p: torch.Tensor) -> torch.nn.Parameter:
+        start = sum(q.numel() for q in self.params)
+        part = self.flat[start : start + p.numel()]
+        part[:] = p.detach().numpy().ravel()
+        view = torch.nn.Parameter(torch.from_numpy(part).view(p.shape))
+        self.params.append(view)
+        return view
+
+
+def _parameters(part: torch.nn.Module | torch.nn.Parameter) -> list[torch.nn.Parameter]:
+    return [part] if isinstance(part, torch.nn.Parameter) else list(part.parameters())
 
 
 def clipped_grad(params: list[torch.Tensor], max_norm: float) -> np.ndarray:

@@ -29,7 +29,7 @@ from poet.policies import PolicySpec
 from poet.policies.batched import squash
 from poet.policies.kinds import build_module
 from poet.trainers.ppo import PPOOptions, gae, positive_value_loss
-from poet.trainers.ppo_loss import clipped_step, log_prob_entropy, sample_outputs
+from poet.trainers.ppo_loss import FlatParameters, clipped_step, log_prob_entropy, sample_outputs
 
 
 def value_spec(spec: PolicySpec) -> PolicySpec:
@@ -46,17 +46,17 @@ class KindLearner:
         self.box = spec.action_kind == "box"
         self.value_spec = value_spec(spec)
         self.actor, self.value = build_module(spec), build_module(self.value_spec)
-        self.log_std = torch.nn.Parameter(torch.zeros(spec.act_dim if self.box else 0))
-        self.params = [*self.actor.parameters(), self.log_std, *self.value.parameters()]
+        shared = FlatParameters([self.actor, torch.nn.Parameter(torch.zeros(spec.act_dim if self.box else 0)), self.value])
+        self.log_std, self.params, self._flat = shared.parts[1], shared.params, shared.flat
         self.recurrent = self.actor.state_size > 0 or self.value.state_size > 0
         self.h_actor = torch.zeros(n_envs, self.actor.state_size)
         self.h_value = torch.zeros(n_envs, self.value.state_size)
 
     def get(self) -> np.ndarray:
-        return torch.nn.utils.parameters_to_vector(self.params).detach().numpy().astype(np.float32)
+        return self._flat.copy()
 
     def set(self, flat: np.ndarray) -> None:
-        torch.nn.utils.vector_to_parameters(torch.as_tensor(np.asarray(flat, dtype=np.float32)), self.params)
+        self._flat[:] = flat
 
     def split(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         flat = self.get()
@@ -92,12 +92,13 @@ class KindLearner:
         return self.h_actor.clone(), self.h_value.clone()
 
     @torch.no_grad()
-    def sample(self, z: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Sampled outputs, their log-probabilities and the values; every env's states advance."""
+    def sample(self, z: np.ndarray, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sampled outputs (`sample_outputs` with this step's `noise`), their log-probabilities
+        and the values; every env's states advance."""
         x = self._obs(z)
         out, self.h_actor = self.actor(x, self.h_actor)
         value, self.h_value = self.value(x, self.h_value)
-        u, logp = sample_outputs(self.box, self.log_std, out, rng)
+        u, logp = sample_outputs(self.box, self.log_std, out, noise)
         return u.numpy(), logp.numpy(), value.squeeze(-1).numpy()
 
     @torch.no_grad()
