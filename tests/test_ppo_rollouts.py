@@ -28,6 +28,7 @@ def _learner(seed: int = 3):
     rng = np.random.default_rng(seed)
     learner = ppo_job._Learner(spec, [64, 64])
     theta = init_flat(spec, rng)
+    theta[-2] = 2.0  # drive on: episodes end in pits as well as at the step cap
     state = PPOTrainer(PPOOptions(), TrainerContext(spec, MAX_STEPS, ErrorPolicy())).init_state(theta)
     state.update(
         value=init_flat(learner.value_spec, rng),
