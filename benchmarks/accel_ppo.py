@@ -1,26 +1,36 @@
-"""Where ACCEL's time goes with PPO, against a plain PyTorch PPO loop on the same family and sizes.
+"""PPO at dcd's sizes and its limits: ACCEL's PPO by phase, the commit before, a plain PyTorch
+PPO loop, and the compiled rollout alone.
 
-    python benchmarks/accel_ppo.py [--iterations 60] [--plain-updates 30] [--repeats 3] [--json PATH]
+    python benchmarks/accel_ppo.py [--sizes dcd|laptop] [--iterations 20] [--plain-updates 6]
+        [--repeats 3] [--before REV] [--json PATH]
 
-1. ACCEL: `experiments/ued_terrain.yaml` (ACCEL with dcd's PPO settings at laptop scale),
-   run in this process (`evaluation.backend: inprocess`) so that its parts can be timed by
-   wrapping the functions that do them: each PPO update's rollout (`_Rollouts.collect`), its
-   GAE (`gae`), its minibatch epochs (`_update` less GAE), the rollouts that score new levels
-   by regret (`ppo_regret_job`, its rollout included), the evaluator's scoring waves
-   (`evaluate`: the held-out levels) and the rest (the curriculum, records, checkpoints).
-2. plain: the same PPO work written as plain PyTorch, top to bottom, no framework and no Ray:
-   as many levels as ACCEL trains on per update, each stepped as a gymnasium env (the family's
-   `make_env`, as the framework's job steps them), `n_steps` steps each with an episode
-   restarted where it ends, one torch forward for all levels per step, GAE (the framework's
-   own numpy `gae`, so that part times the same code), then the same epochs and
-   minibatch size with torch's Adam and gradient clipping. Its levels are
-   drawn at random each update (domain randomisation), so no curriculum work is in it.
+1. accel: `experiments/ued_terrain.yaml` (ACCEL with dcd's PPO settings), at dcd's PPO sizes
+   with `--sizes dcd` (16 levels x 2,048 steps per update, 5 epochs of 32 minibatches of
+   1,024; the config's own 400-step episodes) or at the config's (`laptop`: 400 steps,
+   minibatches of 200), run in this process (`evaluation.backend: inprocess`) so that its
+   parts can be timed by wrapping the functions that do them: each PPO update's rollout
+   (`collect`), its GAE (`gae`), its minibatch epochs (`_update` less GAE), the rollouts that
+   score new levels by regret (`ppo_regret_job`, its rollout included), the evaluator's
+   scoring waves (`evaluate`: the held-out levels) and the rest (the curriculum, records,
+   checkpoints).
+2. accel_before (with `--before REV`): the same run from the code at REV, checked out into a
+   temporary git worktree and run in a fresh process whose PYTHONPATH puts it first.
+3. plain: the same PPO work written as plain PyTorch, top to bottom, CleanRL-style, no
+   framework and no Ray: as many levels as ACCEL trains on per update, each stepped as a
+   gymnasium env (the family's `make_env`), `n_steps` steps each with an episode restarted
+   where it ends, one torch forward for all levels per step, GAE (the framework's own numpy
+   `gae`, so that part times the same code), then the same epochs and minibatch size with
+   torch's Adam and gradient clipping. Its levels are drawn at random each update (domain
+   randomisation), so no curriculum work is in it.
+4. rollout_alone: the upper bound of a rollout, the evaluator's compiled rollout of a fixed
+   policy (the run's initial one) on the same number of levels and about as many steps as
+   one update's rollout, in this process.
 
-The script prints, for each, the seconds per PPO update by part and two rates over the whole
-run: every env step taken (ACCEL's scoring rollouts included), and the env steps PPO trained
-on (levels x `n_steps` per update), whose ratio is ACCEL's share of plain code for the same
-training. Runs alternate
-(ACCEL, plain, ACCEL, plain, ...) and the medians are reported. Nothing here is a pass/fail test.
+The script prints, for each, the seconds per PPO update by part and the rates: every env step
+taken per second of the whole run (ACCEL's scoring rollouts included), the env steps PPO
+trained on per second, and the rollout phase's own steps per second beside the compiled
+rollout alone. Runs alternate (accel, accel_before, plain, rollout_alone, accel, ...) and
+the medians are reported. Nothing here is a pass/fail test.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,13 +55,17 @@ import torch
 
 import poet
 from envs import make_family
-from poet.policies import spec_for_spaces
+from poet.evaluation import EvalRequest, InProcessEvaluator
+from poet.policies import init_flat, spec_for_spaces
 from poet.trainers import ppo_job
 from poet.trainers.ppo import PPOOptions, gae
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "experiments" / "ued_terrain.yaml"
 PARTS = ("rollout", "gae", "update", "level_scoring", "evaluations", "rest")
+# dcd's bipedal configs: 16 processes x 2,048 steps, ppo_epoch 5, num_mini_batch 32; `laptop`:
+# the config's own (experiments/ued_terrain.yaml)
+SIZES = {"dcd": {"n_steps": 2048, "minibatch_size": 1024}, "laptop": {}}
 
 
 # ============================================================== ACCEL through the framework
@@ -89,15 +104,17 @@ def timed_framework(timer: PartTimer):
     process, so that cache is emptied on the way in and out: a run finds this run's wrappers."""
     from poet.evaluation import inprocess, jobs
 
-    saved = [
-        (ppo_job._Rollouts, "collect"),
-        (ppo_job, "gae"),
-        (ppo_job, "_update"),
-        (ppo_job, "ppo_regret_job"),
-        (inprocess.InProcessEvaluator, "evaluate"),
+    wrapped = [
+        (ppo_job._Rollouts, "collect", "rollout"),
+        (getattr(ppo_job, "_KernelRollouts", None), "collect", "rollout"),  # absent before the compiled rollouts
+        (ppo_job, "gae", "gae"),
+        (ppo_job, "_update", "update"),
+        (ppo_job, "ppo_regret_job", "level_scoring"),
+        (inprocess.InProcessEvaluator, "evaluate", "evaluations"),
     ]
+    saved = [(owner, name) for owner, name, _ in wrapped if owner is not None]
+    parts = [part for owner, _, part in wrapped if owner is not None]
     originals = [getattr(owner, name) for owner, name in saved]
-    parts = ["rollout", "gae", "update", "level_scoring", "evaluations"]
     for (owner, name), original, part in zip(saved, originals, parts):
         setattr(owner, name, timer.wrap(part, original))
     jobs.resolve_job_fn.cache_clear()
@@ -109,10 +126,11 @@ def timed_framework(timer: PartTimer):
         jobs.resolve_job_fn.cache_clear()
 
 
-def run_accel(iterations: int) -> dict[str, Any]:
+def run_accel(iterations: int, sizes: str) -> dict[str, Any]:
     """One ACCEL run in this process: wall seconds, env steps and seconds by part."""
     timer = PartTimer()
     overrides = [f"iterations={iterations}", "evaluation.backend=inprocess"]
+    overrides += [f"trainer.ppo.{k}={v}" for k, v in SIZES[sizes].items()]
     with tempfile.TemporaryDirectory() as tmp, timed_framework(timer):
         t0 = time.perf_counter()
         result = poet.run(CONFIG, out=Path(tmp) / "run", overrides=overrides, progress=False)
@@ -128,6 +146,41 @@ def run_accel(iterations: int) -> dict[str, Any]:
         "seconds": timer.seconds,
         "calls": timer.calls,
     }
+
+
+def run_accel_at(tree: Path, iterations: int, sizes: str) -> dict[str, Any]:
+    """`run_accel` from the code in `tree` (another commit's worktree), in a fresh process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "accel.json"
+        cmd = [sys.executable, __file__, "--accel-only", "--iterations", str(iterations), "--sizes", sizes]
+        env = os.environ | {"PYTHONPATH": str(tree)}
+        subprocess.run([*cmd, "--json", str(out)], cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL)
+        return json.loads(out.read_text())
+
+
+# ============================================================== the compiled rollout alone
+def run_rollout_alone(n_levels: int, steps: int, hidden: list[int], max_steps: int) -> dict[str, Any]:
+    """The evaluator's compiled rollout of one fixed policy on `n_levels` levels, episodes enough
+    for about `steps` env steps in all (timed on a second wave, the first compiling)."""
+    family = make_family("terrain")
+    probe = family.make_env(family.initial())
+    spec = spec_for_spaces(probe.observation_space, probe.action_space, tuple(hidden), "tanh")
+    evaluator = InProcessEvaluator(family, spec)
+    ref = evaluator.put(init_flat(spec, np.random.default_rng(0)))
+    levels = [family.sample(np.random.default_rng(i)) for i in range(n_levels)]
+    courses = max(1, -(-steps // (n_levels * max_steps)))  # per level, one episode on each
+
+    def wave(first_seed: int) -> list[EvalRequest]:  # a deterministic policy: one episode per course
+        seeds = range(first_seed, first_seed + courses)
+        return [EvalRequest(ref, level.with_course_seed(s), 1, 0, max_steps) for level in levels for s in seeds]
+
+    evaluator.evaluate(wave(0))
+    requests = wave(courses)  # courses it has not seen
+    t0 = time.perf_counter()
+    results = evaluator.evaluate(requests)
+    wall = time.perf_counter() - t0
+    env_steps = int(sum(r.lengths.sum() for r in results))
+    return {"wall_seconds": wall, "env_steps": env_steps, "env_steps_per_s": env_steps / wall}
 
 
 # ============================================================== plain PyTorch PPO
@@ -234,40 +287,86 @@ def per_update(run: dict[str, Any]) -> dict[str, float]:
     return {part: 1e3 * s / max(1, run["ppo_updates"]) for part, s in run["seconds"].items()}
 
 
+def rollout_steps_per_s(run: dict[str, Any], n_levels: int, n_steps: int) -> float:
+    """The env steps of a run's PPO rollouts per second spent in them."""
+    return run["calls"]["rollout"] * n_levels * n_steps / max(run["seconds"]["rollout"], 1e-9)
+
+
+def report(rep: int, way: str, r: dict[str, Any]) -> None:
+    parts = ", ".join(f"{k} {v:.0f}" for k, v in per_update(r).items()) if "seconds" in r else ""
+    print(
+        f"[rep {rep + 1}] {way}: {r['env_steps_per_s']:,.0f} env steps/s, {r['wall_seconds']:.1f}s"
+        + (f"; {r['ppo_updates']} PPO updates, ms per update: {parts}" if parts else ""),
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=60, help="ACCEL iterations per run")
-    parser.add_argument("--plain-updates", type=int, default=30, help="PPO updates per plain run")
+    parser.add_argument("--sizes", choices=sorted(SIZES), default="dcd", help="PPO sizes: dcd's, or the config's")
+    parser.add_argument("--iterations", type=int, default=20, help="ACCEL iterations per run")
+    parser.add_argument("--plain-updates", type=int, default=6, help="PPO updates per plain run")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--before", default=None, help="also run ACCEL from the code at this git revision")
+    parser.add_argument("--accel-only", action="store_true", help=argparse.SUPPRESS)  # one run, for --before
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)  # as a pool worker runs a job: one core
+    if args.accel_only:
+        args.json.write_text(json.dumps(run_accel(args.iterations, args.sizes)))
+        return
     cfg = poet.load_config(CONFIG)
-    o = PPOOptions(**cfg.trainer.section("ppo"))
+    o = PPOOptions(**{**cfg.trainer.section("ppo"), **SIZES[args.sizes]})
     n_levels = int(cfg.curriculum_options.get("num_levels", o.n_envs))
-    runs: dict[str, list[dict[str, Any]]] = {"accel": [], "plain": []}
+    hidden, max_steps = list(cfg.policy.hidden), cfg.evaluation.max_steps
+    ways = ["accel", *(["accel_before"] if args.before else []), "plain", "rollout_alone"]
+    runs: dict[str, list[dict[str, Any]]] = {way: [] for way in ways}
     t0 = time.perf_counter()
-    for rep in range(args.repeats):
-        runs["accel"].append(run_accel(args.iterations))
-        runs["plain"].append(
-            run_plain(o, n_levels, list(cfg.policy.hidden), cfg.evaluation.max_steps, args.plain_updates)
-        )
-        for way in runs:
-            r = runs[way][-1]
-            print(
-                f"[rep {rep + 1}] {way}: {r['env_steps_per_s']:,.0f} env steps/s, {r['ppo_updates']} PPO updates, "
-                f"{r['wall_seconds']:.1f}s; ms per update: "
-                + ", ".join(f"{k} {v:.0f}" for k, v in per_update(r).items()),
-                flush=True,
-            )
+    with tempfile.TemporaryDirectory() as tmp:
+        before = Path(tmp) / "before"
+        if args.before:
+            subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], cwd=ROOT, check=True)
+        try:
+            for rep in range(args.repeats):
+                for way in ways:
+                    if way == "accel":
+                        r = run_accel(args.iterations, args.sizes)
+                    elif way == "accel_before":
+                        r = run_accel_at(before, args.iterations, args.sizes)
+                    elif way == "plain":
+                        r = run_plain(o, n_levels, hidden, max_steps, args.plain_updates)
+                    else:
+                        r = run_rollout_alone(n_levels, n_levels * o.n_steps, hidden, max_steps)
+                    runs[way].append(r)
+                    report(rep, way, r)
+        finally:
+            if args.before:
+                subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT, check=True)
     median = {way: statistics.median(r["env_steps_per_s"] for r in rs) for way, rs in runs.items()}
     # the env steps PPO trains on (levels x n_steps per update), over the whole run's time: ACCEL's
     # scoring rollouts then count as the cost they are, not as steps
-    for rs in runs.values():
+    trained, rollout, breakdown = {}, {}, {}
+    for way, rs in runs.items():
+        if way == "rollout_alone":
+            continue
         for r in rs:
             r["trained_steps_per_s"] = r["ppo_updates"] * n_levels * o.n_steps / r["wall_seconds"]
-    trained = {way: statistics.median(r["trained_steps_per_s"] for r in rs) for way, rs in runs.items()}
-    breakdown = {way: {p: statistics.median(per_update(r)[p] for r in rs) for p in PARTS} for way, rs in runs.items()}
+            if way != "plain":
+                r["rollout_steps_per_s"] = rollout_steps_per_s(r, n_levels, o.n_steps)
+        trained[way] = statistics.median(r["trained_steps_per_s"] for r in rs)
+        rollout[way] = statistics.median(r.get("rollout_steps_per_s", 0.0) for r in rs)
+        breakdown[way] = {p: statistics.median(per_update(r)[p] for r in rs) for p in PARTS}
+    rollout["plain"] = statistics.median(
+        r["ppo_updates"] * n_levels * o.n_steps / r["seconds"]["rollout"] for r in runs["plain"]
+    )
+    ratios = {
+        "accel_vs_plain": median["accel"] / median["plain"],
+        "accel_vs_plain_trained": trained["accel"] / trained["plain"],
+        "accel_rollout_vs_rollout_alone": rollout["accel"] / median["rollout_alone"],
+    }
+    if args.before:
+        ratios["accel_vs_before"] = median["accel"] / median["accel_before"]
+        ratios["accel_vs_before_trained"] = trained["accel"] / trained["accel_before"]
     summary = {
         "machine": {
             "cpu_count": os.cpu_count(),
@@ -277,29 +376,31 @@ def main() -> None:
             "numpy": np.__version__,
         },
         "sizes": {
+            "name": args.sizes,
             "levels_per_update": n_levels,
             "n_steps": o.n_steps,
             "epochs": o.epochs,
             "minibatch_size": o.minibatch_size,
-            "policy_hidden": list(cfg.policy.hidden),
+            "max_steps": max_steps,
+            "policy_hidden": hidden,
             "value_hidden": list(o.value_hidden),
             "accel_iterations": args.iterations,
             "plain_updates": args.plain_updates,
             "repeats": args.repeats,
         },
+        "before": args.before,
         "median_env_steps_per_s": median,
-        "accel_vs_plain": round(median["accel"] / median["plain"], 3),
         "median_trained_steps_per_s": trained,
-        "accel_vs_plain_trained": round(trained["accel"] / trained["plain"], 3),
+        "median_rollout_steps_per_s": rollout,
+        **{k: round(v, 3) for k, v in ratios.items()},
         "ms_per_update": breakdown,
         "wall_seconds": round(time.perf_counter() - t0, 1),
         "runs": runs,
     }
-    print(
-        f"env steps/s: ACCEL {median['accel']:,.0f}, plain PPO {median['plain']:,.0f} "
-        f"(ACCEL / plain {summary['accel_vs_plain']:.2f}); env steps trained on per second: ACCEL "
-        f"{trained['accel']:,.0f}, plain PPO {trained['plain']:,.0f} (ACCEL / plain {summary['accel_vs_plain_trained']:.2f})"
-    )
+    print("env steps/s: " + ", ".join(f"{way} {v:,.0f}" for way, v in median.items()))
+    print("env steps trained on per s: " + ", ".join(f"{way} {v:,.0f}" for way, v in trained.items()))
+    print("rollout phase env steps/s: " + ", ".join(f"{way} {v:,.0f}" for way, v in rollout.items()))
+    print(", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
     for way in breakdown:
         print(f"  {way}: ms per PPO update: " + ", ".join(f"{p} {v:.0f}" for p, v in breakdown[way].items()))
     if args.json:

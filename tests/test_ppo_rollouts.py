@@ -11,8 +11,7 @@ import pytest
 import envs
 from poet.evaluation import recording
 from poet.policies import init_flat, spec_for_spaces
-from poet.trainers import PPOOptions, PPOTrainer, TrainerContext
-from poet.trainers import ppo_job
+from poet.trainers import PPOOptions, PPOTrainer, TrainerContext, ppo_job
 from poet.trainers.base import ErrorPolicy
 from poet.trainers.ppo import Normaliser
 

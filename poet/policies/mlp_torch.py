@@ -17,7 +17,6 @@ from poet.policies.mlp import tanh_into
 from poet.policies.spec import PolicySpec
 
 
-
 class _Tanh(torch.autograd.Function):
     """tanh on float32 as the compiled forward computes it (`tanh32`, within 0.85 ulp of the
     exact value), with torch's derivative 1 - y^2: the module's numbers then differ from

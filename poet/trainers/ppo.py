@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import numba
 import numpy as np
 
 from poet.config import out_of_range
@@ -186,13 +187,69 @@ class Normaliser:
 def gae(
     rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, continues: np.ndarray, gamma: float, lam: float
 ) -> np.ndarray:
-    adv = np.zeros_like(rewards)
+    """GAE advantages (T, N): delta_t = r_t + gamma V(s_t+1) - V(s_t), summed backwards with
+    gamma * lambda and cut where an episode ends; float64, whatever the inputs' float type."""
+    arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (rewards, values, next_values, continues)]
+    adv = np.zeros(arrays[0].shape)
+    _gae(*arrays, float(gamma), float(lam), adv)
+    return adv
+
+
+@numba.njit(cache=True)
+def _gae(rewards, values, next_values, continues, gamma, lam, adv):
     running = np.zeros(rewards.shape[1])
     for t in range(rewards.shape[0] - 1, -1, -1):
-        delta = rewards[t] + gamma * next_values[t] - values[t]
-        running = delta + gamma * lam * continues[t] * running
-        adv[t] = running
-    return adv
+        for i in range(rewards.shape[1]):
+            delta = rewards[t, i] + gamma * next_values[t, i] - values[t, i]
+            running[i] = delta + gamma * lam * continues[t, i] * running[i]
+            adv[t, i] = running[i]
+
+
+def scale_rewards(
+    rewards: np.ndarray,
+    continues: np.ndarray,
+    acc: np.ndarray,
+    moments: tuple[float, float, float],
+    gamma: float,
+    update: bool,
+) -> tuple[np.ndarray, tuple[float, float, float]]:
+    """Rewards (T, N) divided by the running std of the discounted return, and the running
+    (mean, var, count) after them: per step, each env's discounted return so far (`acc`, kept
+    in place) joins the moments (if `update`) before that step's rewards are divided by
+    sqrt(var + STD_EPS) (baselines' `VecNormalize(ret=True)`); `acc` is cut where an episode ends."""
+    state = np.array(moments, dtype=np.float64)
+    scaled = np.empty(rewards.shape)
+    _scale_rewards(np.ascontiguousarray(rewards, np.float64), np.ascontiguousarray(continues, np.float64), acc,
+                   state, float(gamma), bool(update), scaled)  # fmt: skip
+    return scaled, (float(state[0]), float(state[1]), float(state[2]))
+
+
+@numba.njit(cache=True)
+def _scale_rewards(rewards, continues, acc, state, gamma, update, scaled):
+    mean, var, count = state[0], state[1], state[2]
+    n = rewards.shape[1]
+    for t in range(rewards.shape[0]):
+        for i in range(n):
+            acc[i] = acc[i] * gamma + rewards[t, i]
+        if update:  # `merge_moments` with this step's n returns
+            b_mean = 0.0
+            for i in range(n):
+                b_mean += acc[i]
+            b_mean /= n
+            b_var = 0.0
+            for i in range(n):
+                b_var += (acc[i] - b_mean) * (acc[i] - b_mean)
+            b_var /= n
+            total = count + n
+            delta = b_mean - mean
+            mean = mean + delta * n / total
+            var = (var * count + b_var * n + delta * delta * count * n / total) / total
+            count = total
+        std = np.sqrt(var + STD_EPS)
+        for i in range(n):
+            scaled[t, i] = rewards[t, i] / std
+            acc[i] *= continues[t, i]
+    state[0], state[1], state[2] = mean, var, count
 
 
 def positive_value_loss(advantages: np.ndarray) -> float:

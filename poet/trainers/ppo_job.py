@@ -22,14 +22,13 @@ from poet.evaluation.row_loop import row_kernel_of
 from poet.policies import PolicySpec, init_flat, init_orthogonal
 from poet.policies.mlp_torch import MLPPolicy, to_actions
 from poet.trainers.ppo import (
-    STD_EPS,
     Normaliser,
     PPOOptions,
     fold,
     gae,
     level_scores,
-    merge_moments,
     positive_value_loss,
+    scale_rewards,
     unfold,
 )
 from poet.trainers.ppo_loss import FlatParameters, clipped_step, draw_noise, log_prob_entropy, sample_outputs
@@ -50,7 +49,9 @@ class _Learner:
         self.actor = MLPPolicy(spec)
         self.value_spec = PolicySpec(spec.obs_dim, 1, tuple(value_hidden), spec.activation, "box", (-1.0,), (1.0,))
         self.value = MLPPolicy(self.value_spec)
-        shared = FlatParameters([self.actor, torch.nn.Parameter(torch.zeros(spec.act_dim if self.box else 0)), self.value])
+        shared = FlatParameters(
+            [self.actor, torch.nn.Parameter(torch.zeros(spec.act_dim if self.box else 0)), self.value]
+        )
         self.log_std, self.params, self._flat = shared.parts[1], shared.params, shared.flat
 
     def get(self) -> np.ndarray:
@@ -240,7 +241,13 @@ class _KernelRollouts:
     float32 round-off in the forwards."""
 
     def __init__(
-        self, worker: WorkerView, value_spec: PolicySpec, levels: Sequence[EnvParams], max_steps: int, seed: int, kernel: Any
+        self,
+        worker: WorkerView,
+        value_spec: PolicySpec,
+        levels: Sequence[EnvParams],
+        max_steps: int,
+        seed: int,
+        kernel: Any,
     ):
         self.levels = list(levels)
         resets, self.noise = _streams(seed, len(self.levels))
@@ -282,7 +289,9 @@ def _rollouts(
     worker: WorkerView, learner: Any, levels: Sequence[EnvParams], max_steps: int, seed: int
 ) -> _Rollouts | _KernelRollouts:
     """The compiled rollouts where the family has a row kernel and the policy is an mlp, else gymnasium envs."""
-    kernel = None if learner.recurrent or not isinstance(learner, _Learner) else row_kernel_of(worker.family, worker.spec)
+    kernel = (
+        None if learner.recurrent or not isinstance(learner, _Learner) else row_kernel_of(worker.family, worker.spec)
+    )
     if kernel is None:
         return _Rollouts(worker, levels, max_steps, seed)
     return _KernelRollouts(worker, learner.value_spec, levels, max_steps, seed, kernel)
@@ -306,27 +315,18 @@ def _level_metrics(batch: _Batch, rewards: np.ndarray, o: PPOOptions) -> list[di
 
 
 def _scale_rewards(batch: _Batch, state: dict[str, Any], o: PPOOptions, acc: np.ndarray, update: bool) -> np.ndarray:
-    """Rewards as dcd's `VecNormalize(ret=True)` (baselines' rule) gives them: at every step the
-    envs' discounted returns so far update the running moments (in `state`, if `update`), and
-    the step's rewards are divided by their std and clipped to +-`reward_clip`.
+    """Rewards as dcd's `VecNormalize(ret=True)` (baselines' rule) gives them (`scale_rewards`),
+    the running moments in `state` updated if `update`, clipped to +-`reward_clip`.
 
     `acc` holds each env's discounted return so far and is carried in place across the
     updates of a job (a job starts fresh episodes, so it starts at zero).
     """
     if not o.normalize_rewards:
         return batch.rewards
-    mean, var = np.array([state["ret_mean"]]), np.array([state["ret_var"]])
-    count = float(state["ret_count"])
-    scaled = np.empty_like(batch.rewards)
-    for t in range(batch.rewards.shape[0]):
-        acc *= o.gamma
-        acc += batch.rewards[t]
-        if update:
-            mean, var, count = merge_moments(mean, var, count, acc.reshape(-1, 1))
-        scaled[t] = batch.rewards[t] / math.sqrt(float(var[0]) + STD_EPS)
-        acc *= batch.continues[t]
+    moments = (float(state["ret_mean"]), float(state["ret_var"]), float(state["ret_count"]))
+    scaled, moments = scale_rewards(batch.rewards, batch.continues, acc, moments, o.gamma, update)
     if update:
-        state["ret_mean"], state["ret_var"], state["ret_count"] = float(mean[0]), float(var[0]), count
+        state["ret_mean"], state["ret_var"], state["ret_count"] = moments
     return scaled if o.reward_clip is None else np.clip(scaled, -o.reward_clip, o.reward_clip)
 
 

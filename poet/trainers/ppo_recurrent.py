@@ -46,7 +46,9 @@ class KindLearner:
         self.box = spec.action_kind == "box"
         self.value_spec = value_spec(spec)
         self.actor, self.value = build_module(spec), build_module(self.value_spec)
-        shared = FlatParameters([self.actor, torch.nn.Parameter(torch.zeros(spec.act_dim if self.box else 0)), self.value])
+        shared = FlatParameters(
+            [self.actor, torch.nn.Parameter(torch.zeros(spec.act_dim if self.box else 0)), self.value]
+        )
         self.log_std, self.params, self._flat = shared.parts[1], shared.params, shared.flat
         self.recurrent = self.actor.state_size > 0 or self.value.state_size > 0
         self.h_actor = torch.zeros(n_envs, self.actor.state_size)
