@@ -1,5 +1,6 @@
-"""PPO's compiled rollouts (`poet.evaluation.recording`) against its gymnasium rollouts: the
-same streams give the same steps, samples, log-probabilities and values."""
+"""PPO's fast paths against the plain ones: the compiled rollouts (`poet.evaluation.recording`)
+against the gymnasium rollouts (the same streams give the same steps, samples,
+log-probabilities and values), and the mlp's written-out gradient against autograd's."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 import envs
 from poet.evaluation import recording
-from poet.policies import init_flat, spec_for_spaces
+from poet.policies import PolicySpec, init_flat, spec_for_spaces
 from poet.trainers import PPOOptions, PPOTrainer, TrainerContext, ppo_job
 from poet.trainers.base import ErrorPolicy
 from poet.trainers.ppo import Normaliser
+from poet.trainers.ppo_loss import autograd_step
 
 TERRAIN = envs.make_family("terrain")
 MAX_STEPS = 150  # shorter than a rollout: episodes end, and some are cut at the cap
@@ -94,3 +97,35 @@ def test_the_recorder_refuses_noise_of_the_wrong_shape():
     actor, _, value = learner.split()
     with pytest.raises(ValueError, match=r"expected noise of shape \(10, 4, 2\)"):
         rollouts.recorder.collect(actor, value, norm.mean, norm.std, np.ones(2), np.zeros((10, 3, 2)))
+
+
+@pytest.mark.parametrize("value_loss", ["mse", "huber"])
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_the_written_out_gradient_is_autograds(value_loss, activation):
+    """`MLPStep` against `autograd_step` on one minibatch whose ratios fall inside and outside
+    the clipping range and whose value errors both sides of Huber's bend: the same losses and
+    the same gradient (up to float32 round-off)."""
+    spec = PolicySpec(22, 2, (40, 40), activation, "box", (-1.0, -1.0), (1.0, 1.0))
+    rng = np.random.default_rng(0)
+    learners = [ppo_job._Learner(spec, [64, 64]) for _ in range(2)]
+    flat = (rng.standard_normal(learners[0].get().size) * 0.3).astype(np.float32)
+    for learner in learners:
+        learner.set(flat)
+    n = 512
+    x, u = torch.randn(n, 22), torch.randn(n, 2)
+    with torch.no_grad():  # ratios of the new policy to the old around 1, some clipped
+        logp = learners[1].log_prob_entropy(learners[1].policy_out(x), u)[0]
+    old_logp = logp + torch.as_tensor(rng.normal(0.0, 0.3, n).astype(np.float32))
+    adv, ret = torch.randn(n), 2.0 * torch.randn(n)
+    o = PPOOptions(value_loss=value_loss, lr=0.0, max_grad_norm=1e9, ent_coef=0.01)
+    sums = [
+        dict.fromkeys(("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"), 0.0) for _ in range(2)
+    ]
+    adam = [{"t": 0, "m": np.zeros(flat.size, np.float32), "v": np.zeros(flat.size, np.float32)} for _ in range(2)]
+    learners[0].minibatch_step(x, u, old_logp, adv, ret, adam[0], o, sums[0])
+    autograd_step(learners[1], x, u, old_logp, adv, ret, adam[1], o, sums[1])
+    assert 0.1 < sums[1]["clip_fraction"] < 0.9
+    written = learners[0]._step.grad
+    reference = torch.cat([p.grad.reshape(-1) for p in learners[1].params]).numpy()
+    np.testing.assert_allclose(written, reference, rtol=1e-4, atol=1e-6 * np.abs(reference).max())
+    assert sums[0] == pytest.approx(sums[1], rel=1e-6)

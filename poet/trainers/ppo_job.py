@@ -31,7 +31,8 @@ from poet.trainers.ppo import (
     scale_rewards,
     unfold,
 )
-from poet.trainers.ppo_loss import FlatParameters, clipped_step, draw_noise, log_prob_entropy, sample_outputs
+from poet.trainers.ppo_loss import FlatParameters, autograd_step, draw_noise, log_prob_entropy, sample_outputs
+from poet.trainers.ppo_mlp_step import MLPStep
 from poet.trainers.ppo_recurrent import KindLearner, update_sequences
 
 # ---------------------------------------------------------------- the learner inside a job
@@ -53,6 +54,7 @@ class _Learner:
             [self.actor, torch.nn.Parameter(torch.zeros(spec.act_dim if self.box else 0)), self.value]
         )
         self.log_std, self.params, self._flat = shared.parts[1], shared.params, shared.flat
+        self._step: MLPStep | None = None
 
     def get(self) -> np.ndarray:
         return self._flat.copy()
@@ -81,6 +83,16 @@ class _Learner:
 
     def value_out(self, z: torch.Tensor) -> torch.Tensor:
         return self.value(z).squeeze(-1)
+
+    def minibatch_step(self, x: torch.Tensor, *batch: Any) -> None:
+        """One clipped-objective step on a minibatch (`autograd_step`'s arguments): for box
+        actions with the gradient written out (`MLPStep`), else by autograd."""
+        if not self.box:
+            autograd_step(self, x, *batch)
+            return
+        if self._step is None:
+            self._step = MLPStep(self)
+        self._step.step(x, *batch)
 
     def begin(self, envs: list[int]) -> None:
         """These envs start new episodes (an MLP keeps no state)."""
@@ -355,14 +367,15 @@ def _update(
     sums = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clip_fraction": 0.0}
     steps = 0
     for _ in range(o.epochs):
-        order = rng.permutation(n)
+        # each array in the epoch's order once, so that a minibatch is a slice of rows of each
+        order = torch.as_tensor(rng.permutation(n))
+        z_e, u_e, old_e, adv_e, ret_e = (t.index_select(0, order) for t in (zt, ut, old_logp, adv_t, ret_t))
         for start in range(0, n - size + 1, size):  # full minibatches only
-            idx = torch.as_tensor(order[start : start + size])
-            a = adv_t[idx]
+            rows = slice(start, start + size)
+            a = adv_e[rows]
             if o.advantage_norm == "minibatch" and size > 1:
                 a = (a - a.mean()) / (a.std() + 1e-8)
-            logp, ent = learner.log_prob_entropy(learner.policy_out(zt[idx]), ut[idx])
-            clipped_step(learner, logp, ent, old_logp[idx], a, learner.value_out(zt[idx]), ret_t[idx], adam, o, sums)
+            learner.minibatch_step(z_e[rows], u_e[rows], old_e[rows], a, ret_e[rows], adam, o, sums)
             steps += 1
     return {**{k: v / max(1, steps) for k, v in sums.items()}, "positive_value_loss": pvl}
 

@@ -135,3 +135,20 @@ def clipped_step(
         sums["entropy"] += float(entropy)
         sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
         sums["clip_fraction"] += float(((ratio - 1).abs() > o.clip).float().mean())
+
+
+def autograd_step(
+    learner: Any,
+    x: torch.Tensor,
+    u: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    adam: dict[str, Any],
+    o: Any,
+    sums: dict[str, float],
+) -> None:
+    """`clipped_step` on a minibatch of single steps `x` of a feed-forward learner, its
+    gradient by autograd."""
+    logp, ent = learner.log_prob_entropy(learner.policy_out(x), u)
+    clipped_step(learner, logp, ent, old_logp, advantages, learner.value_out(x), returns, adam, o, sums)

@@ -29,7 +29,7 @@ from poet.policies import PolicySpec
 from poet.policies.batched import squash
 from poet.policies.kinds import build_module
 from poet.trainers.ppo import PPOOptions, gae, positive_value_loss
-from poet.trainers.ppo_loss import FlatParameters, clipped_step, log_prob_entropy, sample_outputs
+from poet.trainers.ppo_loss import FlatParameters, autograd_step, clipped_step, log_prob_entropy, sample_outputs
 
 
 def value_spec(spec: PolicySpec) -> PolicySpec:
@@ -108,6 +108,10 @@ class KindLearner:
         """Values of observations of `envs` (all: None) from their current states, which stay as they are."""
         h = self.h_value if envs is None else self.h_value[envs]
         return self.value(self._obs(z), h)[0].squeeze(-1).numpy()
+
+    def minibatch_step(self, x: torch.Tensor, *batch: Any) -> None:
+        """One clipped-objective step of a feed-forward kind on a minibatch of single steps (`autograd_step`)."""
+        autograd_step(self, x, *batch)
 
     def policy_out(self, z: torch.Tensor) -> torch.Tensor:
         """Outputs of a feed-forward kind for a batch of single steps."""
