@@ -1,8 +1,11 @@
-"""The quickstart's own env steps/s at an earlier commit and at this tree, interleaved.
+"""A benchmark's env steps/s at an earlier commit and at this tree, interleaved.
 
-    python benchmarks/compare_commits.py --base REV [--rounds 2] [--json out.json] [-- quickstart args]
+    python benchmarks/compare_commits.py --base REV [--script quickstart|ppo_alone] [--rounds 2]
+        [--json out.json] [-- script args]
 
-Checks REV out into a temporary git worktree and runs `benchmarks/quickstart.py` alternately
+Checks REV out into a temporary git worktree and runs `benchmarks/quickstart.py` (the
+whole quickstart) or `benchmarks/ppo_alone.py` (PPO alone on one env; e.g.
+`-- --family bipedal --preset zoo --iterations 3`) alternately
 from it and from this tree (base, this, base, this, ...), each in a fresh process whose
 PYTHONPATH puts that tree first (Ray's local workers inherit it), so both see the same
 machine and the same load over time; a short untimed run from each tree first compiles its
@@ -23,13 +26,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_quickstart(tree: Path, extra: list[str]) -> dict:
-    """One quickstart measurement from `tree`'s code; returns its JSON."""
+# per script: the arguments of its short warm-up run, and its env steps/s and wall seconds from its JSON
+SCRIPTS = {
+    "quickstart": (["--set", "iterations=2"], lambda r: (r["env_steps_per_s"], r["wall_seconds"])),
+    "ppo_alone": (
+        ["--iterations", "1"],
+        lambda r: (r["curve"][-1]["env_steps"] / r["curve"][-1]["seconds"], r["curve"][-1]["seconds"]),
+    ),
+}
+
+
+def run_script(script: str, tree: Path, extra: list[str]) -> dict:
+    """One run of `benchmarks/<script>.py` from `tree`'s code; returns its JSON."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "quickstart.json"
+        out = Path(tmp) / "out.json"
         env = os.environ | {"PYTHONPATH": str(tree)}
         subprocess.run(
-            [sys.executable, str(tree / "benchmarks" / "quickstart.py"), "--json", str(out), *extra],
+            [sys.executable, str(tree / "benchmarks" / f"{script}.py"), "--json", str(out), *extra],
             cwd=tree,
             env=env,
             check=True,
@@ -41,9 +54,10 @@ def run_quickstart(tree: Path, extra: list[str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="the earlier commit (any git revision)")
+    parser.add_argument("--script", choices=sorted(SCRIPTS), default="quickstart")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("extra", nargs="*", help="arguments for quickstart.py (after --)")
+    parser.add_argument("extra", nargs="*", help="arguments for the script (after --)")
     args = parser.parse_args()
     base_rev = subprocess.run(
         ["git", "rev-parse", args.base], cwd=ROOT, check=True, capture_output=True, text=True
@@ -58,15 +72,17 @@ def main() -> None:
         try:
             # a short untimed run from each tree first: a fresh worktree compiles its numba
             # kernels on first use (cache=True writes them into that tree), which no round should pay
+            warm_up, measure = SCRIPTS[args.script]
             for tree in (base_tree, ROOT):
-                run_quickstart(tree, ["--set", "iterations=2"])
+                run_script(args.script, tree, [*args.extra, *warm_up])
             for rnd in range(args.rounds):
                 for side, tree in (("base", base_tree), ("this", ROOT)):
-                    stats = run_quickstart(tree, args.extra)
+                    stats = run_script(args.script, tree, args.extra)
+                    stats["env_steps_per_s"], stats["wall_seconds"] = measure(stats)
                     runs[side].append(stats)
                     print(
-                        f"round {rnd + 1} {side}: {stats['env_steps_per_s']:,} env steps/s, "
-                        f"wall {stats['wall_seconds']}s, ANNECS {stats['annecs']}",
+                        f"round {rnd + 1} {side}: {stats['env_steps_per_s']:,.0f} env steps/s, "
+                        f"wall {stats['wall_seconds']:.1f}s",
                         flush=True,
                     )
         finally:
@@ -74,6 +90,8 @@ def main() -> None:
     median = {side: statistics.median(r["env_steps_per_s"] for r in rs) for side, rs in runs.items()}
     wall = {side: statistics.median(r["wall_seconds"] for r in rs) for side, rs in runs.items()}
     summary = {
+        "script": args.script,
+        "args": args.extra,
         "base": base_rev,
         "this": head_rev,
         "rounds": args.rounds,

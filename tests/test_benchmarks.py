@@ -257,8 +257,9 @@ def test_checkpoint_capture_times_both_layouts_of_the_score_cache(tmp_path):
 
 @pytest.mark.slow
 def test_accel_ppo_times_every_part_of_both_loops(tmp_path):
-    """`benchmarks/accel_ppo.py` (a few iterations): both the framework's ACCEL and the plain
-    PPO loop train, every part of a framework run is timed, and the parts add up to its wall."""
+    """`benchmarks/accel_ppo.py` (a few iterations at dcd's sizes): the framework's ACCEL and the
+    plain PPO loop train, every part of a framework run is timed and the parts add up to its
+    wall, and the compiled rollout alone ran as many steps as a PPO rollout."""
     result = run_script(tmp_path, "accel_ppo.py", "--iterations", "6", "--plain-updates", "1", "--repeats", "1")
     accel, plain = result["runs"]["accel"][0], result["runs"]["plain"][0]
     assert accel["ppo_updates"] > 0 and accel["calls"]["rollout"] >= accel["ppo_updates"]
@@ -266,4 +267,7 @@ def test_accel_ppo_times_every_part_of_both_loops(tmp_path):
     assert all(accel["seconds"][p] >= 0 for p in ("rollout", "gae", "update", "level_scoring", "rest"))
     assert sum(accel["seconds"].values()) == pytest.approx(accel["wall_seconds"])
     assert plain["env_steps"] == result["sizes"]["levels_per_update"] * result["sizes"]["n_steps"]
-    assert result["accel_vs_plain"] > 0
+    assert result["sizes"]["n_steps"] == 2048 and result["sizes"]["minibatch_size"] == 1024  # dcd's
+    assert result["accel_vs_plain"] > 0 and result["accel_rollout_vs_rollout_alone"] > 0
+    alone = result["runs"]["rollout_alone"][0]
+    assert alone["env_steps"] >= result["sizes"]["levels_per_update"] * result["sizes"]["n_steps"]

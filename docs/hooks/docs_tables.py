@@ -548,18 +548,19 @@ ACCEL_PARTS = {
 
 
 def accel_ppo() -> Table:
-    """ACCEL with PPO through the framework beside a plain PyTorch PPO loop: ms per update by part."""
+    """ACCEL with PPO at dcd's sizes, at this commit and the one before, beside a plain PyTorch
+    PPO loop and the compiled rollout alone: ms per update by part, and the rates."""
     src = Source("benchmarks/results/accel_ppo.json")
-    table = Table(["", "ACCEL", "plain PPO"], sources=[src.path])
+    ways = ("accel", "accel_before", "plain")
+    table = Table(["", "ACCEL", "ACCEL, the commit before", "plain PPO"], sources=[src.path])
     for part, name in ACCEL_PARTS.items():
-        table.rows.append(
-            [text(f"{name}, ms per update")] + [src.num(f"ms_per_update.{way}.{part}") for way in ("accel", "plain")]
-        )
+        table.rows.append([text(f"{name}, ms per update")] + [src.num(f"ms_per_update.{way}.{part}") for way in ways])
     for key, name in (
         ("median_env_steps_per_s", "env steps/s, all"),
         ("median_trained_steps_per_s", "env steps trained on per s"),
+        ("median_rollout_steps_per_s", "env steps/s of the PPO rollouts alone"),
     ):
-        table.rows.append([text(name)] + [src.num(f"{key}.{way}") for way in ("accel", "plain")])
+        table.rows.append([text(name)] + [src.num(f"{key}.{way}") for way in ways])
     return table
 
 

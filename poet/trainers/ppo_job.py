@@ -1,7 +1,9 @@
 """PPO's job: one pair's training (or one regret rollout) on a pool worker, with torch.
 
 The trainer, its options and the numpy arithmetic are in `poet.trainers.ppo`, whose
-docstring says how PPO fits POET's agents.
+docstring says how PPO fits POET's agents. A job's rollouts run in the compiled loop where
+the family has a row kernel and the policy is an mlp (`_KernelRollouts`), else as
+gymnasium envs with a torch forward per step (`_Rollouts`); both draw the same streams.
 """
 
 from __future__ import annotations
