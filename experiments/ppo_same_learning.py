@@ -9,19 +9,29 @@ run's numbers change: the same learning can only be shown over seeds. Each side 
 `experiments/compare_curricula.py --curricula accel` (in this process's Python, REV's code
 first on the PYTHONPATH for the earlier side, from a temporary git worktree) and the script
 prints each held-out level's final score (best agent; mean, min and max over seeds) for
-both, and whether this tree's mean lies within REV's spread (min to max over its seeds).
+both, whether this tree's mean lies within REV's spread (min to max over its seeds), and an
+exact two-sided permutation test of the difference of the means per level, a seed the unit
+(every split of the 2 x `--seeds` runs; the smallest p it can give is 2 / C(2n, n)), Holm
+over the five levels.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import study_stats  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELS = ("flat", "pits", "stumps", "rough", "combined")
@@ -35,6 +45,16 @@ def run_side(tree: Path, seeds: int, out: Path) -> dict:
     cmd += ["--seeds", str(seeds), "--set", "evaluation.backend=inprocess", "--out", str(out / "runs")]
     subprocess.run([*cmd, "--json", str(json_path)], cwd=tree, env=env, check=True)
     return json.loads(json_path.read_text())
+
+
+def permutation_p(a: list[float], b: list[float]) -> float:
+    """Exact two-sided p of |mean(a) - mean(b)| over every split of the pooled values into groups of their sizes."""
+    pooled, n = np.array(a + b), len(a)
+    observed = abs(np.mean(a) - np.mean(b))
+    total = pooled.sum()
+    splits = [pooled[list(idx)].sum() for idx in itertools.combinations(range(len(pooled)), n)]
+    diffs = np.abs(np.array(splits) / n - (total - np.array(splits)) / len(b))
+    return float(np.mean(diffs >= observed - 1e-9))
 
 
 def main() -> None:
@@ -59,10 +79,19 @@ def main() -> None:
         level: summary["before"][level]["min"] <= summary["this"][level]["mean"] <= summary["before"][level]["max"]
         for level in LEVELS
     }
-    print(f"{'level':10s} {'before: mean (min to max)':>30s} {'this tree: mean (min to max)':>30s}  within")
+    scores = {
+        side: {level: [run["heldout"][level] for run in result["runs"]] for level in LEVELS}
+        for side, result in sides.items()
+    }
+    p = [permutation_p(scores["before"][level], scores["this"][level]) for level in LEVELS]
+    tests = {level: {"p": p_level, "p_holm": p_holm} for level, p_level, p_holm in zip(LEVELS, p, study_stats.holm(p))}
+    min_p = 2 / math.comb(2 * args.seeds, args.seeds)
+    print(f"{'level':10s} {'before: mean (min to max)':>30s} {'this tree: mean (min to max)':>30s}  within  p  (Holm)")
     for level in LEVELS:
         cells = [f"{s[level]['mean']:.1f} ({s[level]['min']:.1f} to {s[level]['max']:.1f})" for s in summary.values()]
-        print(f"{level:10s} {cells[0]:>30s} {cells[1]:>30s}  {within[level]}")
+        t = tests[level]
+        print(f"{level:10s} {cells[0]:>30s} {cells[1]:>30s}  {within[level]!s:6s}  {t['p']:.3f} ({t['p_holm']:.3f})")
+    print(f"(the smallest p this design can give: {min_p:.2g})")
     seconds = {side: [run["seconds"] for run in result["runs"]] for side, result in sides.items()}
     print("seconds per run: " + ", ".join(f"{side} {s}" for side, s in seconds.items()))
     if args.json:
@@ -72,6 +101,9 @@ def main() -> None:
             "seeds": args.seeds,
             "summary": summary,
             "this_mean_within_before_spread": within,
+            "scores": scores,
+            "permutation_tests": tests,
+            "min_attainable_p": min_p,
             "seconds_per_run": seconds,
             "wall_seconds": round(time.perf_counter() - t0, 1),
             "runs": {side: result["runs"] for side, result in sides.items()},
