@@ -25,6 +25,8 @@ PPO loop, and the compiled rollout alone.
 4. rollout_alone: the upper bound of a rollout, the evaluator's compiled rollout of a fixed
    policy (the run's initial one) on the same number of levels and about as many steps as
    one update's rollout, in this process.
+5. After the runs, one minibatch step at the minibatch size, three ways on the same data:
+   the mlp learner's written-out gradient, the same loss by autograd, and the plain loop's.
 
 The script prints, for each, the seconds per PPO update by part and the rates: every env step
 taken per second of the whole run (ACCEL's scoring rollouts included), the env steps PPO
@@ -181,6 +183,57 @@ def run_rollout_alone(n_levels: int, steps: int, hidden: list[int], max_steps: i
     wall = time.perf_counter() - t0
     env_steps = int(sum(r.lengths.sum() for r in results))
     return {"wall_seconds": wall, "env_steps": env_steps, "env_steps_per_s": env_steps / wall}
+
+
+# ============================================================== one minibatch step
+def run_minibatch_steps(o: PPOOptions, hidden: list[int], steps: int = 200) -> dict[str, float]:
+    """Milliseconds per minibatch step at `o`'s minibatch size, on the same random minibatch:
+    the mlp learner's written-out step (`minibatch_step`), the same loss by autograd
+    (`autograd_step`), and the plain loop's (autograd and torch's Adam); interleaved, medians
+    of 5 blocks of `steps` steps each."""
+    from poet.trainers.ppo_loss import autograd_step
+
+    family = make_family("terrain")
+    probe = family.make_env(family.initial())
+    spec = spec_for_spaces(probe.observation_space, probe.action_space, tuple(hidden), "tanh")
+    n, rng = o.minibatch_size, np.random.default_rng(0)
+    x, u = torch.as_tensor(rng.standard_normal((n, spec.obs_dim), np.float32)), torch.randn(n, spec.act_dim)
+    old_logp, adv, ret = torch.randn(n) - 2.0, torch.randn(n), torch.randn(n)
+    learners = [ppo_job._Learner(spec, o.value_hidden) for _ in range(2)]
+    sums = dict.fromkeys(("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"), 0.0)
+    adam = [
+        {"t": 0, "m": np.zeros(lr.get().size, np.float32), "v": np.zeros(lr.get().size, np.float32)} for lr in learners
+    ]
+    actor, critic = mlp([spec.obs_dim, *hidden, spec.act_dim]), mlp([spec.obs_dim, *o.value_hidden, 1])
+    log_std = torch.nn.Parameter(torch.zeros(spec.act_dim))
+    params = [*actor.parameters(), log_std, *critic.parameters()]
+    opt = torch.optim.Adam(params, lr=o.lr, betas=(o.beta1, o.beta2), eps=o.adam_eps)
+
+    def plain() -> None:
+        logp = (-0.5 * ((u - actor(x)) / log_std.exp()) ** 2 - log_std - 0.919).sum(-1)
+        ratio = (logp - old_logp).exp()
+        policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - o.clip, 1 + o.clip) * adv).mean()
+        value_loss = torch.nn.functional.smooth_l1_loss(critic(x).squeeze(-1), ret)
+        loss = policy_loss + o.vf_coef * value_loss - o.ent_coef * (log_std + 1.419).sum()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, o.max_grad_norm)
+        opt.step()
+
+    ways = {
+        "written_out": lambda: learners[0].minibatch_step(x, u, old_logp, adv, ret, adam[0], o, sums),
+        "autograd": lambda: autograd_step(learners[1], x, u, old_logp, adv, ret, adam[1], o, sums),
+        "plain": plain,
+    }
+    blocks: dict[str, list[float]] = {way: [] for way in ways}
+    for block in range(6):
+        for way, step in ways.items():
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                step()
+            if block:  # the first block warms up
+                blocks[way].append(1e3 * (time.perf_counter() - t0) / steps)
+    return {way: statistics.median(ms) for way, ms in blocks.items()}
 
 
 # ============================================================== plain PyTorch PPO
@@ -342,6 +395,8 @@ def main() -> None:
         finally:
             if args.before:
                 subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT, check=True)
+    minibatch_ms = run_minibatch_steps(o, hidden)
+    print("ms per minibatch step: " + ", ".join(f"{way} {ms:.2f}" for way, ms in minibatch_ms.items()))
     median = {way: statistics.median(r["env_steps_per_s"] for r in rs) for way, rs in runs.items()}
     # the env steps PPO trains on (levels x n_steps per update), over the whole run's time: ACCEL's
     # scoring rollouts then count as the cost they are, not as steps
@@ -394,6 +449,7 @@ def main() -> None:
         "median_rollout_steps_per_s": rollout,
         **{k: round(v, 3) for k, v in ratios.items()},
         "ms_per_update": breakdown,
+        "ms_per_minibatch_step": minibatch_ms,
         "wall_seconds": round(time.perf_counter() - t0, 1),
         "runs": runs,
     }
