@@ -31,7 +31,8 @@ PPO loop, and the compiled rollout alone.
 The script prints, for each, the seconds per PPO update by part and the rates: every env step
 taken per second of the whole run (ACCEL's scoring rollouts included), the env steps PPO
 trained on per second, and the rollout phase's own steps per second beside the compiled
-rollout alone. Runs alternate (accel, accel_before, plain, rollout_alone, accel, ...) and
+rollout alone. Runs alternate (accel, accel_before, plain, rollout_alone, accel, ...) after an untimed
+short ACCEL run from each tree (a fresh worktree compiles its kernels on first use), and
 the medians are reported. Nothing here is a pass/fail test.
 """
 
@@ -68,6 +69,7 @@ PARTS = ("rollout", "gae", "update", "level_scoring", "evaluations", "rest")
 # dcd's bipedal configs: 16 processes x 2,048 steps, ppo_epoch 5, num_mini_batch 32; `laptop`:
 # the config's own (experiments/ued_terrain.yaml)
 SIZES = {"dcd": {"n_steps": 2048, "minibatch_size": 1024}, "laptop": {}}
+WARM_UP_ITERATIONS = 6  # enough for ACCEL's first PPO update
 
 
 # ============================================================== ACCEL through the framework
@@ -380,6 +382,11 @@ def main() -> None:
         if args.before:
             subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], cwd=ROOT, check=True)
         try:
+            # a short untimed run from each tree first: a fresh worktree compiles its numba
+            # kernels on first use (cache=True writes them into that tree), which no rep should pay
+            run_accel(WARM_UP_ITERATIONS, args.sizes)
+            if args.before:
+                run_accel_at(before, WARM_UP_ITERATIONS, args.sizes)
             for rep in range(args.repeats):
                 for way in ways:
                     if way == "accel":
