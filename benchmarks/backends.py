@@ -24,7 +24,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from compare_commits import run_quickstart
+from compare_commits import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 # each way's overrides
@@ -46,11 +46,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     common = ["--config", str(args.config)] + [a for s in args.sets for a in ("--set", s)]
-    run_quickstart(ROOT, common + ["--set", "iterations=2", "--set", "evaluation.backend=inprocess"])
+    run_script("quickstart", ROOT, common + ["--set", "iterations=2", "--set", "evaluation.backend=inprocess"])
     runs: dict[str, list[dict]] = {b: [] for b in WAYS}
     for rnd in range(args.rounds):
         for backend, sets in WAYS.items():
-            stats = run_quickstart(ROOT, common + [a for s in sets for a in ("--set", s)])
+            stats = run_script("quickstart", ROOT, common + [a for s in sets for a in ("--set", s)])
             runs[backend].append(stats)
             print(
                 f"round {rnd + 1} {backend:>14}: wall {stats['wall_seconds']} s, phases {stats['phase_seconds']} s, "
