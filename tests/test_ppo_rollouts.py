@@ -112,6 +112,7 @@ def test_the_written_out_gradient_is_autograds(value_loss, activation):
     for learner in learners:
         learner.set(flat)
     n = 512
+    torch.manual_seed(0)
     x, u = torch.randn(n, 22), torch.randn(n, 2)
     with torch.no_grad():  # ratios of the new policy to the old around 1, some clipped
         logp = learners[1].log_prob_entropy(learners[1].policy_out(x), u)[0]
@@ -128,4 +129,4 @@ def test_the_written_out_gradient_is_autograds(value_loss, activation):
     written = learners[0]._step.grad
     reference = torch.cat([p.grad.reshape(-1) for p in learners[1].params]).numpy()
     np.testing.assert_allclose(written, reference, rtol=1e-4, atol=1e-6 * np.abs(reference).max())
-    assert sums[0] == pytest.approx(sums[1], rel=1e-6)
+    assert sums[0] == pytest.approx(sums[1], rel=1e-5, abs=1e-7)  # float64 sums against torch's float32 means

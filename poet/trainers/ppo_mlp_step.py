@@ -1,11 +1,11 @@
 """The mlp learner's minibatch step for box actions with its gradient written out.
 
 The loss is `clipped_step`'s (the clipped objective, `vf_coef` x the value loss, minus
-`ent_coef` x the entropy) and the gradient is the one autograd takes of it, computed layer
-by layer with the same torch kernels (matrix products, `tanh_backward`) into one flat
-buffer in the order of the learner's parameters: no graph is built, and a minibatch step
-costs about two thirds of the autograd one. `tests/test_ppo_rollouts.py` checks the
-gradient against autograd's.
+`ent_coef` x the entropy) and the gradient is the one autograd takes of it: at the
+networks' outputs in one compiled pass over the minibatch's rows (`_loss_gradient`), then
+layer by layer with torch's kernels (matrix products, `tanh_backward`) into one flat buffer
+in the order of the learner's parameters. No graph is built. `tests/test_ppo_rollouts.py`
+checks the gradient against autograd's.
 
 Where autograd's rules choose, this follows them: the minimum of the two surrogate terms
 passes the gradient of the smaller one (both where they are equal, which happens only
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numba
 import numpy as np
 import torch
 
@@ -61,33 +62,17 @@ class MLPStep:
     ) -> None:
         """One minibatch step on normalised observations `x` (rows): loss, gradient, its clip
         to `max_grad_norm`, one Adam step (state in `adam`); the step's statistics added to `sums`."""
-        n = x.shape[0]
         out, actor_h = self._forward(self.actor, x)
         predicted, value_h = self._forward(self.value, x)
-        predicted = predicted.squeeze(-1)
-        std = torch.exp(self.log_std)
-        z = (u - out) / std
-        logp = (-0.5 * z * z - self.log_std - 0.5 * LOG_2PI).sum(-1)
-        log_ratio = logp - old_logp
-        ratio = torch.exp(log_ratio)
-        unclipped = ratio * advantages
-        clipped = torch.clamp(ratio, 1 - o.clip, 1 + o.clip) * advantages
-        policy_loss = -torch.min(unclipped, clipped).mean()
-        error = predicted - returns
-        if o.value_loss == "huber":
-            value_loss = torch.nn.functional.smooth_l1_loss(predicted, returns)
-            d_predicted = torch.clamp(error, -1.0, 1.0)
-        else:
-            value_loss = 0.5 * error.pow(2).mean()
-            d_predicted = error
-        entropy = (self.log_std + 0.5 * (1.0 + LOG_2PI)).sum()
-
-        inside = (ratio >= 1 - o.clip) & (ratio <= 1 + o.clip)
-        d_ratio = torch.where((unclipped <= clipped) | inside, advantages, 0.0)
-        d_logp = d_ratio * ratio * (-1.0 / n)
-        self._backward(self.actor, self.actor_grad, actor_h, d_logp.unsqueeze(-1) * z / std)
-        self.log_std_grad.copy_((d_logp.unsqueeze(-1) * (z * z - 1.0)).sum(0) - o.ent_coef)
-        self._backward(self.value, self.value_grad, value_h, (d_predicted * (o.vf_coef / n)).unsqueeze(-1))
+        d_out, d_predicted = torch.empty_like(out), torch.empty_like(predicted)
+        stats = np.empty(5)
+        arrays = (out, predicted.reshape(-1), u, old_logp, advantages, returns, self.log_std)
+        _loss_gradient(
+            *(t.numpy() for t in arrays), o.clip, o.vf_coef, o.ent_coef, o.value_loss == "huber",
+            d_out.numpy(), d_predicted.numpy().reshape(-1), self.log_std_grad.numpy(), stats,
+        )  # fmt: skip
+        self._backward(self.actor, self.actor_grad, actor_h, d_out)
+        self._backward(self.value, self.value_grad, value_h, d_predicted)
 
         grad = self.grad.astype(np.float64)
         norm = float(np.linalg.norm(grad))
@@ -96,11 +81,8 @@ class MLPStep:
         new, moments = adam_step(self.learner.get(), grad, adam, o.lr, o.beta1, o.beta2, o.adam_eps)
         adam.update(moments)
         self.learner.set(new)
-        sums["policy_loss"] += float(policy_loss)
-        sums["value_loss"] += float(value_loss)
-        sums["entropy"] += float(entropy)
-        sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
-        sums["clip_fraction"] += float(((ratio - 1).abs() > o.clip).float().mean())
+        for name, value in zip(STATS, stats):
+            sums[name] += float(value)
 
     def _forward(self, layers: Layers, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The network's output and the inputs of each layer (x, then each hidden activation)."""
@@ -133,3 +115,58 @@ def _tanh(a: torch.Tensor) -> torch.Tensor:
     y = torch.empty_like(a)
     tanh_into(a.numpy().reshape(-1), y.numpy().reshape(-1))
     return y
+
+
+STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _loss_gradient(
+    out, predicted, u, old_logp, advantages, returns, log_std, clip, vf_coef, ent_coef, huber,
+    d_out, d_predicted, d_log_std, stats,
+):  # fmt: skip
+    """The loss's gradient at the networks' outputs (`out`, `predicted`) and at the log-std,
+    and the step's statistics (`STATS`, into `stats`), in one pass over the minibatch's rows:
+    float32 per row as torch computes it, the sums over rows in float64."""
+    n, act = out.shape
+    std = np.exp(log_std)
+    lo, hi = np.float32(1.0 - clip), np.float32(1.0 + clip)
+    half, one, zero = np.float32(0.5), np.float32(1.0), np.float32(0.0)
+    log_norm = np.float32(0.5 * LOG_2PI)
+    policy_scale, value_scale = np.float32(-1.0 / n), np.float32(vf_coef / n)
+    d_log_std_sum = np.zeros(act)
+    z = np.empty(act, dtype=np.float32)
+    policy_sum = value_sum = kl_sum = clipped_count = 0.0
+    for i in range(n):
+        logp = zero
+        for j in range(act):
+            z[j] = (u[i, j] - out[i, j]) / std[j]
+            logp += -half * z[j] * z[j] - log_std[j] - log_norm
+        log_ratio = logp - old_logp[i]
+        ratio = np.exp(log_ratio)
+        a = advantages[i]
+        unclipped = ratio * a
+        clipped = (lo if ratio < lo else (hi if ratio > hi else ratio)) * a
+        policy_sum += min(unclipped, clipped)
+        inside = lo <= ratio <= hi
+        # autograd's rules: the smaller term's gradient (both where equal), the clamp's inside its range
+        d_logp = (a if unclipped <= clipped or inside else zero) * ratio * policy_scale
+        for j in range(act):
+            d_out[i, j] = d_logp * z[j] / std[j]
+            d_log_std_sum[j] += d_logp * (z[j] * z[j] - one)
+        error = predicted[i] - returns[i]
+        if huber:  # smooth L1 with beta 1
+            value_sum += 0.5 * error * error if abs(error) < 1.0 else abs(error) - 0.5
+            d = -one if error < -1.0 else (one if error > 1.0 else error)
+        else:  # half the squared error
+            value_sum += 0.5 * error * error
+            d = error
+        d_predicted[i] = d * value_scale
+        kl_sum += (ratio - one) - log_ratio
+        clipped_count += 1.0 if abs(ratio - one) > clip else 0.0
+    entropy = 0.0
+    for j in range(act):
+        d_log_std[j] = np.float32(d_log_std_sum[j] - ent_coef)
+        entropy += log_std[j] + 0.5 * (1.0 + LOG_2PI)
+    stats[0], stats[1], stats[2] = -policy_sum / n, value_sum / n, entropy
+    stats[3], stats[4] = kl_sum / n, clipped_count / n
