@@ -558,7 +558,7 @@ def accel_ppo() -> Table:
     for key, name in (
         ("median_env_steps_per_s", "env steps/s, all"),
         ("median_trained_steps_per_s", "env steps trained on per s"),
-        ("median_rollout_steps_per_s", "env steps/s of the PPO rollouts alone"),
+        ("median_rollout_steps_per_s", "env steps/s within PPO's rollouts"),
     ):
         table.rows.append([text(name)] + [src.num(f"{key}.{way}") for way in ways])
     return table
