@@ -156,14 +156,7 @@ def ray_local():
     import ray
 
     if not ray.is_initialized():
-        # a new instance on loopback, never one RAY_ADDRESS or a running cluster points to
-        ray.init(
-            address="local",
-            _node_ip_address="127.0.0.1",
-            num_cpus=2,
-            include_dashboard=False,
-            logging_level=logging.ERROR,
-            log_to_driver=False,
-        )
+        # a new instance, never one RAY_ADDRESS or a running cluster points to
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     yield ray
     ray.shutdown()

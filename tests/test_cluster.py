@@ -227,16 +227,15 @@ def test_address_auto_never_joins_another_runs_local_pool(ray_local, tmp_path):
     pool would) and no cluster was started with `ray start`: `auto` has nothing to join and
     says so in one line, where Ray's own `auto` would join that pool."""
     line = _poet_run_at("auto", tmp_path / "out", _clean_env(RAY_TMPDIR=str(tmp_path)))
-    assert "'auto' joins the cluster RAY_ADDRESS names or the one the last `ray start`" in line
+    assert "'auto' joins the cluster RAY_ADDRESS names, and RAY_ADDRESS is not set" in line
     assert "a run's own local pool is never joined" in line
 
 
-def test_address_auto_with_a_stale_ray_start_record_says_so(ray_local, tmp_path):
-    """The last `ray start` recorded a cluster that no longer runs: `auto` does not fall back
-    to the Ray that does run here."""
-    (tmp_path / "ray").mkdir()
-    (tmp_path / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{_free_port()}")
-    line = _poet_run_at("auto", tmp_path / "out", _clean_env(RAY_TMPDIR=str(tmp_path)))
+def test_address_auto_with_a_stale_ray_address_says_so(ray_local, tmp_path):
+    """RAY_ADDRESS names a cluster that no longer runs: `auto` does not fall back to the Ray
+    that does run here."""
+    env = _clean_env(RAY_TMPDIR=str(tmp_path), RAY_ADDRESS=f"127.0.0.1:{_free_port()}")
+    line = _poet_run_at("auto", tmp_path / "out", env)
     assert line.startswith("poet: error: ray.address: nothing is listening at auto (as "), line
 
 

@@ -1,37 +1,40 @@
 """Starting or joining the Ray a run's pool works on (`ensure_ray`), and checking a cluster's
 address before joining it, so a wrong one fails in seconds.
 
-`ray.init(address=...)` on an address where nothing answers as a Ray head, or on a cluster
-that wants an authentication token this driver lacks, retries for minutes (over five on an
-open port where nothing answers) and fills the terminal with its C++ warnings before an
-error that names neither the address nor the token. Before `ray.init`, `check_cluster`
-resolves the address as Ray's documentation says `auto` does (RAY_ADDRESS, then the cluster
-a `ray start` on this machine recorded), opens one TCP connection to it, and makes one gRPC
-call with a short deadline: to a head's GCS, carrying the token Ray's documented settings
-give (RAY_AUTH_MODE, RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token), or to a Ray
-Client server. The call goes through the public `grpc` package by its method's name, so no
-Ray module beyond the public `ray` API is imported. Each way it can fail is one
-`ClusterError` line naming `ray.address`.
+`ray.init(address=...)` on an address where nothing answers as a Ray head retries for
+minutes (over five on an open port where nothing answers) and fills the terminal with its
+C++ warnings before an error that names neither the address nor the token. Before joining,
+`check_cluster` resolves the address (`auto`: RAY_ADDRESS), opens one TCP connection to it
+and sends HTTP/2's connection preface, which any gRPC server (a head's GCS, a Ray Client
+server) answers at once with its settings; a driver set to send a token
+(RAY_AUTH_MODE=token) must have one where Ray's documented settings put it. Then
+`join_check` joins with `ray.init` and leaves again, so that a cluster that refuses this
+driver (its authentication, most often) is one line before the run directory is made.
+Only Ray's public API is used: no Ray module beyond `ray`, no Ray service by name, no
+session file, no private keyword. Each way it can fail is one `ClusterError` line naming
+`ray.address`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-CONNECT_TIMEOUT_S = 5.0  # the deadline of the connection and of the call; a head that is up answers in milliseconds
+CONNECT_TIMEOUT_S = 5.0  # the deadline of the connection and of its answer; a head that is up answers in milliseconds
 TOKEN_HELP = (
     "the cluster's token in RAY_AUTH_TOKEN, or in a file named by RAY_AUTH_TOKEN_PATH "
     "(default ~/.ray/auth_token); `ray get-auth-token` on the head prints it"
 )
-# A head's GCS answers this (its cluster's id) to any driver it lets in; a Ray Client server
-# answers the other. Both take an empty request, protobuf's encoding of default fields.
-GCS_METHOD = "/ray.rpc.NodeInfoGcsService/GetClusterId"
-CLIENT_METHOD = "/ray.rpc.RayletDriver/ClusterInfo"
+# HTTP/2's client connection preface and an empty SETTINGS frame: a gRPC server's first bytes
+# back are a SETTINGS frame (a 9-byte frame header of type 4)
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+HTTP2_SETTINGS = 4
 
 
 class ClusterError(ConnectionError):
@@ -39,22 +42,10 @@ class ClusterError(ConnectionError):
 
 
 NO_CLUSTER = (
-    "ray.address: 'auto' joins the cluster RAY_ADDRESS names or the one the last `ray start` on this "
-    "machine started, and there is neither (a run's own local pool is never joined): start one with "
-    "`ray start --head`, give HEAD_IP:PORT, or leave --address out for a local pool"
+    "ray.address: 'auto' joins the cluster RAY_ADDRESS names, and RAY_ADDRESS is not set (a run's own "
+    "local pool is never joined): start one with `ray start --head` and give HEAD_IP:PORT (or set "
+    "RAY_ADDRESS to it), or leave --address out for a local pool"
 )
-
-
-def _recorded_cluster() -> str | None:
-    """The address the last `ray start` on this machine recorded (Ray's `ray_current_cluster`
-    file, in the temp dir Ray picks: RAY_TMPDIR, on Linux TMPDIR, else /tmp), or None."""
-    base = os.environ.get("RAY_TMPDIR") or (os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None)
-    if not base:
-        base = "/tmp" if sys.platform.startswith(("linux", "darwin")) else tempfile.gettempdir()
-    try:
-        return (Path(base) / "ray" / "ray_current_cluster").read_text().strip() or None
-    except OSError:
-        return None
 
 
 def split_address(address: str) -> tuple[str, int] | None:
@@ -67,10 +58,10 @@ def split_address(address: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
-def _connect(host: str, port: int, shown: str, start: str) -> None:
+def _connect(host: str, port: int, shown: str, start: str) -> socket.socket:
     """One TCP connection to host:port; a ClusterError naming why it cannot be opened."""
     try:
-        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+        return socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
     except socket.gaierror:
         raise ClusterError(f"ray.address: cannot resolve host {host!r} of {shown}") from None
     except ConnectionRefusedError:
@@ -86,6 +77,30 @@ def _connect(host: str, port: int, shown: str, start: str) -> None:
         raise ClusterError(f"ray.address: cannot reach {shown} ({exc.strerror or exc})") from None
 
 
+def _answers_grpc(connection: socket.socket) -> bool | None:
+    """Whether the server on `connection` answers HTTP/2's preface with its settings, as every
+    gRPC server does (None: no answer within the deadline). The connection is closed."""
+    with connection:
+        try:
+            connection.sendall(HTTP2_PREFACE)
+            head = b""
+            while len(head) < 9:
+                chunk = connection.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        except TimeoutError:
+            return None
+        except OSError:
+            return False
+    return len(head) == 9 and head[3] == HTTP2_SETTINGS
+
+
+def _tls() -> bool:
+    """Whether Ray's channels use TLS (RAY_USE_TLS): then the preface is not sent in the clear."""
+    return os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")
+
+
 def _token_source() -> str:
     """Where Ray takes this driver's token from (RAY_AUTH_TOKEN first, then a file)."""
     if os.environ.get("RAY_AUTH_TOKEN"):
@@ -95,141 +110,79 @@ def _token_source() -> str:
     return "~/.ray/auth_token"
 
 
-def _token() -> str | None:
-    """This driver's token where Ray's documentation says Ray reads it, or None. A
-    RAY_AUTH_TOKEN_PATH that names no readable file is a ClusterError, as it is to Ray."""
-    if os.environ.get("RAY_AUTH_TOKEN"):
-        return os.environ["RAY_AUTH_TOKEN"].strip()
+def _sends_token() -> bool:
+    return os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
+
+
+def _check_token() -> None:
+    """Under RAY_AUTH_MODE=token, this driver's token must be where Ray's documentation says
+    Ray reads it; a ClusterError naming the setting otherwise."""
+    if not _sends_token() or os.environ.get("RAY_AUTH_TOKEN"):
+        return
     named = os.environ.get("RAY_AUTH_TOKEN_PATH")
     path = Path(named).expanduser() if named else Path.home() / ".ray" / "auth_token"
     try:
-        return path.read_text().strip() or None
+        if path.read_text().strip():
+            return
+        why = "the file is empty"
     except OSError as exc:
-        if not named:
-            return None
-        raise ClusterError(
-            f"ray.address: cannot read this driver's authentication token from RAY_AUTH_TOKEN_PATH={named} "
-            f"({exc.strerror or exc}): give {TOKEN_HELP}"
-        ) from None
-
-
-def _token_mode(auto: bool) -> tuple[bool, str | None]:
-    """Whether this driver sends a token, and the token (None: it has none).
-
-    An explicit address (RAY_ADDRESS included) uses tokens only under RAY_AUTH_MODE=token;
-    `auto` also does, as `ray.init` decides, when RAY_AUTH_MODE is unset and a token exists."""
-    token = _token()
-    mode = os.environ.get("RAY_AUTH_MODE", "").lower()
-    return mode == "token" or (auto and not mode and token is not None), token
-
-
-def _channel(target: str):
-    """A gRPC channel to `target`, with TLS from Ray's documented RAY_TLS_* files when
-    RAY_USE_TLS is on, as Ray's own channels have."""
-    import grpc
-
-    if os.environ.get("RAY_USE_TLS", "0").lower() not in ("1", "true"):
-        return grpc.insecure_channel(target)
-
-    def read(name: str) -> bytes | None:
-        path = os.environ.get(name)
-        return Path(path).read_bytes() if path else None
-
-    credentials = grpc.ssl_channel_credentials(
-        read("RAY_TLS_CA_CERT"), read("RAY_TLS_SERVER_KEY"), read("RAY_TLS_SERVER_CERT")
+        why = exc.strerror or str(exc)
+    raise ClusterError(
+        f"ray.address: RAY_AUTH_MODE=token but this driver's authentication token cannot be read from "
+        f"{_token_source()} ({why}): give {TOKEN_HELP}"
     )
-    return grpc.secure_channel(target, credentials)
-
-
-def _call(target: str, method: str, metadata: tuple = ()):
-    """The status code of one empty-request call of `method` at `target` (None: it answered)."""
-    import grpc
-
-    channel = _channel(target)
-    try:
-        channel.unary_unary(method)(b"", timeout=CONNECT_TIMEOUT_S, metadata=metadata or None)
-        return None
-    except grpc.RpcError as exc:
-        return exc.code() if callable(getattr(exc, "code", None)) else grpc.StatusCode.UNKNOWN
-    finally:
-        channel.close()
-
-
-def _ask_gcs(target: str, shown: str, auto: bool) -> None:
-    """One call to the GCS at `target` with the token Ray would send; a ClusterError unless it answers."""
-    import grpc
-
-    token_mode, token = _token_mode(auto)
-    metadata = (("authorization", f"Bearer {token}"),) if token_mode and token else ()
-    code = _call(target, GCS_METHOD, metadata)
-    if code is None:
-        return
-    if code == grpc.StatusCode.UNAUTHENTICATED:
-        if not token_mode:
-            raise ClusterError(
-                f"ray.address: the Ray cluster at {shown} requires authentication: run with "
-                f"RAY_AUTH_MODE=token and {TOKEN_HELP}"
-            )
-        if token is None:
-            raise ClusterError(
-                f"ray.address: the Ray cluster at {shown} requires authentication and "
-                f"RAY_AUTH_MODE=token finds no token: give {TOKEN_HELP}"
-            )
-        raise ClusterError(
-            f"ray.address: the Ray cluster at {shown} rejected the authentication token "
-            f"from {_token_source()}: give {TOKEN_HELP}"
-        )
-    port = "give the port the head was started with (`ray start --head --port=PORT`, 6379 by default)"
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        raise ClusterError(
-            f"ray.address: {shown} accepts connections but no Ray head's GCS answers there "
-            f"within {CONNECT_TIMEOUT_S:g} s; {port}"
-        )
-    raise ClusterError(f"ray.address: {shown} does not answer as a Ray head's GCS ({code.name}); {port}")
 
 
 def check_cluster(address: str) -> None:
-    """Raise ClusterError (one line naming ray.address) unless a Ray cluster at `address`
-    answers, and, for a head's GCS address, accepts this driver's authentication.
+    """Raise ClusterError (one line naming ray.address) unless a gRPC server answers at
+    `address` and this driver has the token its settings say it sends.
 
-    `address` is what `ray.init` would take: `auto`, HOST:PORT of the head's GCS, or
-    `ray://HOST:PORT` (Ray Client: only that a server is reached is checked). Other schemes
-    are left to Ray."""
-    # As ray.init: RAY_ADDRESS stands for `auto`, and is then an explicit address (one that
-    # never turns token authentication on by itself)
-    auto = address == "auto" and not os.environ.get("RAY_ADDRESS")
-    if address == "auto" and not auto:
+    `address` is what `ray.init` would take: `auto` (RAY_ADDRESS), HOST:PORT of the head's
+    GCS, or `ray://HOST:PORT` (Ray Client). Other schemes are left to Ray."""
+    shown = address
+    if address == "auto":  # as ray.init's `auto`, but never any Ray that happens to run here
+        if not os.environ.get("RAY_ADDRESS"):
+            raise ClusterError(NO_CLUSTER)
         address = os.environ["RAY_ADDRESS"]
+        shown = f"auto (as {address})"
     if address == "local":  # a new local instance, nothing to join
         return
-    if "://" in address:
-        scheme, rest = address.split("://", 1)
-        if scheme != "ray":
-            return
-        parsed = split_address(rest.rstrip("/"))
-        if parsed is None:
-            raise ClusterError(f"ray.address: {address!r} is not ray://HOST:PORT")
-        _connect(*parsed, address, f"ray start --head --ray-client-server-port={parsed[1]}")
-        # what answers there is left to Ray Client; only a server that never does is an error
-        import grpc
-
-        if _call(rest.rstrip("/"), CLIENT_METHOD) == grpc.StatusCode.DEADLINE_EXCEEDED:
-            raise ClusterError(
-                f"ray.address: {address} accepts connections but no Ray Client server answers there "
-                f"within {CONNECT_TIMEOUT_S:g} s"
-            )
+    client = address.startswith("ray://")
+    if "://" in address and not client:
         return
-    # `auto` is the cluster the last `ray start` here recorded: Ray would otherwise fall back
-    # to any Ray it finds running on this machine, such as another run's own local pool
-    target = _recorded_cluster() if auto else address
-    if target is None:
-        raise ClusterError(NO_CLUSTER)
+    target = address.removeprefix("ray://").rstrip("/")
     parsed = split_address(target)
     if parsed is None:
-        raise ClusterError(f"ray.address: {address!r} is not HOST:PORT, ray://HOST:PORT or auto")
-    shown = address if address == target else f"{address} (as {target})"
-    _connect(*parsed, shown, f"ray start --head --port={parsed[1]}")
-    _ask_gcs(target, shown, auto)
+        form = "ray://HOST:PORT" if client else "HOST:PORT, ray://HOST:PORT or auto"
+        raise ClusterError(f"ray.address: {address!r} is not {form}")
+    start = f"ray start --head --{'ray-client-server-port' if client else 'port'}={parsed[1]}"
+    connection = _connect(*parsed, shown, start)
+    if _tls():
+        connection.close()
+    else:
+        answered = _answers_grpc(connection)
+        what = "Ray Client server" if client else "Ray head's GCS"
+        port = "give the port the head was started with (`ray start --head --port=PORT`, 6379 by default)"
+        if answered is None:
+            raise ClusterError(
+                f"ray.address: {shown} accepts connections but no {what} answers there within "
+                f"{CONNECT_TIMEOUT_S:g} s" + ("" if client else f"; {port}")
+            )
+        if not answered:
+            raise ClusterError(
+                f"ray.address: {shown} does not answer as a {what} (no gRPC there)" + ("" if client else f"; {port}")
+            )
+    _check_token()
+
+
+def _refused(address: str, exc: Exception) -> ClusterError:
+    """The one line for a cluster that answers but did not let this driver in."""
+    ray_says = (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
+    if not _sends_token():
+        hint = f"if it requires authentication, run with RAY_AUTH_MODE=token and {TOKEN_HELP}"
+    else:
+        hint = f"if it requires authentication, it rejected the authentication token from {_token_source()}: give {TOKEN_HELP}"
+    return ClusterError(f"ray.address: the Ray cluster at {address} did not let this driver in ({ray_says}); {hint}")
 
 
 def ensure_ray(
@@ -237,40 +190,63 @@ def ensure_ray(
 ) -> bool:
     """Start or join Ray quietly; returns True if this call started it.
 
-    No address: a new local instance on 127.0.0.1, whatever RAY_ADDRESS or a running
-    `ray start` say (joining someone's cluster must be asked for: `--address auto` or an
-    address). Ray's servers listen on every interface and Ray has no switch to keep them on
-    loopback; Ray (>= 2.52, the oldest this project accepts) starts a new local instance
-    with token authentication unless RAY_AUTH_MODE says otherwise, so nothing without the
-    token (~/.ray/auth_token) joins or submits work.
+    No address: a new local instance, whatever RAY_ADDRESS or a running `ray start` say
+    (joining someone's cluster must be asked for: `--address auto` or an address). Ray
+    (>= 2.52, the oldest this project accepts) starts a new local instance with token
+    authentication unless RAY_AUTH_MODE says otherwise, so nothing without the token
+    (~/.ray/auth_token) joins or submits work.
 
-    A cluster that refuses this driver's authentication is a `ClusterError`. Check an address
-    with `check_cluster` before calling this (the runner does, before it touches the run
-    directory): one that does not answer otherwise costs minutes of Ray's retries.
+    A cluster that does not let this driver in is a `ClusterError`. Check an address with
+    `check_cluster` before calling this (the runner does, and `join_check`, before it
+    touches the run directory): one that does not answer otherwise costs minutes of Ray's retries.
     """
     import ray
     from ray.exceptions import AuthenticationError
 
     if ray.is_initialized():
         return False
-    local = {"address": "local", "num_cpus": num_cpus, "_node_ip_address": "127.0.0.1"}
     try:
         ray.init(
-            **(local if address is None else {"address": address}),
+            **({"address": "local", "num_cpus": num_cpus} if address is None else {"address": address}),
             include_dashboard=False,
             logging_level=logging.ERROR,
             log_to_driver=log_to_driver,
             configure_logging=True,
             **({"runtime_env": runtime_env} if runtime_env else {}),
         )
-    except AuthenticationError as exc:  # e.g. RAY_AUTH_MODE=token and no token anywhere
+    except (AuthenticationError, ConnectionError) as exc:  # a token missing or rejected, most often
         if address is None:
             raise
-        raise ClusterError(
-            f"ray.address: cannot authenticate to the Ray cluster at {address}: "
-            f"{exc.message.rstrip('.')}; give {TOKEN_HELP}"
-        ) from None
+        raise _refused(address, exc) from None
     return True
+
+
+def join_check(address: str) -> None:
+    """Join the cluster at `address` and leave it again: a ClusterError (one line) if it does
+    not let this driver in. For before anything is written; the run joins for itself later.
+    Ray's C++ client writes its retries straight to this process's stderr while it tries;
+    they are kept out of the terminal (the error says what they said)."""
+    import ray
+
+    with _stderr_held():
+        started = ensure_ray(address)
+    if started:
+        ray.shutdown()
+
+
+@contextlib.contextmanager
+def _stderr_held() -> Iterator[None]:
+    """File descriptor 2 into a scratch file for the block (where C++ code writes, not only Python)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as scratch:
+        os.dup2(scratch.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def _import_errors(modules: list[str]) -> dict[str, str]:

@@ -64,12 +64,13 @@ def check_cluster_address(cfg: RunConfig) -> None:
         return
     import ray
 
-    from poet.runtime.ray_session import ClusterError, check_cluster
+    from poet.runtime.ray_session import ClusterError, check_cluster, join_check
 
     if ray.is_initialized():  # this process already joined (the Python API, tests)
         return
     try:
         check_cluster(cfg.ray.address)
+        join_check(cfg.ray.address)
     except ClusterError as exc:
         raise ConfigError(str(exc)) from None
 
