@@ -211,21 +211,10 @@ def run_minibatch_steps(o: PPOOptions, hidden: list[int], steps: int = 200) -> d
     params = [*actor.parameters(), log_std, *critic.parameters()]
     opt = torch.optim.Adam(params, lr=o.lr, betas=(o.beta1, o.beta2), eps=o.adam_eps)
 
-    def plain() -> None:
-        logp = (-0.5 * ((u - actor(x)) / log_std.exp()) ** 2 - log_std - 0.919).sum(-1)
-        ratio = (logp - old_logp).exp()
-        policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - o.clip, 1 + o.clip) * adv).mean()
-        value_loss = torch.nn.functional.smooth_l1_loss(critic(x).squeeze(-1), ret)
-        loss = policy_loss + o.vf_coef * value_loss - o.ent_coef * (log_std + 1.419).sum()
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, o.max_grad_norm)
-        opt.step()
-
     ways = {
         "written_out": lambda: learners[0].minibatch_step(x, u, old_logp, adv, ret, adam[0], o, sums),
         "autograd": lambda: autograd_step(learners[1], x, u, old_logp, adv, ret, adam[1], o, sums),
-        "plain": plain,
+        "plain": lambda: plain_step(o, actor, critic, log_std, params, opt, x, u, old_logp, adv, ret),
     }
     blocks: dict[str, list[float]] = {way: [] for way in ways}
     for block in range(6):
@@ -246,6 +235,32 @@ def mlp(sizes: list[int]) -> torch.nn.Sequential:
         if i < len(sizes) - 2:
             layers.append(torch.nn.Tanh())
     return torch.nn.Sequential(*layers)
+
+
+def plain_step(
+    o: PPOOptions,
+    actor: torch.nn.Module,
+    critic: torch.nn.Module,
+    log_std: torch.nn.Parameter,
+    params: list[torch.nn.Parameter],
+    opt: torch.optim.Optimizer,
+    x: torch.Tensor,
+    u: torch.Tensor,
+    old_logp: torch.Tensor,
+    adv: torch.Tensor,
+    ret: torch.Tensor,
+) -> None:
+    """The plain loop's minibatch step: the clipped objective, Huber value loss and entropy
+    bonus by autograd, the gradient clipped, torch's Adam."""
+    logp = (-0.5 * ((u - actor(x)) / log_std.exp()) ** 2 - log_std - 0.919).sum(-1)
+    ratio = (logp - old_logp).exp()
+    policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - o.clip, 1 + o.clip) * adv).mean()
+    value_loss = torch.nn.functional.smooth_l1_loss(critic(x).squeeze(-1), ret)
+    loss = policy_loss + o.vf_coef * value_loss - o.ent_coef * (log_std + 1.419).sum()
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, o.max_grad_norm)
+    opt.step()
 
 
 def run_plain(o: PPOOptions, n_levels: int, hidden: list[int], max_steps: int, updates: int) -> dict[str, Any]:
@@ -310,18 +325,8 @@ def run_plain(o: PPOOptions, n_levels: int, hidden: list[int], max_steps: int, u
             order = torch.as_tensor(rng.permutation(total))
             for start in range(0, total - o.minibatch_size + 1, o.minibatch_size):
                 idx = order[start : start + o.minibatch_size]
-                mean = actor(x_all[idx])
-                logp = (-0.5 * ((u_all[idx] - mean) / log_std.exp()) ** 2 - log_std - 0.919).sum(-1)
-                ratio = (logp - old_logp[idx]).exp()
-                a = adv_t[idx]
-                policy_loss = -torch.min(ratio * a, ratio.clamp(1 - o.clip, 1 + o.clip) * a).mean()
-                value_loss = torch.nn.functional.smooth_l1_loss(critic(x_all[idx]).squeeze(-1), ret[idx])
-                entropy = (log_std + 1.419).sum()
-                loss = policy_loss + o.vf_coef * value_loss - o.ent_coef * entropy
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, o.max_grad_norm)
-                opt.step()
+                batch = (x_all[idx], u_all[idx], old_logp[idx], adv_t[idx], ret[idx])
+                plain_step(o, actor, critic, log_std, params, opt, *batch)
         t3 = time.perf_counter()
         seconds["rollout"] += t1 - t0
         seconds["gae"] += t2 - t1

@@ -4,7 +4,7 @@ on-policy trainer (PPO) collects, stepped in one compiled loop per env.
 `KernelRecorder` keeps one env per level, with its episode carried across collections, and
 records per step what the trainer learns from: the raw observation, the policy's mean
 output, the value, the sampled output, the reward, whether the episode goes on, and the
-observation and value where a step cap cut an episode. Per step, inside the loop: the
+value where a step cap cut an episode. Per step, inside the loop: the
 normalised observation (float64 arithmetic rounded once to float32, as numpy computes it),
 the value net's and the policy's forwards (`forward_row`), the sample `mean + sigma * noise`
 from a noise block the caller drew, the squash to the action bounds, the family's `step`,
@@ -47,7 +47,6 @@ class Recorded:
     rewards: np.ndarray  # (T, N) float64
     continues: np.ndarray  # (T, N) float64: 1 where the episode goes on after the step
     cut: np.ndarray  # (T, N) bool: the episode was cut at the step cap here (not terminated)
-    cut_obs: np.ndarray  # (T, N, obs_dim) float32: the observation where `cut`
     cut_values: np.ndarray  # (T, N) float32: the value net's output there
     last_obs: np.ndarray  # (N, obs_dim) float64: each env's observation after the last step
     last_values: np.ndarray  # (N,) float32: the value net's output there
@@ -122,7 +121,6 @@ class KernelRecorder:
             rewards=np.empty((steps, n)),
             continues=np.ones((steps, n)),
             cut=np.zeros((steps, n), dtype=bool),
-            cut_obs=np.zeros((steps, n, dim), dtype=np.float32),
             cut_values=np.zeros((steps, n), dtype=np.float32),
             last_obs=np.empty((n, dim)),
             last_values=np.empty(n, dtype=np.float32),
@@ -137,7 +135,7 @@ class KernelRecorder:
         norm = (np.asarray(obs_mean, dtype=np.float64), np.asarray(obs_std, dtype=np.float64))
         sigma = np.ascontiguousarray(sigma, dtype=np.float32)
         noise = np.ascontiguousarray(noise, dtype=np.float32)
-        arrays = (rec.obs, rec.mean, rec.values, rec.u, rec.rewards, rec.continues, rec.cut, rec.cut_obs)
+        arrays = (rec.obs, rec.mean, rec.values, rec.u, rec.rewards, rec.continues, rec.cut)
         arrays += (rec.cut_values, rec.last_values, ended_return, ended_length)
         k = self.kernel
         for i in range(n):
@@ -198,7 +196,6 @@ _RECORD_ENV = _i64(
     numba.types.Array(_f64, 2, "C"),  # rewards
     numba.types.Array(_f64, 2, "C"),  # continues
     numba.types.Array(_b1, 2, "C"),  # cut
-    numba.types.Array(_f32, 3, "C"),  # cut_obs
     numba.types.Array(_f32, 2, "C"),  # cut_values
     _f32[::1],  # last_values
     numba.types.Array(_f64, 2, "C"),  # ended return
@@ -210,7 +207,7 @@ _RECORD_ENV = _i64(
 def _record_env(
     reset, step, data, obs_dim, state_size, state, obs, w, sizes, wv, value_sizes, activation, low, span, mean, std,
     sigma, noise, env, pos, ep_return, pinned, n_rows, max_steps,
-    rec_obs, rec_mean, rec_values, rec_u, rewards, continues, cut, cut_obs, cut_values, last_values,
+    rec_obs, rec_mean, rec_values, rec_u, rewards, continues, cut, cut_values, last_values,
     ended_return, ended_length,
 ):  # fmt: skip
     """Env `env` from step pos[0] to the block's end: returns 0 there, 1 where an episode ended
@@ -256,7 +253,6 @@ def _record_env(
             if not ended:
                 cut[t - 1, env] = True
                 for k in range(obs_dim):
-                    cut_obs[t - 1, env, k] = obs[k]
                     h[k] = np.float32((np.float64(obs[k]) - mean[k]) / std[k])
                 forward_row(wv, value_sizes, activation, False, low, span, h, acc, v)
                 cut_values[t - 1, env] = v[0]

@@ -25,9 +25,7 @@ class _Tanh(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        x = x.detach().contiguous()
-        y = torch.empty_like(x)
-        tanh_into(x.numpy().reshape(-1), y.numpy().reshape(-1))
+        y = tanh_values(x.detach())
         ctx.save_for_backward(y)
         return y
 
@@ -35,6 +33,14 @@ class _Tanh(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
         (y,) = ctx.saved_tensors
         return torch.ops.aten.tanh_backward(grad, y)  # torch's own fused grad * (1 - y^2)
+
+
+def tanh_values(x: torch.Tensor) -> torch.Tensor:
+    """`tanh32` of a float32 CPU tensor that needs no gradient, as a new tensor."""
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    tanh_into(x.numpy().reshape(-1), y.numpy().reshape(-1))
+    return y
 
 
 def tanh(x: torch.Tensor) -> torch.Tensor:

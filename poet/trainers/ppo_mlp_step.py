@@ -21,7 +21,7 @@ import numba
 import numpy as np
 import torch
 
-from poet.policies.mlp import tanh_into
+from poet.policies.mlp_torch import tanh_values
 from poet.trainers.adam import adam_step
 from poet.trainers.ppo_loss import LOG_2PI
 
@@ -89,7 +89,7 @@ class MLPStep:
         inputs = [x]
         for w, b in layers[:-1]:
             a = torch.addmm(b, inputs[-1], w.t())
-            inputs.append(torch.relu(a) if self.relu else _tanh(a))
+            inputs.append(torch.relu(a) if self.relu else tanh_values(a))
         w, b = layers[-1]
         return torch.addmm(b, inputs[-1], w.t()), inputs
 
@@ -108,13 +108,6 @@ class MLPStep:
 
 def _pairs(tensors: list[torch.Tensor]) -> Layers:
     return list(zip(tensors[0::2], tensors[1::2]))
-
-
-def _tanh(a: torch.Tensor) -> torch.Tensor:
-    """The mlp kind's tanh (`poet.policies.mlp_torch.tanh`) without autograd's wrapper."""
-    y = torch.empty_like(a)
-    tanh_into(a.numpy().reshape(-1), y.numpy().reshape(-1))
-    return y
 
 
 STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
