@@ -1063,7 +1063,6 @@ def ray_session(workers: int) -> Iterator[None]:
     # address="local": always a new instance, never one found through RAY_ADDRESS.
     ray.init(
         address="local",
-        _node_ip_address="127.0.0.1",
         num_cpus=workers,
         include_dashboard=False,
         logging_level="ERROR",
