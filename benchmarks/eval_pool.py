@@ -1061,13 +1061,7 @@ def ray_session(workers: int) -> Iterator[None]:
     import ray
 
     # address="local": always a new instance, never one found through RAY_ADDRESS.
-    ray.init(
-        address="local",
-        num_cpus=workers,
-        include_dashboard=False,
-        logging_level="ERROR",
-        log_to_driver=False,
-    )
+    ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     try:
         yield
     finally:
