@@ -25,7 +25,7 @@ import numba
 import numpy as np
 
 from envs import EnvParams
-from envs.kernel import KERNEL_DATA, RESET_SIGNATURE, STEP_SIGNATURE, KernelData, RowKernel, readonly
+from envs.kernel import KERNEL_DATA, RESET_SIGNATURE, STEP_SIGNATURE, RowKernel, readonly
 from poet.policies import PolicySpec, forward_row, pack_weights
 from poet.policies.mlp import ACTIVATION_CODES, tanh32
 
@@ -73,9 +73,9 @@ class KernelRecorder:
         self.kernel, self.spec, self.levels = kernel, spec, list(levels)
         self.max_steps, self.streams, self.fail = int(max_steps), list(reset_streams), fail
         n = len(self.levels)
-        self.pinned = [p.course_seed is not None for p in self.levels]
-        self.data: list[KernelData] = [None] * n  # type: ignore[list-item]
-        self.rows = [0] * n  # courses built for each env
+        self.pinned = np.array([p.course_seed is not None for p in self.levels])
+        self.data = _new_tables()  # every env's, so that one compiled call steps them all
+        self.rows = np.zeros(n, dtype=np.int64)  # courses built for each env
         self.state = np.zeros((n, kernel.state_size))
         self.obs = np.zeros((n, kernel.obs_dim), dtype=np.float32)
         self.pos = np.zeros((n, 3), dtype=np.int64)  # per env: step reached, row, episode length
@@ -88,14 +88,16 @@ class KernelRecorder:
         self._span = np.asarray(spec.action_high, dtype=np.float32) - self._low
         for i in range(n):
             self._build(i)
-            kernel.reset(self.data[i], 0, self.state[i], self.obs[i])
 
     def _build(self, i: int) -> None:
-        """Env i's next courses (one, reused, for a pinned level), its row back to 0."""
+        """Env i's next courses (one, reused, for a pinned level), its row back to 0, its first
+        episode started."""
         count = 1 if self.pinned[i] else ROWS_PER_BUILD
         seeds = [self.levels[i].reset_seed(int(self.streams[i].integers(0, 2**31 - 1))) for _ in range(count)]
-        self.data[i] = self.kernel.batch_data([self.levels[i]] * count, seeds)
+        data = self.kernel.batch_data([self.levels[i]] * count, seeds)
+        _set_table(self.data, i, data)
         self.rows[i], self.pos[i, 1] = count, 0
+        self.kernel.reset(data, 0, self.state[i], self.obs[i])
 
     def collect(
         self,
@@ -138,21 +140,19 @@ class KernelRecorder:
         arrays = (rec.obs, rec.mean, rec.values, rec.u, rec.rewards, rec.continues, rec.cut)
         arrays += (rec.cut_values, rec.last_values, ended_return, ended_length)
         k = self.kernel
-        for i in range(n):
-            self.pos[i, 0] = 0
-            while True:
-                status = _record_env(
-                    k.reset, k.step, self.data[i], k.obs_dim, k.state_size, self.state[i], self.obs[i],
-                    *policy, *norm, sigma, noise, i, self.pos[i], self.ep_return[i : i + 1],
-                    self.pinned[i], self.rows[i], self.max_steps, *arrays,
-                )  # fmt: skip
-                if status == _DONE:
-                    break
-                if status == _NOT_FINITE:
-                    t = int(self.pos[i, 0])
-                    raise self.fail(i, f"non-finite reward or observation (reward {rec.rewards[t, i]})")
-                self._build(i)  # its episode ended on its last built course: a new one starts
-                k.reset(self.data[i], 0, self.state[i], self.obs[i])
+        self.pos[:, 0] = 0
+        i = 0
+        while True:
+            i, status = _record(
+                k.reset, k.step, self.data, k.obs_dim, k.state_size, i, self.state, self.obs, *policy, *norm,
+                sigma, noise, self.pos, self.ep_return, self.pinned, self.rows, self.max_steps, *arrays,
+            )  # fmt: skip
+            if status == _DONE:
+                break
+            if status == _NOT_FINITE:
+                t = int(self.pos[i, 0])
+                raise self.fail(i, f"non-finite reward or observation (reward {rec.rewards[t, i]})")
+            self._build(i)  # its episode ended on its last built course: a new one starts
         rec.last_obs[:] = self.obs
         ends = np.argwhere(rec.continues == 0.0)  # (step, env) order, as a step-by-step loop finds them
         rec.episode_returns = [float(ended_return[t, i]) for t, i in ends]
@@ -161,49 +161,7 @@ class KernelRecorder:
         return rec
 
 
-_f32, _f64, _i64, _b1 = numba.types.float32, numba.types.float64, numba.types.int64, numba.types.boolean
-# one signature for every family (their functions are values of fixed types), so the loop is
-# compiled once and then loaded from numba's cache, as `poet.evaluation.row_loop` does
-_RECORD_ENV = _i64(
-    numba.types.FunctionType(RESET_SIGNATURE),
-    numba.types.FunctionType(STEP_SIGNATURE),
-    KERNEL_DATA,
-    _i64,  # obs_dim
-    _i64,  # state_size
-    _f64[::1],  # state
-    _f32[::1],  # obs
-    readonly(_f32),  # packed weights
-    readonly(_i64),  # layer sizes
-    readonly(_f32),  # packed value weights
-    readonly(_i64),  # value layer sizes
-    _i64,  # activation
-    readonly(_f32),  # action low
-    readonly(_f32),  # action span
-    readonly(_f64),  # obs mean
-    readonly(_f64),  # obs std
-    readonly(_f32),  # sigma
-    readonly(_f32, 3),  # noise
-    _i64,  # env
-    _i64[::1],  # pos: step reached, row, episode length
-    _f64[::1],  # episode return so far
-    _b1,  # pinned
-    _i64,  # rows built
-    _i64,  # max_steps
-    numba.types.Array(_f64, 3, "C"),  # obs
-    numba.types.Array(_f32, 3, "C"),  # mean
-    numba.types.Array(_f32, 2, "C"),  # values
-    numba.types.Array(_f32, 3, "C"),  # u
-    numba.types.Array(_f64, 2, "C"),  # rewards
-    numba.types.Array(_f64, 2, "C"),  # continues
-    numba.types.Array(_b1, 2, "C"),  # cut
-    numba.types.Array(_f32, 2, "C"),  # cut_values
-    _f32[::1],  # last_values
-    numba.types.Array(_f64, 2, "C"),  # ended return
-    numba.types.Array(_i64, 2, "C"),  # ended length
-)
-
-
-@numba.njit(_RECORD_ENV, cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy")
 def _record_env(
     reset, step, data, obs_dim, state_size, state, obs, w, sizes, wv, value_sizes, activation, low, span, mean, std,
     sigma, noise, env, pos, ep_return, pinned, n_rows, max_steps,
@@ -272,3 +230,85 @@ def _record_env(
         last_values[env] = v[0]
     pos[0], pos[1], pos[2], ep_return[0] = t, row, length, total
     return status
+
+
+_f32, _f64, _i64, _b1 = numba.types.float32, numba.types.float64, numba.types.int64, numba.types.boolean
+# one signature for every family (their functions are values of fixed types), so the loop is
+# compiled once and then loaded from numba's cache, as `poet.evaluation.row_loop` does
+_RECORD = numba.types.UniTuple(_i64, 2)(
+    numba.types.FunctionType(RESET_SIGNATURE),
+    numba.types.FunctionType(STEP_SIGNATURE),
+    numba.types.ListType(KERNEL_DATA),  # data per env
+    _i64,  # obs_dim
+    _i64,  # state_size
+    _i64,  # first env
+    numba.types.Array(_f64, 2, "C"),  # state per env
+    numba.types.Array(_f32, 2, "C"),  # obs per env
+    readonly(_f32),  # packed weights
+    readonly(_i64),  # layer sizes
+    readonly(_f32),  # packed value weights
+    readonly(_i64),  # value layer sizes
+    _i64,  # activation
+    readonly(_f32),  # action low
+    readonly(_f32),  # action span
+    readonly(_f64),  # obs mean
+    readonly(_f64),  # obs std
+    readonly(_f32),  # sigma
+    readonly(_f32, 3),  # noise
+    numba.types.Array(_i64, 2, "C"),  # pos per env: step reached, row, episode length
+    _f64[::1],  # episode return so far per env
+    readonly(_b1),  # pinned per env
+    readonly(_i64),  # rows built per env
+    _i64,  # max_steps
+    numba.types.Array(_f64, 3, "C"),  # obs
+    numba.types.Array(_f32, 3, "C"),  # mean
+    numba.types.Array(_f32, 2, "C"),  # values
+    numba.types.Array(_f32, 3, "C"),  # u
+    numba.types.Array(_f64, 2, "C"),  # rewards
+    numba.types.Array(_f64, 2, "C"),  # continues
+    numba.types.Array(_b1, 2, "C"),  # cut
+    numba.types.Array(_f32, 2, "C"),  # cut_values
+    _f32[::1],  # last_values
+    numba.types.Array(_f64, 2, "C"),  # ended return
+    numba.types.Array(_i64, 2, "C"),  # ended length
+)
+
+
+@numba.njit(_RECORD, cache=True, error_model="numpy")
+def _record(
+    reset, step, data, obs_dim, state_size, first, state, obs, w, sizes, wv, value_sizes, activation, low, span,
+    mean, std, sigma, noise, pos, ep_return, pinned, n_rows, max_steps,
+    rec_obs, rec_mean, rec_values, rec_u, rewards, continues, cut, cut_values, last_values,
+    ended_return, ended_length,
+):  # fmt: skip
+    """`_record_env` for every env from `first` on, in one call (converting the arguments,
+    the family's functions above all, has a cost per call): (n, 0) when all are done, else
+    (env, status) for the env that stopped."""
+    for env in range(first, len(data)):
+        status = _record_env(
+            reset, step, data[env], obs_dim, state_size, state[env], obs[env], w, sizes, wv, value_sizes,
+            activation, low, span, mean, std, sigma, noise, env, pos[env], ep_return[env:env + 1], pinned[env],
+            n_rows[env], max_steps, rec_obs, rec_mean, rec_values, rec_u, rewards, continues, cut, cut_values,
+            last_values, ended_return, ended_length,
+        )  # fmt: skip
+        if status != _DONE:
+            return env, status
+    return len(data), _DONE
+
+
+_TABLES = numba.types.ListType(KERNEL_DATA)
+
+
+# the typed list's own methods compile on first use from Python, uncached: these are cached
+@numba.njit(_TABLES(), cache=True)
+def _new_tables():
+    return numba.typed.List.empty_list(KERNEL_DATA)
+
+
+@numba.njit(numba.types.void(_TABLES, _i64, KERNEL_DATA), cache=True)
+def _set_table(tables, i, data):
+    """Env i's data: replaced, or appended as the next env's."""
+    if i < len(tables):
+        tables[i] = data
+    else:
+        tables.append(data)

@@ -55,14 +55,15 @@ class _Learner:
         shared = FlatParameters(
             [self.actor, torch.nn.Parameter(torch.zeros(spec.act_dim if self.box else 0)), self.value]
         )
-        self.log_std, self.params, self._flat = shared.parts[1], shared.params, shared.flat
+        self.log_std, self.params = shared.parts[1], shared.params
+        self.flat = shared.flat  # the parameters' memory
         self._step: MLPStep | None = None
 
     def get(self) -> np.ndarray:
-        return self._flat.copy()
+        return self.flat.copy()
 
     def set(self, flat: np.ndarray) -> None:
-        self._flat[:] = flat
+        self.flat[:] = flat
 
     def load(self, actor: np.ndarray, log_std: np.ndarray, value: np.ndarray) -> None:
         self.set(np.concatenate([actor, log_std, value]).astype(np.float32))

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from poet.policies.mlp_torch import tanh_values
-from poet.trainers.adam import adam_step
+from poet.trainers.adam import adam_step_into
 from poet.trainers.ppo_loss import LOG_2PI
 
 Layers = list[tuple[torch.Tensor, torch.Tensor]]
@@ -74,13 +74,9 @@ class MLPStep:
         self._backward(self.actor, self.actor_grad, actor_h, d_out)
         self._backward(self.value, self.value_grad, value_h, d_predicted)
 
-        grad = self.grad.astype(np.float64)
-        norm = float(np.linalg.norm(grad))
-        if norm > o.max_grad_norm:
-            grad *= o.max_grad_norm / norm
-        new, moments = adam_step(self.learner.get(), grad, adam, o.lr, o.beta1, o.beta2, o.adam_eps)
-        adam.update(moments)
-        self.learner.set(new)
+        norm = float(np.linalg.norm(self.grad.astype(np.float64)))
+        scale = o.max_grad_norm / norm if norm > o.max_grad_norm else 1.0
+        adam_step_into(self.learner.flat, self.grad, scale, adam, o.lr, o.beta1, o.beta2, o.adam_eps)
         for name, value in zip(STATS, stats):
             sums[name] += float(value)
 
