@@ -21,11 +21,62 @@ import numba
 import numpy as np
 import torch
 
-from poet.policies.mlp_torch import tanh_values
+from poet.policies.mlp import tanh_into
 from poet.trainers.adam import adam_step_into
 from poet.trainers.ppo_loss import LOG_2PI
 
-Layers = list[tuple[torch.Tensor, torch.Tensor]]
+
+class _Net:
+    """One network of the learner: its layers' weights and biases (the parameters' memory),
+    the weights transposed (views), the views of the flat gradient each layer's gradients go
+    to, and the buffers of a minibatch's forward and backward, made once for each number of
+    rows (a job's minibatches are all one size)."""
+
+    def __init__(self, weights: list[torch.Tensor], grads: list[torch.Tensor], relu: bool):
+        self.w, self.b = weights[0::2], weights[1::2]
+        self.wt = [w.t() for w in self.w]
+        self.grad_w, self.grad_b = grads[0::2], grads[1::2]
+        self.relu, self.rows = relu, -1
+
+    def _buffers(self, rows: int) -> None:
+        widths = [w.shape[0] for w in self.w]
+        self.h = [torch.empty(rows, n) for n in widths]  # each layer's output (the hidden ones activated)
+        self.g = [torch.empty(rows, n) for n in widths[:-1]]  # the gradient at each hidden layer's output
+        # the tanh goes from a buffer of its own: in place, the compiled loop runs unvectorised
+        self.pre = [torch.empty(rows, n) for n in widths[:-1]] if not self.relu else self.h[:-1]
+        self.pre_flat = [a.numpy().reshape(-1) for a in self.pre]
+        self.h_flat = [h.numpy().reshape(-1) for h in self.h[:-1]]
+        self.rows = rows
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The output for inputs `x` (rows); every layer's input is kept for `backward`."""
+        if x.shape[0] != self.rows:
+            self._buffers(x.shape[0])
+        self.x = x
+        inputs, last = x, len(self.w) - 1
+        for k in range(last):
+            torch.addmm(self.b[k], inputs, self.wt[k], out=self.pre[k])
+            if self.relu:
+                torch.relu_(self.h[k])
+            else:
+                tanh_into(self.pre_flat[k], self.h_flat[k])
+            inputs = self.h[k]
+        return torch.addmm(self.b[last], inputs, self.wt[last], out=self.h[last])
+
+    def backward(self, d_out: torch.Tensor) -> None:
+        """Every layer's weight and bias gradient, from the gradient at the output."""
+        g = d_out
+        for k in range(len(self.w) - 1, -1, -1):
+            torch.mm(g.t(), self.h[k - 1] if k else self.x, out=self.grad_w[k])
+            torch.sum(g, 0, out=self.grad_b[k])
+            if k:
+                h, into = self.h[k - 1], self.g[k - 1]
+                torch.mm(g, self.w[k], out=into)
+                if self.relu:
+                    torch.ops.aten.threshold_backward.grad_input(into, h, 0, grad_input=into)
+                else:  # torch's own fused grad * (1 - y^2)
+                    torch.ops.aten.tanh_backward.grad_input(into, h, grad_input=into)
+                g = into
 
 
 class MLPStep:
@@ -35,18 +86,18 @@ class MLPStep:
 
     def __init__(self, learner: Any):
         self.learner = learner
-        self.grad = np.zeros(learner.get().size, dtype=np.float32)
+        self.grad = np.zeros(learner.flat.size, dtype=np.float32)
         flat = torch.from_numpy(self.grad)
         views, start = [], 0
         for p in learner.params:
             views.append(flat[start : start + p.numel()].view(p.shape))
             start += p.numel()
         weights = [p.detach() for p in learner.params]  # the same memory as the parameters
-        na = 2 * len(learner.actor.layers)
-        self.actor, self.actor_grad = _pairs(weights[:na]), _pairs(views[:na])
-        self.log_std, self.log_std_grad = weights[na], views[na]
-        self.value, self.value_grad = _pairs(weights[na + 1 :]), _pairs(views[na + 1 :])
-        self.relu = learner.spec.activation == "relu"
+        na, relu = 2 * len(learner.actor.layers), learner.spec.activation == "relu"
+        self.actor = _Net(weights[:na], views[:na], relu)
+        self.log_std, self.log_std_grad = weights[na].numpy(), views[na].numpy()
+        self.value = _Net(weights[na + 1 :], views[na + 1 :], relu)
+        self.rows = -1
 
     @torch.no_grad()
     def step(
@@ -62,48 +113,25 @@ class MLPStep:
     ) -> None:
         """One minibatch step on normalised observations `x` (rows): loss, gradient, its clip
         to `max_grad_norm`, one Adam step (state in `adam`); the step's statistics added to `sums`."""
-        out, actor_h = self._forward(self.actor, x)
-        predicted, value_h = self._forward(self.value, x)
-        d_out, d_predicted = torch.empty_like(out), torch.empty_like(predicted)
-        stats = np.empty(5)
-        arrays = (out, predicted.reshape(-1), u, old_logp, advantages, returns, self.log_std)
+        out, predicted = self.actor.forward(x), self.value.forward(x)
+        if x.shape[0] != self.rows:
+            self.d_out, self.d_predicted = torch.empty_like(out), torch.empty_like(predicted)
+            self.arrays = (out.numpy(), predicted.numpy().reshape(-1), self.d_out.numpy())
+            self.arrays += (self.d_predicted.numpy().reshape(-1), np.empty(len(STATS)))
+            self.rows = x.shape[0]
+        out_np, predicted_np, d_out, d_predicted, stats = self.arrays
         _loss_gradient(
-            *(t.numpy() for t in arrays), o.clip, o.vf_coef, o.ent_coef, o.value_loss == "huber",
-            d_out.numpy(), d_predicted.numpy().reshape(-1), self.log_std_grad.numpy(), stats,
+            out_np, predicted_np, u.numpy(), old_logp.numpy(), advantages.numpy(), returns.numpy(), self.log_std,
+            o.clip, o.vf_coef, o.ent_coef, o.value_loss == "huber", d_out, d_predicted, self.log_std_grad, stats,
         )  # fmt: skip
-        self._backward(self.actor, self.actor_grad, actor_h, d_out)
-        self._backward(self.value, self.value_grad, value_h, d_predicted)
+        self.actor.backward(self.d_out)
+        self.value.backward(self.d_predicted)
 
         norm = float(np.linalg.norm(self.grad.astype(np.float64)))
         scale = o.max_grad_norm / norm if norm > o.max_grad_norm else 1.0
         adam_step_into(self.learner.flat, self.grad, scale, adam, o.lr, o.beta1, o.beta2, o.adam_eps)
-        for name, value in zip(STATS, stats):
-            sums[name] += float(value)
-
-    def _forward(self, layers: Layers, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The network's output and the inputs of each layer (x, then each hidden activation)."""
-        inputs = [x]
-        for w, b in layers[:-1]:
-            a = torch.addmm(b, inputs[-1], w.t())
-            inputs.append(torch.relu(a) if self.relu else tanh_values(a))
-        w, b = layers[-1]
-        return torch.addmm(b, inputs[-1], w.t()), inputs
-
-    def _backward(self, layers: Layers, grads: Layers, inputs: list[torch.Tensor], d_out: torch.Tensor) -> None:
-        """The gradient of every layer's weights and bias, from the gradient at the output."""
-        g = d_out
-        for k in range(len(layers) - 1, -1, -1):
-            grad_w, grad_b = grads[k]
-            torch.mm(g.t(), inputs[k], out=grad_w)
-            torch.sum(g, 0, out=grad_b)
-            if k:
-                g = torch.mm(g, layers[k][0])
-                h = inputs[k]
-                g = torch.ops.aten.threshold_backward(g, h, 0) if self.relu else torch.ops.aten.tanh_backward(g, h)
-
-
-def _pairs(tensors: list[torch.Tensor]) -> Layers:
-    return list(zip(tensors[0::2], tensors[1::2]))
+        for name, value in zip(STATS, stats.tolist()):
+            sums[name] += value
 
 
 STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
