@@ -176,7 +176,18 @@ class Normaliser:
         self.std = np.maximum(np.sqrt(self.var), self.floor) if self.count > 0 else np.ones_like(self.var)
 
     def apply(self, obs: np.ndarray) -> np.ndarray:
-        return ((obs - self.mean) / self.std).astype(np.float32)
+        """(obs - mean) / std in float64, rounded to float32 (numpy's numbers), any leading shape."""
+        rows = np.ascontiguousarray(obs, dtype=np.float64).reshape(-1, self.mean.size)
+        out = np.empty(rows.shape, dtype=np.float32)
+        _normalise(rows, self.mean, self.std, out)
+        return out.reshape(np.shape(obs))
+
+
+@numba.njit(cache=True)
+def _normalise(rows, mean, std, out):
+    for i in range(rows.shape[0]):
+        for k in range(rows.shape[1]):
+            out[i, k] = np.float32((rows[i, k] - mean[k]) / std[k])
 
     def update(self, rows: np.ndarray) -> None:
         if self.enabled:
