@@ -182,17 +182,17 @@ class Normaliser:
         _normalise(rows, self.mean, self.std, out)
         return out.reshape(np.shape(obs))
 
+    def update(self, rows: np.ndarray) -> None:
+        if self.enabled:
+            self.mean, self.var, self.count = merge_moments(self.mean, self.var, self.count, rows)
+            self._set_std()
+
 
 @numba.njit(cache=True)
 def _normalise(rows, mean, std, out):
     for i in range(rows.shape[0]):
         for k in range(rows.shape[1]):
             out[i, k] = np.float32((rows[i, k] - mean[k]) / std[k])
-
-    def update(self, rows: np.ndarray) -> None:
-        if self.enabled:
-            self.mean, self.var, self.count = merge_moments(self.mean, self.var, self.count, rows)
-            self._set_std()
 
 
 def gae(
