@@ -13,7 +13,8 @@ and the tally. Log-probabilities are left to the caller, one call for the whole 
 Each env's episodes reset with seeds drawn one by one from that env's own generator,
 `params.reset_seed(drawn)` as a gymnasium env is reset, so the numbers are a function of
 the levels, the generators and the noise only. The courses of an env's coming episodes
-are built a few at a time (`ROWS_PER_BUILD`); a level pinned to one course reuses its row.
+are built a few at a time (first as many as episodes that run to the step cap, then
+`ROWS_PER_BUILD`); a level pinned to one course reuses its row.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from envs.kernel import KERNEL_DATA, RESET_SIGNATURE, STEP_SIGNATURE, RowKernel,
 from poet.policies import PolicySpec, forward_row, pack_weights
 from poet.policies.mlp import ACTIVATION_CODES, tanh32
 
-# courses built per call of the family's `data` for an env whose episodes take fresh courses:
-# a call has a fixed cost of its own, and an env's unused courses are kept for its next collection
+# courses built per call of the family's `data` for an env whose episodes take fresh courses,
+# once its first ones (as many as episodes that run to the step cap) are used up: a call has a
+# fixed cost of its own, and an env's unused courses are kept for its next collection
 ROWS_PER_BUILD = 16
 
 _DONE, _NEEDS_ROWS, _NOT_FINITE = 0, 1, 2
@@ -86,13 +88,11 @@ class KernelRecorder:
         self._activation = ACTIVATION_CODES[spec.activation]
         self._low = np.asarray(spec.action_low, dtype=np.float32)
         self._span = np.asarray(spec.action_high, dtype=np.float32) - self._low
-        for i in range(n):
-            self._build(i)
 
-    def _build(self, i: int) -> None:
-        """Env i's next courses (one, reused, for a pinned level), its row back to 0, its first
-        episode started."""
-        count = 1 if self.pinned[i] else ROWS_PER_BUILD
+    def _build(self, i: int, count: int) -> None:
+        """Env i's next `count` courses (one, reused, for a pinned level), its row back to 0,
+        its first episode started."""
+        count = 1 if self.pinned[i] else count
         seeds = [self.levels[i].reset_seed(int(self.streams[i].integers(0, 2**31 - 1))) for _ in range(count)]
         data = self.kernel.batch_data([self.levels[i]] * count, seeds)
         _set_table(self.data, i, data)
@@ -140,6 +140,8 @@ class KernelRecorder:
         arrays = (rec.obs, rec.mean, rec.values, rec.u, rec.rewards, rec.continues, rec.cut)
         arrays += (rec.cut_values, rec.last_values, ended_return, ended_length)
         k = self.kernel
+        for i in range(len(self.data), n):  # a first collection: as many courses as episodes that run to the cap
+            self._build(i, steps // self.max_steps + 1)
         self.pos[:, 0] = 0
         i = 0
         while True:
@@ -152,7 +154,7 @@ class KernelRecorder:
             if status == _NOT_FINITE:
                 t = int(self.pos[i, 0])
                 raise self.fail(i, f"non-finite reward or observation (reward {rec.rewards[t, i]})")
-            self._build(i)  # its episode ended on its last built course: a new one starts
+            self._build(i, ROWS_PER_BUILD)  # its episode ended on its last built course
         rec.last_obs[:] = self.obs
         ends = np.argwhere(rec.continues == 0.0)  # (step, env) order, as a step-by-step loop finds them
         rec.episode_returns = [float(ended_return[t, i]) for t, i in ends]
