@@ -163,9 +163,10 @@ def run_accel_at(tree: Path, iterations: int, sizes: str) -> dict[str, Any]:
 
 
 # ============================================================== the compiled rollout alone
-def run_rollout_alone(n_levels: int, steps: int, hidden: list[int], max_steps: int) -> dict[str, Any]:
+def run_rollout_alone(n_levels: int, steps: int, hidden: list[int], max_steps: int, waves: int = 5) -> dict[str, Any]:
     """The evaluator's compiled rollout of one fixed policy on `n_levels` levels, episodes enough
-    for about `steps` env steps in all (timed on a second wave, the first compiling)."""
+    for about `steps` env steps in all per wave: `waves` waves on courses not seen before,
+    timed together (after a first, untimed wave that compiles)."""
     family = make_family("terrain")
     probe = family.make_env(family.initial())
     spec = spec_for_spaces(probe.observation_space, probe.action_space, tuple(hidden), "tanh")
@@ -179,11 +180,13 @@ def run_rollout_alone(n_levels: int, steps: int, hidden: list[int], max_steps: i
         return [EvalRequest(ref, level.with_course_seed(s), 1, 0, max_steps) for level in levels for s in seeds]
 
     evaluator.evaluate(wave(0))
-    requests = wave(courses)  # courses it has not seen
-    t0 = time.perf_counter()
-    results = evaluator.evaluate(requests)
-    wall = time.perf_counter() - t0
-    env_steps = int(sum(r.lengths.sum() for r in results))
+    env_steps, wall = 0, 0.0
+    for k in range(1, waves + 1):
+        requests = wave(k * courses)  # courses it has not seen
+        t0 = time.perf_counter()
+        results = evaluator.evaluate(requests)
+        wall += time.perf_counter() - t0
+        env_steps += int(sum(r.lengths.sum() for r in results))
     return {"wall_seconds": wall, "env_steps": env_steps, "env_steps_per_s": env_steps / wall}
 
 
