@@ -14,6 +14,7 @@ import envs
 from poet.evaluation import recording
 from poet.policies import PolicySpec, init_flat, spec_for_spaces
 from poet.trainers import PPOOptions, PPOTrainer, TrainerContext, ppo_job
+from poet.trainers.adam import adam_step, adam_step_into
 from poet.trainers.base import ErrorPolicy
 from poet.trainers.ppo import Normaliser
 from poet.trainers.ppo_loss import autograd_step
@@ -130,3 +131,38 @@ def test_the_written_out_gradient_is_autograds(value_loss, activation):
     reference = torch.cat([p.grad.reshape(-1) for p in learners[1].params]).numpy()
     np.testing.assert_allclose(written, reference, rtol=1e-4, atol=1e-6 * np.abs(reference).max())
     assert sums[0] == pytest.approx(sums[1], rel=1e-5, abs=1e-7)  # float64 sums against torch's float32 means
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32).view(np.int32)
+
+
+@pytest.mark.parametrize("max_norm", [np.inf, 0.5])
+def test_the_compiled_adam_step_is_numpys_to_the_bit(max_norm):
+    """`adam_step_into` (the written-out step's) against `adam_step` on the float64 gradient
+    clipped as before: the same parameters and moments, bit for bit, with and without the clip."""
+    rng = np.random.default_rng(3)
+    for t in (0, 1, 40):
+        theta = rng.standard_normal(500).astype(np.float32)
+        grad = (rng.standard_normal(500) * 10.0 ** rng.uniform(-6, 1, 500)).astype(np.float32)
+        state = {"t": t, "m": rng.standard_normal(500).astype(np.float32) * 0.01}
+        state["v"] = np.abs(rng.standard_normal(500)).astype(np.float32) * 1e-4
+        g64 = grad.astype(np.float64)
+        norm = float(np.linalg.norm(g64))
+        scale = max_norm / norm if norm > max_norm else 1.0
+        expected, moments = adam_step(theta, g64 * scale if scale != 1.0 else g64, state, 3e-4, 0.9, 0.999, 1e-5)
+        into = {k: np.copy(v) for k, v in state.items()}
+        adam_step_into(theta, grad, scale, into, 3e-4, 0.9, 0.999, 1e-5)
+        assert np.array_equal(_bits(theta), _bits(expected)) and into["t"] == moments["t"] == t + 1
+        assert np.array_equal(_bits(into["m"]), _bits(moments["m"])) and np.array_equal(
+            _bits(into["v"]), _bits(moments["v"])
+        )
+
+
+def test_the_normaliser_gives_numpys_floats_for_any_shape():
+    rng = np.random.default_rng(4)
+    norm = Normaliser({"obs_mean": rng.standard_normal(5), "obs_var": rng.random(5), "obs_count": 3.0}, True, 1e-2)
+    for obs in (rng.standard_normal((7, 3, 5)), rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal(5)):
+        expected = ((obs - norm.mean) / norm.std).astype(np.float32)
+        got = norm.apply(obs)
+        assert got.shape == expected.shape and np.array_equal(_bits(got), _bits(expected))
