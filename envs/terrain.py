@@ -522,6 +522,21 @@ def difficulty(values: dict[str, Any]) -> int:
     return int(met)
 
 
+def course_difficulty(course: Course, roughness: float) -> int:
+    """The paper's class of a course as built: the criteria its drawn obstacles meet (its
+    widest pit and its tallest stump, in the params' units) and its roughness. A range
+    whose upper end sits at a threshold draws below it, so `difficulty` of the params (the
+    label) can count a criterion their courses never meet."""
+    is_pit, _, size = course.obstacle_arrays
+    widest = float(size[is_pit].max()) / PIT_SCALE if is_pit.any() else 0.0
+    tallest = float(size[~is_pit].max()) / STUMP_SCALE if (~is_pit).any() else 0.0
+    slack = 1e-9  # metres back to units: a gap drawn at its range's end reads as that end
+    met = float(roughness) >= DIFFICULTY_CRITERIA["roughness"]
+    met += widest >= DIFFICULTY_CRITERIA["pit_gap"] - slack
+    met += tallest >= DIFFICULTY_CRITERIA["stump_height"] - slack
+    return int(met)
+
+
 # ====================================================================== family
 EASY_ROUGHNESS = 0.6  # dcd PARAM_RANGES_EASY: ground roughness in [0, 0.6]
 
@@ -642,6 +657,11 @@ class TerrainFamily:
         """The POET paper's class of the course, 0 (easy) to 3 (extremely challenging): `difficulty`."""
         self.validate(params)
         return difficulty(params.values)
+
+    def realised_difficulty(self, params: EnvParams, seed: int) -> int:
+        """The class of the course these params build at this seed (`course_difficulty`)."""
+        self.validate(params)
+        return course_difficulty(self.course(params, seed), params.values["roughness"])
 
     def features(self, params: EnvParams) -> np.ndarray:
         """[roughness, pit_lo, pit_hi, stump_lo, stump_hi]; a disabled group reads 0, 0."""

@@ -7,16 +7,18 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pytest
 
 import poet
-from envs import terrain
+from envs import EnvParams, terrain
 from envs.terrain_planner import limit, plan
 from poet.config import ConfigError
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import feasibility  # noqa: E402
+import fixed_courses  # noqa: E402
 
 SEEDS = 20
 
@@ -90,3 +92,36 @@ def test_a_run_made_with_the_old_geometry_is_not_resumed(tiny, tmp_path):
     with pytest.raises(ConfigError, match="version 1 of the 'terrain' family.*builds differently.*start a new run"):
         poet.resume(out, iterations=4)
     assert poet.analysis.load_run(out).envs is not None  # its records still load
+
+
+def test_a_courses_realised_class_counts_only_what_it_draws():
+    """A range whose upper end sits at a threshold draws below it: the label counts the
+    criterion, the course does not; a range pinned at the threshold meets it."""
+    family = terrain.TerrainFamily()
+    at_the_end = family.sample(np.random.default_rng(0)).replace(
+        roughness=5.0, pit_gap=[5.0, 6.0], stump_height=[2.0, 2.4]
+    )
+    pinned = at_the_end.replace(pit_gap=[6.0, 6.0], stump_height=[2.4, 2.4])
+    assert family.difficulty(at_the_end) == family.difficulty(pinned) == 3
+    assert {family.realised_difficulty(at_the_end, s) for s in range(5)} == {1}
+    assert {family.realised_difficulty(pinned, s) for s in range(5)} == {3}
+    smooth = pinned.replace(roughness=4.4, stump_height=[])
+    assert family.difficulty(smooth) == 1 and family.realised_difficulty(smooth, 0) == 1
+
+
+def test_the_fixed_courses_realise_their_class_are_cleared_and_never_quick_into_results(tmp_path, monkeypatch):
+    out = tmp_path / "fixed.json"
+    monkeypatch.setattr(sys, "argv", ["fixed_courses.py", "--quick", "--json", str(out)])
+    fixed_courses.main()
+    found = json.loads(out.read_text())
+    family = terrain.TerrainFamily()
+    for c, drawn in found["classes"].items():
+        assert len(drawn["courses"]) == 3 and drawn["draws"] >= drawn["realised_class"] >= 3
+        for entry in drawn["courses"]:
+            params = EnvParams.create("terrain", entry["params"])
+            course = family.course(params, entry["course_seed"])
+            assert terrain.course_difficulty(course, params.values["roughness"]) == int(c)
+            assert plan(course, found["max_steps"])[0]
+    monkeypatch.setattr(sys, "argv", ["fixed_courses.py", "--quick"])
+    with pytest.raises(SystemExit):
+        fixed_courses.main()
