@@ -396,6 +396,27 @@ def test_tiny_run_json(tiny_run):
     assert meta["policy"]["hidden"] == [40, 40]
 
 
+def test_a_run_records_the_code_of_each_start(tmp_path):
+    """`run.json`'s `starts`: the code (this checkout's commit) and iteration of the run's
+    start and of each resume, the run's provenance."""
+    import poet as package
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
+    out = tmp_path / "r"
+    package.run(
+        REPO_ROOT / "experiments" / "quickstart.yaml",
+        out=out,
+        overrides=["iterations=2", "evaluation.backend=inprocess"],
+    )
+    package.resume(out, iterations=3)
+    starts = json.loads((out / "run.json").read_text())["starts"]
+    assert [s["iteration"] for s in starts] == [0, 2]
+    if not commit:  # not a git checkout: nothing to record
+        assert all(s["code"] is None for s in starts)
+        return
+    assert all(s["code"]["commit"] == commit and isinstance(s["code"]["dirty"], bool) for s in starts)
+
+
 def test_tiny_run_loads_with_analysis(tiny_run):
     from poet.analysis import load_run
 

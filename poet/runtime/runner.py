@@ -24,6 +24,7 @@ from poet.parts import RunParts, check_parts, load_config
 from poet.records import RecordWriter, complete_rows, truncate_tables
 from poet.runtime import checkpoint
 from poet.runtime.loop import Progress, RunLoop, RunResult
+from poet.runtime.provenance import record_start
 from poet.runtime.rundir_lock import RunDirLock
 from poet.scoring import ScoreCache, Scorer
 from poet.seeding import Seeds
@@ -357,6 +358,7 @@ def _drive(
     """Run (or continue) the schedule (`restart`: a run without a checkpoint, started again)."""
     cfg = parts.cfg
     start = snapshot.iteration if snapshot is not None else 0
+    record_start(run_dir / "run.json", start)
     # The first and the closing line print even without progress (--quiet): where the run is, how it ended.
     where = (
         "in this process"
