@@ -1,14 +1,17 @@
 """Recorded rollouts of a Gaussian MLP policy through a family's row kernel: what an
-on-policy trainer (PPO) collects, stepped in one compiled loop per env.
+on-policy trainer (PPO) collects, every env stepped in one compiled call.
 
 `KernelRecorder` keeps one env per level, with its episode carried across collections, and
 records per step what the trainer learns from: the raw observation, the policy's mean
 output, the value, the sampled output, the reward, whether the episode goes on, and the
 value where a step cap cut an episode. Per step, inside the loop: the
 normalised observation (float64 arithmetic rounded once to float32, as numpy computes it),
-the value net's and the policy's forwards (`forward_row`), the sample `mean + sigma * noise`
-from a noise block the caller drew, the squash to the action bounds, the family's `step`,
-and the tally. Log-probabilities are left to the caller, one call for the whole block.
+the policy's forward (`forward_row`), the sample `mean + sigma * noise` from a noise block
+the caller drew, the squash to the action bounds, the family's `step`, and the tally. The
+value net's outputs at the recorded steps follow in a second pass over them
+(`_step_values`): the same numbers, without the two networks' weights competing for the
+core's first-level cache at every step. Log-probabilities are left to the caller, one call
+for the whole block.
 
 Each env's episodes reset with seeds drawn one by one from that env's own generator,
 `params.reset_seed(drawn)` as a gymnasium env is reset, so the numbers are a function of
@@ -186,9 +189,6 @@ def _record_env(
             rec_obs[t, env, k] = obs[k]
             z[k] = np.float32((np.float64(obs[k]) - mean[k]) / std[k])
         h[:obs_dim] = z
-        forward_row(wv, value_sizes, activation, False, low, span, h, acc, v)
-        rec_values[t, env] = v[0]
-        h[:obs_dim] = z
         forward_row(w, sizes, activation, False, low, span, h, acc, out)
         for j in range(act):
             u = out[j] + sigma[j] * noise[t, env, j]
@@ -232,6 +232,23 @@ def _record_env(
         last_values[env] = v[0]
     pos[0], pos[1], pos[2], ep_return[0] = t, row, length, total
     return status
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _step_values(rec_obs, mean, std, wv, value_sizes, activation, rec_values):
+    """The value net's output at every recorded step, the observation normalised as the
+    stepping loop normalises it: the same numbers as inside that loop, where the two
+    networks' weights together overflow the core's first-level cache."""
+    steps, n, obs_dim = rec_obs.shape
+    width = value_sizes.max()
+    h, acc = np.empty(width, dtype=np.float32), np.empty(width, dtype=np.float32)
+    v, unused = np.empty(1, dtype=np.float32), np.empty(1, dtype=np.float32)
+    for t in range(steps):
+        for env in range(n):
+            for k in range(obs_dim):
+                h[k] = np.float32((rec_obs[t, env, k] - mean[k]) / std[k])
+            forward_row(wv, value_sizes, activation, False, unused, unused, h, acc, v)
+            rec_values[t, env] = v[0]
 
 
 _f32, _f64, _i64, _b1 = numba.types.float32, numba.types.float64, numba.types.int64, numba.types.boolean
@@ -295,6 +312,7 @@ def _record(
         )  # fmt: skip
         if status != _DONE:
             return env, status
+    _step_values(rec_obs, mean, std, wv, value_sizes, activation, rec_values)
     return len(data), _DONE
 
 
