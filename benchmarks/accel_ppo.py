@@ -163,7 +163,7 @@ def run_accel_at(tree: Path, iterations: int, sizes: str) -> dict[str, Any]:
 
 
 # ============================================================== the compiled rollout alone
-def run_rollout_alone(n_levels: int, steps: int, hidden: list[int], max_steps: int, waves: int = 5) -> dict[str, Any]:
+def run_rollout_alone(n_levels: int, steps: int, hidden: list[int], max_steps: int, waves: int = 20) -> dict[str, Any]:
     """The evaluator's compiled rollout of one fixed policy on `n_levels` levels, episodes enough
     for about `steps` env steps in all per wave: `waves` waves on courses not seen before,
     timed together (after a first, untimed wave that compiles)."""
