@@ -522,18 +522,25 @@ def difficulty(values: dict[str, Any]) -> int:
     return int(met)
 
 
+def realised_sizes(course: Course) -> dict[str, float]:
+    """The widest pit and the tallest stump a course holds, in the params' units (0 without)."""
+    is_pit, _, size = course.obstacle_arrays
+    return {
+        "widest_pit": float(size[is_pit].max()) / PIT_SCALE if is_pit.any() else 0.0,
+        "tallest_stump": float(size[~is_pit].max()) / STUMP_SCALE if (~is_pit).any() else 0.0,
+    }
+
+
 def course_difficulty(course: Course, roughness: float) -> int:
     """The paper's class of a course as built: the criteria its drawn obstacles meet (its
-    widest pit and its tallest stump, in the params' units) and its roughness. A range
-    whose upper end sits at a threshold draws below it, so `difficulty` of the params (the
-    label) can count a criterion their courses never meet."""
-    is_pit, _, size = course.obstacle_arrays
-    widest = float(size[is_pit].max()) / PIT_SCALE if is_pit.any() else 0.0
-    tallest = float(size[~is_pit].max()) / STUMP_SCALE if (~is_pit).any() else 0.0
+    widest pit and its tallest stump, `realised_sizes`) and its roughness. A range whose
+    upper end sits at a threshold draws below it, so `difficulty` of the params (the label)
+    can count a criterion their courses never meet."""
+    sizes = realised_sizes(course)
     slack = 1e-9  # metres back to units: a gap drawn at its range's end reads as that end
     met = float(roughness) >= DIFFICULTY_CRITERIA["roughness"]
-    met += widest >= DIFFICULTY_CRITERIA["pit_gap"] - slack
-    met += tallest >= DIFFICULTY_CRITERIA["stump_height"] - slack
+    met += sizes["widest_pit"] >= DIFFICULTY_CRITERIA["pit_gap"] - slack
+    met += sizes["tallest_stump"] >= DIFFICULTY_CRITERIA["stump_height"] - slack
     return int(met)
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 import poet
 from envs import make_family
-from envs.terrain import PIT_SCALE, STUMP_SCALE, course_difficulty
+from envs.terrain import course_difficulty, realised_sizes
 from envs.terrain_planner import plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,15 +39,6 @@ RESULTS = ROOT / "experiments" / "results"
 CONFIG = ROOT / "experiments" / "reproduce_poet.yaml"
 CLASSES = (1, 2, 3)
 SEED_BASE = 2026
-
-
-def realised_sizes(course) -> dict[str, float]:
-    """The widest pit and tallest stump a course holds, in the params' units (0 without)."""
-    is_pit, _, size = course.obstacle_arrays
-    return {
-        "widest_pit": float(size[is_pit].max()) / PIT_SCALE if is_pit.any() else 0.0,
-        "tallest_stump": float(size[~is_pit].max()) / STUMP_SCALE if (~is_pit).any() else 0.0,
-    }
 
 
 def draw_class(family, c: int, count: int, max_steps: int) -> dict:
