@@ -25,6 +25,9 @@ class RunState:
     annecs_reference: int = 0
     scores: ScoreCache = field(default_factory=ScoreCache)  # (agent, env) -> score, of living agents
     iteration: int = 0  # the next iteration to run
+    # env steps of the iterations done, every phase (the `phases` table's sum): a curriculum
+    # can schedule by it, as `path` does for a run budgeted in env steps
+    env_steps: int = 0
     # a curriculum's own state as plain data (numbers, strings, lists, dicts, numpy arrays),
     # saved and loaded with the rest
     curriculum_data: dict[str, Any] = field(default_factory=dict)

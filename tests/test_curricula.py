@@ -581,6 +581,45 @@ def test_path_trains_on_equal_stages_from_the_start_to_the_target(tiny, tmp_path
         )
 
 
+def test_path_by_env_steps_restarts_es_at_each_stage_and_resumes_identically(tiny, tmp_path):
+    probe = load_run(_run(tiny, tmp_path / "probe", {**OPTIONS["path"]}, iterations=8))
+    budget = int(probe.phases["env_steps"].sum())  # the shares: of the steps 8 iterations took
+    options = {**OPTIONS["path"], "env_steps": budget, "restart_trainer": True}
+    run = load_run(_run(tiny, tmp_path / "r", options, iterations=10))
+    # stage k from the first iteration whose env steps before it reach k * budget / 4
+    per_iteration = run.phases.groupby("iteration")["env_steps"].sum().to_numpy()
+    before = np.concatenate([[0], np.cumsum(per_iteration)[:-1]])
+    stages = np.minimum(3, before * 4 // budget)
+    assert run.envs["created_iteration"].tolist() == [0, *np.flatnonzero(np.diff(stages)) + 1]
+    sigma = run.iterations.set_index("iteration")["sigma"]
+    firsts = run.envs["created_iteration"].tolist()
+    assert all(sigma[i] == sigma[0] for i in firsts)  # ES's noise back at its start at each stage
+    assert (sigma.drop(firsts) < sigma[0]).all()
+    state = json.loads(sorted((tmp_path / "r" / "checkpoints").iterdir())[-1].joinpath("state.json").read_text())
+    assert state["env_steps"] == int(per_iteration.sum())
+    # stopped at 5 and resumed: the same run; also from a checkpoint saved before the count was kept
+    for legacy in (False, True):
+        out = _run(tiny, tmp_path / f"resumed-{legacy}", options, iterations=5)
+        if legacy:
+            (saved,) = (out / "checkpoints").iterdir()
+            text = json.loads((saved / "state.json").read_text())
+            del text["env_steps"]
+            (saved / "state.json").write_text(json.dumps(text))
+            manifest = json.loads((saved / "manifest.json").read_text())
+            manifest["sha256"]["state.json"] = checkpoint._sha(saved / "state.json")
+            (saved / "manifest.json").write_text(json.dumps(manifest))
+        poet.resume(out, iterations=10, progress=False)
+        _assert_same_run(tmp_path / "r", out)
+    plain = load_run(_run(tiny, tmp_path / "plain", {**options, "restart_trainer": False}, iterations=10))
+    assert (plain.iterations["sigma"].iloc[1:].to_numpy() < sigma[0]).all()
+
+
+def _run(tiny, out, options: dict, iterations: int):
+    cfg = _cfg(tiny, "path", iterations=iterations, curriculum_options=options, checkpoint={"every": 0, "keep": 1})
+    poet.run(cfg, out=out, progress=False)
+    return out
+
+
 def test_env_start_given_with_its_course_keeps_the_course(tiny, tmp_path):
     start = EnvParams.create("terrain", {"roughness": 1.0, "pit_gap": [], "stump_height": []}, course_seed=4242)
     poet.run(

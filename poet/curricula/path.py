@@ -8,6 +8,13 @@ EnvParams dict as target, to end on its course): the run starts on
 k-th equal share of the run's iterations, on `family.interpolate(start, target, k / (stages - 1))`;
 the last stage is the target itself. Each stage is a row of the `envs` table whose parent is
 the stage before.
+
+Two options go beyond the paper's control, each off by default:
+- `env_steps: N`: the shares are of N env steps instead (stage k from the iteration after the
+  run's env steps reach k * N / stages), for a run budgeted in env steps, whose length in
+  iterations is not known in advance;
+- `restart_trainer: true`: the trainer's state (ES's Adam moments and noise schedule) starts
+  afresh at each new stage, as POET's pairs restart it when a transfer is accepted.
 """
 
 from __future__ import annotations
@@ -30,10 +37,14 @@ class PathOptions:
     # stump_height: []}) or a whole EnvParams dict, to end on its course
     target: dict[str, Any] | None = None
     stages: int = 10  # equal shares of the run, each on one env from the start to the target (both included)
+    env_steps: int | None = None  # the shares are of this many env steps; unset: of the run's iterations
+    restart_trainer: bool = False  # a fresh trainer state at each new stage (POET's restart at a transfer)
 
     def check(self) -> list[tuple[str, str]]:
         """(field, problem) for every impossible value."""
         problems = out_of_range(self, ["stages"], lambda v: v >= 2, ">= 2")
+        if self.env_steps is not None:
+            problems += out_of_range(self, ["env_steps"], lambda v: v >= 1, ">= 1")
         if not self.target:
             problems.insert(
                 0, ("target", "give the target env's values, e.g. {roughness: 4.0, pit_gap: [], stump_height: []}")
@@ -53,6 +64,7 @@ class DirectPath:
 
     def __init__(self, options: PathOptions):
         self.target, self.stages = dict(options.target or {}), options.stages
+        self.env_steps, self.restart_trainer = options.env_steps, options.restart_trainer
 
     def check(self, family: EnvFamily) -> str | None:
         """Why this curriculum cannot run on `family` (None: it can)."""
@@ -73,7 +85,10 @@ class DirectPath:
         )
 
     def stage_of(self, ctx: RunContext, iteration: int) -> int:
-        """The stage `iteration` trains on: equal shares of the run's iterations."""
+        """The stage `iteration` trains on: equal shares of the run's iterations, or of
+        `env_steps` (by the env steps of the iterations before it)."""
+        if self.env_steps is not None:
+            return min(self.stages - 1, ctx.state.env_steps * self.stages // self.env_steps)
         total = ctx.stop_at if ctx.stop_at else ctx.cfg.iterations
         return min(self.stages - 1, iteration * self.stages // max(1, total))
 
@@ -95,5 +110,7 @@ class DirectPath:
         if env != agent.env:
             parent, agent.env = agent.env.id, env
             record_level(ctx, env, agent.pair_id, parent, iteration)
+            if self.restart_trainer:
+                agent.state = ctx.trainer.reset_state(agent.state, agent.theta)
         with phase("train"):
             train_pairs(ctx, iteration)

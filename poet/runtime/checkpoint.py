@@ -212,6 +212,7 @@ def capture(ctx: RunContext) -> Captured:
         },
         "solved": dict(run.solved),
         "annecs_reference": run.annecs_reference,
+        "env_steps": run.env_steps,
         "score_cache": run.scores.snapshot(),
         "curriculum_data": _split(run.curriculum_data, "curriculum", arrays),
     }
@@ -338,6 +339,8 @@ def load(path: Path, config_text: str | None = None) -> Snapshot:
         annecs_reference=int(state.get("annecs_reference", 0)),
         scores=read_score_cache(state["score_cache"], arrays),
         iteration=int(state["iteration"]),
+        # -1: a checkpoint from before the count was kept (the resume counts its phases table)
+        env_steps=int(state.get("env_steps", -1)),
         curriculum_data=_join(state.get("curriculum_data", {}), arrays),
     )
     return Snapshot(run, {t: int(manifest["table_rows"].get(t, 0)) for t in TABLES})

@@ -61,6 +61,7 @@ class Orchestrator:
         self.last_steps_per_second = totals[1] / totals[0] if totals[0] > 0 else float("nan")
         self._forget_stale_scores()
         ctx.records.flush()
+        ctx.state.env_steps += int(totals[1])
         ctx.state.iteration += 1
         if self.on_iteration is not None:
             self.on_iteration(self)

@@ -21,7 +21,7 @@ from poet.config import load_config as load_as_saved
 from poet.context import RunContext
 from poet.evaluation import Evaluator, InProcessEvaluator, NoiseTable
 from poet.parts import RunParts, check_parts, load_config
-from poet.records import RecordWriter, complete_rows, truncate_tables
+from poet.records import RecordWriter, complete_rows, read_rows, truncate_tables
 from poet.runtime import checkpoint
 from poet.runtime.loop import Progress, RunLoop, RunResult
 from poet.runtime.provenance import record_start
@@ -311,6 +311,8 @@ def resume(
         check_cluster_address(cfg)
         with workers_checked(cfg, parts.family):
             truncate_tables(run_dir, snapshot.table_rows if snapshot is not None else {})
+            if snapshot is not None and snapshot.state.env_steps < 0:  # saved before the count was kept
+                snapshot.state.env_steps = sum(int(r["env_steps"]) for r in read_rows(run_dir, "phases"))
             if cfg.iterations != saved.iterations:  # only the target: where this resume runs is its own
                 save_config(dataclasses.replace(saved, iterations=cfg.iterations), config_path)
             return _drive(parts, run_dir, snapshot, progress, restart=snapshot is None)
