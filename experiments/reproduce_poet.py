@@ -322,9 +322,9 @@ def control_run(out: Path, overrides: list[str], iterations: int, goal: int | No
     return match_env_steps(out, overrides, goal, iterations)
 
 
-def run_all(calls: list[tuple], what: str) -> None:
-    """`control_run(*call)` for every call (its last item is its cost: iterations or env
-    steps), the costliest first, as Ray tasks of one CPU each: as many at once as the cluster
+def run_all(calls: list[tuple], what: str, run=None, cost_at: int = -1) -> None:
+    """`run(*call)` (default `control_run`) for every call (its item `cost_at` is its cost:
+    iterations or env steps), the costliest first, as Ray tasks of one CPU each: as many at once as the cluster
     has CPUs. A line per finished run says how far the calls are, by cost, and the time left
     at the rate of the runs that ran in this call (runs finished before count as done).
 
@@ -332,10 +332,10 @@ def run_all(calls: list[tuple], what: str) -> None:
     which checkpoint their last iteration, and waits a little for them."""
     import ray
 
-    calls = sorted(calls, key=lambda call: -call[-1])
-    task = ray.remote(num_cpus=1, max_retries=0)(control_run)
+    calls = sorted(calls, key=lambda call: -call[cost_at])
+    task = ray.remote(num_cpus=1, max_retries=0)(run or control_run)
     refs = [task.remote(*call) for call in calls]
-    cost = dict(zip(refs, (call[-1] for call in calls)))
+    cost = dict(zip(refs, (call[cost_at] for call in calls)))
     total = sum(cost.values())
     t0, pending, done_cost, ran_cost = time.perf_counter(), list(refs), 0, 0
     try:

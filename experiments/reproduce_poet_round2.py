@@ -1,0 +1,367 @@
+"""The reproduction study's second round, as `docs/study-plan.md` fixed it before its runs:
+POET at eight seeds, its targets by the realised class of their courses, and controls given
+the env steps POET spent.
+
+    python experiments/reproduce_poet_round2.py poet --seed 0       # one POET seed: 10,000 iterations
+    python experiments/reproduce_poet_round2.py controls --seed 0   # that seed's compute-matched controls
+    python experiments/reproduce_poet_round2.py status              # what is done, from the committed files
+    python experiments/reproduce_poet_round2.py poet --seed 0 --quick   # a smoke run, into a temporary directory
+
+Every part is resumable (run the same command again) and writes one JSON file per finished
+run under `--results` (`experiments/results/reproduce_poet/round2/`), so the study does not
+depend on its run directories (`--out`, `runs/round2/`) surviving:
+
+1. **`poet --seed S`**: POET on `terrain` at seed S with the first round's config and schedule
+   (`experiments/reproduce_poet.yaml` with `annecs_poet_vs_enhanced.STRUCTURE`), then
+   `poet/seedS.json`:
+   - every solved env's label class (its params), realised class (its course), widest pit,
+     tallest stump, roughness and excess (`excess`);
+   - the targets by the plan's rule (`pick_targets`), each with its budget: the env steps the
+     whole run took up to the iteration that solved it;
+   - the best of POET's active and archived agents on each fixed course of
+     `fixed_courses.json`, five episodes each (the plan's selection-free design);
+   - the run's code commits, its seconds and its env steps.
+2. **`controls --seed S`**: per target of seed S, `direct` (every class) and `path` and
+   `path_restart` (classes 2 and 3), `--control-seeds` seeds each, each until it has taken the
+   target's budget in env steps; `controls/seedS-ENV-ARM-K.json` per run: its best score on
+   the target's course, its env steps and their share of the budget. The runs go side by
+   side as Ray tasks, one per CPU.
+3. **`status`**: which seeds and runs are done.
+
+ACCEL and DR with dcd's PPO, the ANNECS design and the analysis follow (the plan's sections
+4-6); `experiments/reproduce_poet.py` is the first round, which the study page shows until
+this round's results replace it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import poet
+from envs import EnvParams
+from envs.terrain import DIFFICULTY_CRITERIA, course_difficulty, realised_sizes
+from poet.analysis import load_run
+from poet.analysis.render import load_agents
+from poet.evaluation import EvalRequest, InProcessEvaluator
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "experiments" / "results"
+sys.path.insert(0, str(ROOT / "experiments"))  # the sibling scripts this study runs
+import annecs_poet_vs_enhanced as arms  # noqa: E402
+import reproduce_poet as round1  # noqa: E402
+from difficulty_climb import climb  # noqa: E402
+
+TARGETS_PER_CLASS = 3
+CLASSES = (1, 2, 3)
+FIXED_EPISODES = 5  # episodes per fixed course (the plan, section 1)
+# the arms per class: class 1 gets `direct` only (the plan, section 3)
+ARMS = {1: ("direct",), 2: ("direct", "path", "path_restart"), 3: ("direct", "path", "path_restart")}
+QUICK_CLASSES = (0, 1, 2, 3)  # a smoke run's POET reaches class 0 only: its targets come from there
+QUICK_ARMS = ("direct", "path", "path_restart")
+PATH_STAGES = 10
+
+
+def commit_of(root: Path = ROOT) -> dict:
+    """The code this script runs from: its commit and whether tracked files differ from it."""
+
+    def git(*a: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True).stdout.strip()
+
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def starts_of(run_dir: Path) -> list[dict]:
+    """Each start and resume of a run: its iteration, code commit and time (`run.json`)."""
+    return json.loads((run_dir / "run.json").read_text()).get("starts", [])
+
+
+# --------------------------------------------------------------------------- part 1
+def excess(realised: dict) -> float:
+    """How far a course's realised obstacles go past the criteria they meet: the sum, over the
+    criteria met, of value / threshold - 1 (the plan's 'summed excess', in each criterion's
+    own scale)."""
+    return float(sum(max(0.0, realised[name] / t - 1.0) for name, t in DIFFICULTY_CRITERIA.items()))
+
+
+def solved_envs(run, family) -> list[dict]:
+    """Every env the run solved, with its label class, its course's realised class and sizes,
+    and the iteration it was solved at."""
+    rows = []
+    for r in run.envs[run.envs["solved_iteration"].notna()].itertuples():
+        params = EnvParams.from_json(r.params_json)
+        course = family.course(params, params.course_seed)
+        sizes = realised_sizes(course)
+        realised = {
+            "pit_gap": sizes["widest_pit"],
+            "stump_height": sizes["tallest_stump"],
+            "roughness": float(params.values["roughness"]),
+        }
+        rows.append(
+            {
+                "env_id": r.env_id,
+                "params": params.values,
+                "course_seed": params.course_seed,
+                "label_class": int(r.difficulty),
+                "realised_class": course_difficulty(course, params.values["roughness"]),
+                "realised": realised,
+                "excess": excess(realised),
+                "solved_iteration": int(r.solved_iteration),
+            }
+        )
+    return rows
+
+
+def pick_targets(envs: list[dict], classes: tuple[int, ...]) -> dict[str, dict]:
+    """The plan's rule, per class: among solved envs whose course realises the class, the
+    `TARGETS_PER_CLASS` with the largest excess, ties to the earlier solve; fewer when fewer."""
+    picked = {}
+    for c in classes:
+        candidates = sorted(
+            (e for e in envs if e["realised_class"] == c), key=lambda e: (-e["excess"], e["solved_iteration"])
+        )
+        chosen = candidates[:TARGETS_PER_CLASS]
+        picked[str(c)] = {
+            "candidates": len(candidates),
+            "shortfall": TARGETS_PER_CLASS - len(chosen),
+            "env_ids": [e["env_id"] for e in chosen],
+        }
+    return picked
+
+
+def env_steps_through(run) -> np.ndarray:
+    """Env steps the whole run took by the end of each iteration (every pair and phase)."""
+    per = run.phases.groupby("iteration")["env_steps"].sum()
+    full = per.reindex(range(int(per.index.max()) + 1), fill_value=0)
+    return np.cumsum(full.to_numpy(dtype=np.int64))
+
+
+def fixed_course_scores(run_dir: Path, fixed: dict) -> dict:
+    """The best of the run's active and archived agents on every fixed course, per class
+    (`FIXED_EPISODES` episodes, the run's episode cap), and which pair scored it."""
+    parts, snapshot = load_agents(run_dir)
+    evaluator = InProcessEvaluator(parts.family, parts.spec)
+    pop = snapshot.state.population
+    agents = [*pop.active, *pop.archive]
+    refs = [evaluator.put(a.theta) for a in agents]
+    max_steps = parts.cfg.evaluation.max_steps
+    out = {}
+    for c, entry in fixed["classes"].items():
+        courses = [EnvParams.create("terrain", k["params"], k["course_seed"]) for k in entry["courses"]]
+        requests = [EvalRequest(ref, env, FIXED_EPISODES, 0, max_steps) for env in courses for ref in refs]
+        means = np.array([r.mean for r in evaluator.evaluate(requests)]).reshape(len(courses), len(agents))
+        out[c] = {
+            "best": [float(v) for v in means.max(axis=1)],
+            "by_pair": [agents[i].pair_id for i in means.argmax(axis=1)],
+        }
+    evaluator.close()
+    return {"agents": len(agents), "episodes": FIXED_EPISODES, "classes": out}
+
+
+def poet_part(seed: int, args: argparse.Namespace) -> Path:
+    """Run or resume POET at `seed`, then write its summary (the module docstring, part 1)."""
+    t0 = time.perf_counter()
+    entry = arms.run_arm("poet", seed, args.iterations, args.out, args.quick)
+    run_dir = Path(entry["run_dir"])
+    run = load_run(run_dir)
+    parts, _ = load_agents(run_dir)
+    threshold = float(run.config["solved_threshold"])
+    envs = solved_envs(run, parts.family)
+    by_id = {e["env_id"]: e for e in envs}
+    through = env_steps_through(run)
+    targets = []
+    picked = pick_targets(envs, QUICK_CLASSES if args.quick else CLASSES)
+    for c, choice in picked.items():
+        for env_id in choice["env_ids"]:
+            e = by_id[env_id]
+            targets.append(
+                {
+                    **e,
+                    "class": int(c),
+                    "arms": list(QUICK_ARMS if args.quick else ARMS[int(c)]),
+                    "budget_env_steps": int(through[e["solved_iteration"]]),
+                    "lineage_steps": round1.lineage_steps(run, env_id),
+                    "poet_score": round1.poet_best(run, env_id),
+                }
+            )
+    fixed = json.loads(args.fixed.read_text())
+    summary = {
+        "command": f"python experiments/reproduce_poet_round2.py poet --seed {seed}"
+        + (" --quick" if args.quick else ""),
+        "seed": seed,
+        "iterations": entry["iterations"],
+        "structure": arms.QUICK if args.quick else arms.STRUCTURE,
+        "solved_threshold": threshold,
+        "starts": starts_of(run_dir),
+        "summary_code": commit_of(),
+        "seconds": round1.phase_seconds(run),
+        "env_steps": int(through[-1]),
+        "classes": climb(run_dir, every=max(1, args.iterations // 20))["classes"],
+        "solved_envs": envs,
+        "targets_rule": picked,
+        "targets": targets,
+        "fixed_courses": {
+            "file": str(args.fixed.relative_to(ROOT)) if args.fixed.is_relative_to(ROOT) else str(args.fixed),
+            **fixed_course_scores(run_dir, fixed),
+        },
+        "summary_seconds": round(time.perf_counter() - t0 - entry["wall_seconds_this_call"], 1),
+    }
+    path = args.results / "poet" / f"seed{seed}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=1) + "\n")
+    shortfall = {c: p["shortfall"] for c, p in picked.items() if p["shortfall"]}
+    print(
+        f"POET seed {seed}: {len(envs)} solved envs, {len(targets)} targets"
+        + (f" (short by class: {shortfall})" if shortfall else "")
+        + f"; {path}",
+        flush=True,
+    )
+    return path
+
+
+# --------------------------------------------------------------------------- part 2
+def control_overrides(arm: str, target: EnvParams, budget: int, seed: int, quick: bool) -> list[str]:
+    """The config of one control run: POET's trainer settings, a fresh agent, its curriculum."""
+    over = [*(round1.QUICK_CONTROL if quick else []), *round1.CONTROL_WHERE, f"seed={100 + seed}"]
+    if arm == "direct":
+        return [*over, "curriculum=direct", f"env.start={json.dumps(target.to_dict())}"]
+    options = {
+        "target": target.to_dict(),
+        "stages": PATH_STAGES,
+        "env_steps": budget,
+        "restart_trainer": arm == "path_restart",
+    }
+    return [*over, "curriculum=path", f"curriculum_options={json.dumps(options)}"]
+
+
+def first_stretch(budget: int) -> int:
+    """Iterations a control surely takes within its budget: every rollout and evaluation
+    episode of an ES step at the episode cap (`match_env_steps` then goes on by the run's own
+    rate)."""
+    cfg = poet.load_config(round1.CONFIG)
+    population = int(cfg.trainer.section("es")["population"])
+    per_iteration = (population + cfg.evaluation.eval_episodes) * cfg.evaluation.max_steps
+    return max(1, budget // per_iteration)
+
+
+def control_run(out: Path, overrides: list[str], budget: int, first: int, record: dict, path: Path) -> float:
+    """One control run until it has taken `budget` env steps, then its record at `path`; the
+    seconds it ran. (A Ray task: the record is written by the run's own task, so a run that
+    finished is kept when the rest of the call is interrupted.)"""
+    seconds = round1.match_env_steps(out, overrides, budget, first)
+    run = load_run(out)
+    steps = round1.env_steps(run)
+    score = round1.best_recorded(run, record["env_id"])
+    record = {
+        **record,
+        "run_dir": str(out),
+        "iterations": int(run.phases["iteration"].max()) + 1,
+        "env_steps": steps,
+        "share_of_budget": steps / budget,
+        "score": score,
+        "solved": bool(score is not None and score >= record["solved_threshold"]),
+        "sigma_floor_iteration": round1.sigma_floor_iteration(run),
+        "seconds": round1.phase_seconds(run),
+        "starts": starts_of(out),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return seconds
+
+
+def controls_part(seed: int, args: argparse.Namespace) -> None:
+    """Every control run of POET seed `seed` that has no record yet (part 2)."""
+    summary_path = args.results / "poet" / f"seed{seed}.json"
+    if not summary_path.exists():
+        sys.exit(f"reproduce_poet_round2: no {summary_path}; run the `poet --seed {seed}` part first")
+    summary = json.loads(summary_path.read_text())
+    calls = []
+    for t in summary["targets"]:
+        target = EnvParams.create("terrain", t["params"], t["course_seed"])
+        if target.id != t["env_id"]:
+            raise RuntimeError(f"target {t['env_id']}: its params and course give env {target.id}")
+        budget = t["budget_env_steps"]
+        for arm in t["arms"]:
+            for k in range(args.control_seeds):
+                name = f"seed{seed}-{t['env_id'][:8]}-{arm}-{k}"
+                path = args.results / "controls" / f"{name}.json"
+                if path.exists():
+                    continue
+                record = {
+                    "poet_seed": seed,
+                    "env_id": t["env_id"],
+                    "class": t["class"],
+                    "arm": arm,
+                    "control_seed": k,
+                    "budget_env_steps": budget,
+                    "solved_threshold": summary["solved_threshold"],
+                }
+                over = control_overrides(arm, target, budget, k, args.quick)
+                calls.append((args.out / "controls" / name, over, budget, first_stretch(budget), record, path))
+    print(f"controls of POET seed {seed}: {len(calls)} runs to go", flush=True)
+    if calls:
+        round1.run_all(calls, f"controls of seed {seed}", run=control_run, cost_at=2)
+
+
+# --------------------------------------------------------------------------- part 3
+def status(args: argparse.Namespace) -> None:
+    """Which POET seeds and control runs have their files."""
+    for path in sorted((args.results / "poet").glob("seed*.json")):
+        s = json.loads(path.read_text())
+        runs = list((args.results / "controls").glob(f"seed{s['seed']}-*.json"))
+        want = sum(len(t["arms"]) * args.control_seeds for t in s["targets"])
+        print(f"POET seed {s['seed']}: {len(s['targets'])} targets; controls {len(runs)}/{want} runs")
+
+
+# ------------------------------------------------------------------------------ main
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=["poet", "controls", "status"])
+    parser.add_argument("--seed", type=int, default=0, help="the POET seed")
+    parser.add_argument("--iterations", type=int, default=10_000)
+    parser.add_argument("--control-seeds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None, help="run directories (default runs/round2)")
+    parser.add_argument("--results", type=Path, default=None, help=f"default {RESULTS / 'reproduce_poet' / 'round2'}")
+    parser.add_argument("--fixed", type=Path, default=RESULTS / "reproduce_poet" / "fixed_courses.json")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes, in-process, never the results")
+    args = parser.parse_args()
+    if args.quick:
+        if args.results is not None and args.results.resolve().is_relative_to(RESULTS):
+            parser.error("--quick never writes into experiments/results/; give --results elsewhere or none")
+        args.results = args.results or Path(tempfile.mkdtemp(prefix="reproduce_poet_round2-quick-")) / "results"
+        args.out = args.out or args.results.parent / "runs"
+        args.iterations, args.control_seeds = 12, 1
+    args.out = args.out or ROOT / "runs" / "round2"
+    args.results = args.results or RESULTS / "reproduce_poet" / "round2"
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    if args.part == "status":
+        return status(args)
+    from poet.runtime.ray_session import ensure_ray
+
+    ensure_ray(None)  # one Ray for the part: POET's pool (--quick: in-process), the controls as tasks
+    # SIGTERM ends the part as Ctrl-C does (the runs in progress checkpoint), not as Ray's handler would
+    signal.signal(signal.SIGTERM, round1._interrupt)
+    if args.part == "poet":
+        poet_part(args.seed, args)
+    else:
+        controls_part(args.seed, args)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (KeyboardInterrupt, poet.RunInterrupted):  # the runs in progress saved their checkpoints
+        print("reproduce_poet_round2: interrupted; run the same command again to resume", file=sys.stderr)
+        sys.exit(130)
