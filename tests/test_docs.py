@@ -345,3 +345,28 @@ def test_the_built_site_shows_every_page_and_every_generated_number(tmp_path):
         assert _expected_number(marker) in _shown(site, page), (page, marker.group(0))
     api = (site / "api" / "run" / "index.html").read_text()
     assert "poet.runtime.runner.run" in api and "poet.runtime.runner.resume" in api
+
+
+# -------------------------------------------------------- the study's descriptive comparisons
+DESCRIPTIVE = "<!-- comparisons: descriptive -->"
+# a p-value reported for a comparison: "p = 0.004", "p < 0.05", "Holm p 0.02", a table column
+# named p; not the smallest p a design can give ("no p below 0.125")
+P_VALUE = re.compile(r"\bp\s*(?:=|<|≤|<=)\s*\d|\bHolm[- ]adjusted p\b|\bHolm p\b|\|\s*p(?: \([^|]*\))?\s*\|", re.I)
+
+
+def descriptive_sections(markdown: str) -> dict[str, str]:
+    """The page's `## ` sections that declare their comparisons descriptive, by heading."""
+    parts = re.split(r"^## ", markdown, flags=re.MULTILINE)[1:]
+    return {p.splitlines()[0]: p for p in parts if DESCRIPTIVE in p}
+
+
+def test_no_p_value_appears_for_a_comparison_the_study_page_declares_descriptive():
+    page = docs_hook.fill((ROOT / "docs" / "study.md").read_text())
+    sections = descriptive_sections(page)
+    assert {"POET against its controls", "Enhanced POET's claim"} <= set(sections)
+    for heading, text in sections.items():
+        assert not P_VALUE.search(text), f"study.md, {heading!r}: a p-value in a descriptive section"
+    # the check itself finds a p-value in a declared section, in prose and as a table column
+    for leak in ("so p = 0.004 here", "| class | p (sign-flip) | Holm p |", "at p < 0.05"):
+        assert P_VALUE.search(leak), leak
+    assert not P_VALUE.search("3 seeds cannot give a p below 0.125")
