@@ -26,7 +26,12 @@ depend on its run directories (`--out`, `runs/round2/`) surviving:
    target's budget in env steps; `controls/seedS-ENV-ARM-K.json` per run: its best score on
    the target's course, its env steps and their share of the budget. The runs go side by
    side as Ray tasks, one per CPU.
-3. **`status`**: which seeds and runs are done.
+3. **`analyse`**: `results.json` and `results.md` from those files, over the POET seeds
+   whose every control run is done: per class and arm, the pooled solve rate with its 95%
+   interval clustered by POET seed, and the seeds supporting the claim with their exact
+   interval (the plan, section 1); each target's label and realised class, budget and runs;
+   POET's solved fraction of the fixed courses per seed.
+4. **`status`**: which seeds and runs are done.
 
 ACCEL and DR with dcd's PPO, the ANNECS design and the analysis follow (the plan's sections
 4-6); `experiments/reproduce_poet.py` is the first round, which the study page shows until
@@ -58,6 +63,7 @@ RESULTS = ROOT / "experiments" / "results"
 sys.path.insert(0, str(ROOT / "experiments"))  # the sibling scripts this study runs
 import annecs_poet_vs_enhanced as arms  # noqa: E402
 import reproduce_poet as round1  # noqa: E402
+import study_stats  # noqa: E402
 from difficulty_climb import climb  # noqa: E402
 
 TARGETS_PER_CLASS = 3
@@ -312,6 +318,208 @@ def controls_part(seed: int, args: argparse.Namespace) -> None:
 
 
 # --------------------------------------------------------------------------- part 3
+def load_parts(results: Path) -> tuple[list[dict], list[dict]]:
+    """The POET seeds' summaries, by seed, and every control run's record."""
+    seeds = sorted((json.loads(p.read_text()) for p in (results / "poet").glob("seed*.json")), key=lambda s: s["seed"])
+    runs = [json.loads(p.read_text()) for p in sorted((results / "controls").glob("*.json"))]
+    return seeds, runs
+
+
+def complete_seeds(seeds: list[dict], runs: list[dict], control_seeds: int) -> list[int]:
+    """The POET seeds whose every control run is finished (the plan: the analysis uses these)."""
+    done = {(r["poet_seed"], r["env_id"], r["arm"], r["control_seed"]) for r in runs}
+    return [
+        s["seed"]
+        for s in seeds
+        if all(
+            (s["seed"], t["env_id"], arm, k) in done
+            for t in s["targets"]
+            for arm in t["arms"]
+            for k in range(control_seeds)
+        )
+    ]
+
+
+def estimand(seeds: list[dict], runs: list[dict], complete: list[int], classes: tuple[int, ...]) -> list[dict]:
+    """The plan's primary statistics per class and arm, over the complete seeds: the pooled
+    solve rate with its interval clustered by seed, and the seeds supporting the claim (the arm
+    solves under half its runs there) with the exact interval of that count."""
+    rows = []
+    targets = {(s["seed"], t["env_id"]): t for s in seeds for t in s["targets"]}
+    for c in classes:
+        for arm in dict.fromkeys(a for s in seeds for t in s["targets"] if t["class"] == c for a in t["arms"]):
+            per_seed = []
+            for seed in complete:
+                mine = [
+                    r
+                    for r in runs
+                    if r["poet_seed"] == seed and r["arm"] == arm and targets[(seed, r["env_id"])]["class"] == c
+                ]
+                if mine:
+                    per_seed.append({"seed": seed, "runs": len(mine), "solved": sum(r["solved"] for r in mine)})
+            solved, total = sum(x["solved"] for x in per_seed), sum(x["runs"] for x in per_seed)
+            supporting = sum(x["solved"] < x["runs"] / 2 for x in per_seed)
+            shares = [r["share_of_budget"] for r in runs if r["arm"] == arm and r["poet_seed"] in complete]
+            rows.append(
+                {
+                    "class": c,
+                    "arm": arm,
+                    "seeds": len(per_seed),
+                    "per_seed": per_seed,
+                    "runs": total,
+                    "solved": solved,
+                    "rate": solved / total if total else None,
+                    "rate_ci95_by_seed": list(
+                        study_stats.cluster_bootstrap_rate(
+                            [x["solved"] for x in per_seed], [x["runs"] for x in per_seed]
+                        )
+                    ),
+                    "seeds_supporting": supporting,
+                    "supporting_ci95_exact": list(study_stats.clopper_pearson(supporting, len(per_seed)))
+                    if per_seed
+                    else None,
+                    "share_of_budget_median": float(np.median(shares)) if shares else None,
+                }
+            )
+    return study_stats.json_safe(rows)
+
+
+def fixed_course_fractions(seeds: list[dict], threshold: float) -> dict:
+    """Per class, the fraction of the fixed courses POET's population solved, per seed."""
+    return {
+        c: {
+            str(s["seed"]): float(np.mean([b >= threshold for b in s["fixed_courses"]["classes"][c]["best"]]))
+            for s in seeds
+        }
+        for c in (seeds[0]["fixed_courses"]["classes"] if seeds else {})
+    }
+
+
+def analyse(args: argparse.Namespace) -> None:
+    """`results.json` and `results.md` from every file the parts wrote (the plan's analysis)."""
+    seeds, runs = load_parts(args.results)
+    if not seeds:
+        sys.exit(f"reproduce_poet_round2: no POET seed in {args.results / 'poet'}; run the `poet` part first")
+    complete = complete_seeds(seeds, runs, args.control_seeds)
+    threshold = seeds[0]["solved_threshold"]
+    result = {
+        "command": "python experiments/reproduce_poet_round2.py analyse" + (" --quick" if args.quick else ""),
+        "code": commit_of(),
+        "plan": "docs/study-plan.md",
+        "control_seeds": args.control_seeds,
+        "solved_threshold": threshold,
+        "poet_seeds": [s["seed"] for s in seeds],
+        "complete_seeds": complete,
+        "poet": [
+            {k: s[k] for k in ("seed", "iterations", "seconds", "env_steps", "starts", "classes", "targets_rule")}
+            for s in seeds
+        ],
+        "targets": [
+            {
+                **{k: t[k] for k in ("env_id", "class", "label_class", "realised_class", "realised", "excess")},
+                **{k: t[k] for k in ("solved_iteration", "budget_env_steps", "lineage_steps", "poet_score")},
+                "poet_seed": s["seed"],
+                "runs": {
+                    arm: sorted(
+                        (
+                            r
+                            for r in runs
+                            if r["poet_seed"] == s["seed"] and r["env_id"] == t["env_id"] and r["arm"] == arm
+                        ),
+                        key=lambda r: r["control_seed"],
+                    )
+                    for arm in t["arms"]
+                },
+            }
+            for s in seeds
+            for t in s["targets"]
+        ],
+        "estimand": estimand(seeds, runs, complete, QUICK_CLASSES if args.quick else CLASSES),
+        "fixed_courses": fixed_course_fractions(seeds, threshold),
+    }
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+    (args.results / "results.md").write_text(tables(result))
+    print((args.results / "results.md").read_text())
+
+
+def tables(result: dict) -> str:
+    """Markdown: the estimand per class and arm, the targets with their budgets and runs, and
+    POET's solved fraction of the fixed courses per seed."""
+    md = round1.markdown
+    lines = [f"Complete seeds: {len(result['complete_seeds'])} of {len(result['poet_seeds'])} POET seeds.", ""]
+    lines += md(
+        [
+            "class",
+            "arm",
+            "seeds",
+            "runs solved",
+            "rate [95% CI, by seed]",
+            "seeds supporting [exact 95% CI]",
+            "share of budget (median)",
+        ],
+        [
+            [
+                str(e["class"]),
+                e["arm"],
+                str(e["seeds"]),
+                f"{e['solved']}/{e['runs']}",
+                "n/a"
+                if e["rate"] is None
+                else f"{e['rate']:.2f} [{e['rate_ci95_by_seed'][0]:.2f}, {e['rate_ci95_by_seed'][1]:.2f}]",
+                "n/a"
+                if e["supporting_ci95_exact"] is None
+                else f"{e['seeds_supporting']}/{e['seeds']} [{e['supporting_ci95_exact'][0]:.2f}, {e['supporting_ci95_exact'][1]:.2f}]",
+                round1.number(e["share_of_budget_median"], ".2f"),
+            ]
+            for e in result["estimand"]
+        ],
+    )
+    rows = []
+    for t in result["targets"]:
+        cells = [
+            f"{best:.0f} ({sum(r['solved'] for r in rs)}/{len(rs)})"
+            if (best := max((r["score"] for r in rs), default=None)) is not None
+            else "n/a"
+            for rs in t["runs"].values()
+        ]
+        rows.append(
+            [
+                str(t["poet_seed"]),
+                f"{t['class']} (label {t['label_class']})",
+                t["env_id"][:8],
+                f"pit {t['realised']['pit_gap']:.2f}, stump {t['realised']['stump_height']:.2f}, rough {t['realised']['roughness']:.2f}",
+                f"{t['solved_iteration']:,}",
+                f"{t['budget_env_steps'] / 1e6:,.1f} M",
+                number_or(t["poet_score"]),
+                "; ".join(f"{arm}: {cell}" for arm, cell in zip(t["runs"], cells)),
+            ]
+        )
+    lines += [""] + md(
+        [
+            "POET seed",
+            "realised class",
+            "target",
+            "realised obstacles",
+            "solved at",
+            "budget (env steps)",
+            "POET",
+            "controls: best (solved)",
+        ],
+        rows,
+    )
+    fixed = result["fixed_courses"]
+    lines += [""] + md(
+        ["POET seed", *(f"class {c}: fixed courses solved" for c in fixed)],
+        [[str(seed), *(f"{fixed[c][str(seed)]:.2f}" for c in fixed)] for seed in result["poet_seeds"]],
+    )
+    return "\n".join(lines) + "\n"
+
+
+def number_or(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f}"
+
+
 def status(args: argparse.Namespace) -> None:
     """Which POET seeds and control runs have their files."""
     for path in sorted((args.results / "poet").glob("seed*.json")):
@@ -324,7 +532,7 @@ def status(args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------ main
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["poet", "controls", "status"])
+    parser.add_argument("part", choices=["poet", "controls", "analyse", "status"])
     parser.add_argument("--seed", type=int, default=0, help="the POET seed")
     parser.add_argument("--iterations", type=int, default=10_000)
     parser.add_argument("--control-seeds", type=int, default=3)
@@ -346,8 +554,8 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    if args.part == "status":
-        return status(args)
+    if args.part in ("status", "analyse"):
+        return status(args) if args.part == "status" else analyse(args)
     from poet.runtime.ray_session import ensure_ray
 
     ensure_ray(None)  # one Ray for the part: POET's pool (--quick: in-process), the controls as tasks

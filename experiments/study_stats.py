@@ -1,8 +1,12 @@
-"""Statistics of a study that compares POET against control curricula on targets (envs POET solved).
+"""Statistics of the study that compares POET against control curricula.
 
-The independent unit is the target. At each target POET has its best score, and a control the
-best scores of its seeds there; the control's value at a target is the mean over its seeds, and
-the tests run on the per-target differences, POET minus that mean.
+- The first round's comparison at targets (envs POET solved; `compare_at_targets`): at each
+  target POET has its best score, and a control the best scores of its seeds there; the
+  differences are POET minus the control's mean. Its sign-flip p-values are descriptive only
+  (docs/study.md says why).
+- The second round's (docs/study-plan.md), with the POET seed as the unit: a pooled solve
+  rate with a bootstrap interval that resamples seeds (`cluster_bootstrap_rate`), an exact
+  interval for a count of seeds (`clopper_pearson`), and the sign-flip test over seeds.
 """
 
 from __future__ import annotations
@@ -71,6 +75,51 @@ def bootstrap_ci(
     tail = (1.0 - level) / 2.0 * 100.0
     lo, hi = np.percentile(means, [tail, 100.0 - tail])
     return (float(lo), float(hi))
+
+
+def cluster_bootstrap_rate(
+    solved: Sequence[int], runs: Sequence[int], level: float = 0.95, resamples: int = 10000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of a pooled rate (sum solved / sum runs) whose units are
+    clusters: cluster i has `runs[i]` runs of which `solved[i]` solved, and each resample
+    draws clusters with replacement (numpy's `default_rng(seed)`). NaN for no runs."""
+    s, n = np.asarray(solved, dtype=float), np.asarray(runs, dtype=float)
+    if len(n) == 0 or n.sum() == 0:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(n), size=(resamples, len(n)))
+    totals = n[picks].sum(axis=1)
+    rates = np.where(totals > 0, s[picks].sum(axis=1) / np.maximum(totals, 1), np.nan)
+    tail = (1.0 - level) / 2.0 * 100.0
+    lo, hi = np.nanpercentile(rates, [tail, 100.0 - tail])
+    return (float(lo), float(hi))
+
+
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return float(sum(math.comb(n, i) * p**i * (1.0 - p) ** (n - i) for i in range(k, n + 1)))
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval for a binomial probability after k of n: the p at
+    which P(X >= k) and P(X <= k) each equal (1 - level) / 2, by bisection."""
+    if not 0 <= k <= n or n == 0:
+        raise ValueError(f"clopper_pearson needs 0 <= k <= n and n > 0, got k={k}, n={n}")
+    alpha = (1.0 - level) / 2.0
+
+    def solve(f, increasing: bool) -> float:
+        lo, hi = 0.0, 1.0
+        for _ in range(200):
+            mid = (lo + hi) / 2.0
+            if (f(mid) < alpha) == increasing:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2.0
+
+    lower = 0.0 if k == 0 else solve(lambda p: binomial_tail(k, n, p), increasing=True)
+    upper = 1.0 if k == n else solve(lambda p: 1.0 - binomial_tail(k + 1, n, p), increasing=False)
+    return (lower, upper)
 
 
 def json_safe(value: Any) -> Any:

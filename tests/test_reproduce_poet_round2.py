@@ -77,6 +77,15 @@ def test_quick_study_writes_poet_and_control_files_at_the_budget_and_resumes(tmp
     assert "0 runs to go" in again.stdout
     status = _call("status", "--results", results, "--control-seeds", 1)
     assert f"controls {len(records)}/{len(records)} runs" in status.stdout
+    done = _call("analyse", "--quick", "--results", results)
+    assert done.returncode == 0, done.stderr
+    result = json.loads((results / "results.json").read_text())
+    assert result["complete_seeds"] == [0] and (results / "results.md").exists()
+    for e in result["estimand"]:  # one seed: the interval by seed is the rate itself
+        assert e["runs"] == sum(len(t["runs"][e["arm"]]) for t in result["targets"] if t["class"] == e["class"])
+        assert e["rate_ci95_by_seed"] == [e["rate"], e["rate"]] and e["seeds"] == 1
+        assert e["seeds_supporting"] == int(e["solved"] < e["runs"] / 2)
+    assert all(len(t["runs"]["direct"]) == 1 and "realised_class" in t for t in result["targets"])
 
 
 def test_quick_never_writes_into_the_committed_results():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from experiments import study_stats
 from experiments.study_stats import (
     adjust_page,
     bootstrap_ci,
@@ -124,3 +125,29 @@ def test_adjust_page_adds_holm_over_the_tests_with_a_p():
     assert [t["p_holm"] for t in adjusted] == [0.25, 0.25, None]
     assert all("p_holm" not in t for t in page)
     assert [{k: v for k, v in t.items() if k != "p_holm"} for t in adjusted] == page
+
+
+# ------------------------------------------------------------- second round: the seed as the unit
+@pytest.mark.parametrize("k, n", [(0, 1), (1, 1), (0, 8), (3, 8), (8, 8), (5, 13), (20, 20)])
+def test_clopper_pearson_is_scipys_beta_quantiles(k, n):
+    beta = stats.beta
+    lo, hi = study_stats.clopper_pearson(k, n)
+    assert lo == pytest.approx(beta.ppf(0.025, k, n - k + 1) if k else 0.0, abs=1e-9)
+    assert hi == pytest.approx(beta.ppf(0.975, k + 1, n - k) if k < n else 1.0, abs=1e-9)
+
+
+def test_clopper_pearson_at_8_of_8_is_the_plans_lower_end():
+    assert study_stats.clopper_pearson(8, 8)[0] == pytest.approx(0.025 ** (1 / 8)) == pytest.approx(0.6306, abs=1e-4)
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        study_stats.clopper_pearson(3, 2)
+
+
+def test_cluster_bootstrap_resamples_whole_seeds():
+    # every seed at rate 1/3: every resample has it, whatever the seeds drawn
+    assert study_stats.cluster_bootstrap_rate([1, 2, 3], [3, 6, 9]) == pytest.approx((1 / 3, 1 / 3))
+    # one seed solving all, two none: the interval spans 0 to 1 by whole seeds, never a run's share
+    lo, hi = study_stats.cluster_bootstrap_rate([3, 0, 0], [3, 3, 3])
+    assert lo == 0.0 and hi == 1.0
+    again = study_stats.cluster_bootstrap_rate([2, 0, 1, 0], [3, 3, 3, 3])
+    assert again == study_stats.cluster_bootstrap_rate([2, 0, 1, 0], [3, 3, 3, 3])  # default_rng(0)
+    assert all(map(math.isnan, study_stats.cluster_bootstrap_rate([], [])))
