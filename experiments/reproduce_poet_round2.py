@@ -26,15 +26,20 @@ depend on its run directories (`--out`, `runs/round2/`) surviving:
    target's budget in env steps; `controls/seedS-ENV-ARM-K.json` per run: its best score on
    the target's course, its env steps and their share of the budget. The runs go side by
    side as Ray tasks, one per CPU.
-3. **`analyse`**: `results.json` and `results.md` from those files, over the POET seeds
+3. **`annecs --curriculum C --family F --seed S`**: the plan's ANNECS design, one arm and
+   seed: POET or Enhanced POET on `terrain` or `terrain_cppn` at the reference's schedule
+   (`ANNECS_STRUCTURE`), to `--iterations` (20,000; run again with more to go on toward
+   60,000), then `annecs/C-F-seedS.json`: ANNECS and the reference's counter every 100
+   iterations, the gains of the first and last thirds (`thirds`), and what the
+   reproductions did (`reproductions`: the share at the admission cap, every child's fate).
+4. **`analyse`**: `results.json` and `results.md` from those files, over the POET seeds
    whose every control run is done: per class and arm, the pooled solve rate with its 95%
    interval clustered by POET seed, and the seeds supporting the claim with their exact
    interval (the plan, section 1); each target's label and realised class, budget and runs;
    POET's solved fraction of the fixed courses per seed.
-4. **`status`**: which seeds and runs are done.
+5. **`status`**: which seeds and runs are done.
 
-ACCEL and DR with dcd's PPO, the ANNECS design and the analysis follow (the plan's sections
-4-6); `experiments/reproduce_poet.py` is the first round, which the study page shows until
+ACCEL and DR with dcd's PPO (the plan's section 4) follow; `experiments/reproduce_poet.py` is the first round, which the study page shows until
 this round's results replace it.
 """
 
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -318,6 +324,96 @@ def controls_part(seed: int, args: argparse.Namespace) -> None:
 
 
 # --------------------------------------------------------------------------- part 3
+# The plan's section 5: the reference's schedule, transfers as in the first round
+ANNECS_STRUCTURE = [
+    "reproduction.every=150",
+    "reproduction.max_admitted=1",
+    "reproduction.capacity=40",
+    "transfer.every=25",
+]
+ANNECS_ARMS = ("poet", "enhanced_poet")
+ANNECS_FAMILIES = ("terrain", "terrain_cppn")
+ANNECS_EVERY = 100  # the curves' step, in iterations
+
+
+def reproductions(run, max_admitted: int, mc: tuple[float, float]) -> dict:
+    """What the run's reproduction phases did: how many, the share that admitted as many
+    children as allowed (at the cap), and what became of every child."""
+    ev = run.events
+    phases = ev[ev["kind"] == "reproduce"]["iteration"].astype(int)
+    admitted = ev[ev["kind"] == "admitted"].groupby("iteration").size()
+    at_cap = int(sum(admitted.get(i, 0) >= max_admitted for i in phases))
+    fate = {"admitted": 0, "below_mc": 0, "above_mc": 0, "refused_at_transfer": 0, "not_considered": 0}
+    for d in ev[ev["kind"] == "child"]["detail"]:
+        child = json.loads(d)
+        if child["admitted_as"]:
+            fate["admitted"] += 1
+        elif not child["passed_mc"]:
+            fate["below_mc" if child["mc_score"] < mc[0] else "above_mc"] += 1
+        elif child["transfer_score"] is not None and not math.isnan(child["transfer_score"]):
+            fate["refused_at_transfer"] += 1  # the best transferred agent missed the MC
+        else:
+            fate["not_considered"] += 1  # passed, but the phase had admitted its maximum
+    return {"phases": len(phases), "at_cap": at_cap, "share_at_cap": at_cap / max(1, len(phases)), "children": fate}
+
+
+def thirds(curve: list[int]) -> dict:
+    """The plan's statistic: ANNECS gained in the first and the last third of the run, and
+    whether the last third's gain is under a quarter of the first's (a plateau, in one run)."""
+    n = len(curve)
+    at = lambda i: curve[i - 1] if i > 0 else 0  # noqa: E731 (ANNECS after i iterations)
+    first, last = at(n // 3), at(n) - at(n - n // 3)
+    return {"first_third": first, "last_third": last, "levels_off": bool(last < first / 4)}
+
+
+def annecs_part(curriculum: str, family: str, seed: int, args: argparse.Namespace) -> Path:
+    """Run or resume one ANNECS arm at `seed` to `--iterations`, then its file in `annecs/`."""
+    run_dir = args.out / "annecs" / f"{curriculum}-{family}-seed{seed}"
+    if (run_dir / "checkpoints").is_dir():
+        poet.resume(run_dir, iterations=args.iterations, progress=not args.quick)
+    else:
+        structure = [*arms.QUICK, *ANNECS_STRUCTURE[1:3]] if args.quick else ANNECS_STRUCTURE
+        sets = [f"seed={seed}", f"iterations={args.iterations}", f"curriculum={curriculum}", f"env.family={family}"]
+        poet.run(round1.CONFIG, out=run_dir, overrides=[*sets, *structure], progress=not args.quick)
+    run = load_run(run_dir)
+    rp = run.config["reproduction"]
+    curve = [int(v) for v in run.annecs.to_numpy()]
+    reference = [int(v) for v in run.annecs_reference.to_numpy()]
+    every = 1 if args.quick else ANNECS_EVERY
+    summary = {
+        "command": f"python experiments/reproduce_poet_round2.py annecs --curriculum {curriculum} --family {family} "
+        f"--seed {seed} --iterations {args.iterations}" + (" --quick" if args.quick else ""),
+        "curriculum": curriculum,
+        "family": family,
+        "seed": seed,
+        "iterations": len(curve),
+        "structure": [*arms.QUICK, *ANNECS_STRUCTURE[1:3]] if args.quick else ANNECS_STRUCTURE,
+        "starts": starts_of(run_dir),
+        "summary_code": commit_of(),
+        "seconds": round1.phase_seconds(run),
+        "env_steps": round1.env_steps(run),
+        "envs_created": int(len(run.envs)),
+        "annecs": curve[-1] if curve else 0,
+        "annecs_reference": reference[-1] if reference else 0,
+        "curve_every": every,
+        "annecs_curve": curve[every - 1 :: every],
+        "annecs_reference_curve": reference[every - 1 :: every],
+        "thirds": thirds(curve),
+        "reproduction": reproductions(run, int(rp["max_admitted"]), (float(rp["mc_lower"]), float(rp["mc_upper"]))),
+    }
+    path = args.results / "annecs" / f"{curriculum}-{family}-seed{seed}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=1) + "\n")
+    r = summary["reproduction"]
+    print(
+        f"{curriculum} on {family}, seed {seed}: ANNECS {summary['annecs']} at {summary['iterations']:,}; "
+        f"{r['share_at_cap']:.0%} of {r['phases']} reproductions at the cap; {path}",
+        flush=True,
+    )
+    return path
+
+
+# --------------------------------------------------------------------------- part 4
 def load_parts(results: Path) -> tuple[list[dict], list[dict]]:
     """The POET seeds' summaries, by seed, and every control run's record."""
     seeds = sorted((json.loads(p.read_text()) for p in (results / "poet").glob("seed*.json")), key=lambda s: s["seed"])
@@ -395,6 +491,32 @@ def fixed_course_fractions(seeds: list[dict], threshold: float) -> dict:
     }
 
 
+def annecs_arms(results: Path) -> list[dict]:
+    """Per ANNECS arm (algorithm and family): its seeds' ANNECS, gains by third and share of
+    reproductions at the cap, and whether it levels off by the plan's rule (in every seed)."""
+    runs = [json.loads(p.read_text()) for p in sorted((results / "annecs").glob("*.json"))]
+    out = []
+    for curriculum in ANNECS_ARMS:
+        for family in ANNECS_FAMILIES:
+            mine = sorted(
+                (r for r in runs if (r["curriculum"], r["family"]) == (curriculum, family)), key=lambda r: r["seed"]
+            )
+            if mine:
+                out.append(
+                    {
+                        "curriculum": curriculum,
+                        "family": family,
+                        "seeds": [
+                            {k: r[k] for k in ("seed", "iterations", "annecs", "annecs_reference", "thirds", "seconds")}
+                            | {"share_at_cap": r["reproduction"]["share_at_cap"]}
+                            for r in mine
+                        ],
+                        "levels_off": all(r["thirds"]["levels_off"] for r in mine),
+                    }
+                )
+    return out
+
+
 def analyse(args: argparse.Namespace) -> None:
     """`results.json` and `results.md` from every file the parts wrote (the plan's analysis)."""
     seeds, runs = load_parts(args.results)
@@ -436,6 +558,7 @@ def analyse(args: argparse.Namespace) -> None:
         ],
         "estimand": estimand(seeds, runs, complete, QUICK_CLASSES if args.quick else CLASSES),
         "fixed_courses": fixed_course_fractions(seeds, threshold),
+        "annecs": annecs_arms(args.results),
     }
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "results.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -513,6 +636,29 @@ def tables(result: dict) -> str:
         ["POET seed", *(f"class {c}: fixed courses solved" for c in fixed)],
         [[str(seed), *(f"{fixed[c][str(seed)]:.2f}" for c in fixed)] for seed in result["poet_seeds"]],
     )
+    lines += [""] + round1.markdown(
+        [
+            "arm",
+            "family",
+            "seed",
+            "iterations",
+            "ANNECS (reference's counter)",
+            "gain: first third / last third",
+            "reproductions at the cap",
+        ],
+        [
+            [
+                a["curriculum"],
+                a["family"],
+                str(r["seed"]),
+                f"{r['iterations']:,}",
+                f"{r['annecs']} ({r['annecs_reference']})",
+            ]
+            + [f"{r['thirds']['first_third']} / {r['thirds']['last_third']}", f"{r['share_at_cap']:.0%}"]
+            for a in result["annecs"]
+            for r in a["seeds"]
+        ],
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -532,9 +678,11 @@ def status(args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------ main
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["poet", "controls", "analyse", "status"])
-    parser.add_argument("--seed", type=int, default=0, help="the POET seed")
-    parser.add_argument("--iterations", type=int, default=10_000)
+    parser.add_argument("part", choices=["poet", "controls", "annecs", "analyse", "status"])
+    parser.add_argument("--seed", type=int, default=0, help="the POET seed (annecs: the arm's seed)")
+    parser.add_argument("--curriculum", choices=ANNECS_ARMS, default="poet", help="annecs: the arm's algorithm")
+    parser.add_argument("--family", choices=ANNECS_FAMILIES, default="terrain", help="annecs: the arm's family")
+    parser.add_argument("--iterations", type=int, default=None, help="default: poet 10,000, annecs 20,000")
     parser.add_argument("--control-seeds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None, help="run directories (default runs/round2)")
     parser.add_argument("--results", type=Path, default=None, help=f"default {RESULTS / 'reproduce_poet' / 'round2'}")
@@ -546,7 +694,8 @@ def parse_args() -> argparse.Namespace:
             parser.error("--quick never writes into experiments/results/; give --results elsewhere or none")
         args.results = args.results or Path(tempfile.mkdtemp(prefix="reproduce_poet_round2-quick-")) / "results"
         args.out = args.out or args.results.parent / "runs"
-        args.iterations, args.control_seeds = 12, 1
+        args.iterations, args.control_seeds = 24 if args.part == "annecs" else 12, 1
+    args.iterations = args.iterations or (20_000 if args.part == "annecs" else 10_000)
     args.out = args.out or ROOT / "runs" / "round2"
     args.results = args.results or RESULTS / "reproduce_poet" / "round2"
     return args
@@ -563,6 +712,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, round1._interrupt)
     if args.part == "poet":
         poet_part(args.seed, args)
+    elif args.part == "annecs":
+        annecs_part(args.curriculum, args.family, args.seed, args)
     else:
         controls_part(args.seed, args)
 

@@ -48,6 +48,14 @@ def test_targets_are_the_largest_excess_among_envs_realising_the_class_ties_to_t
     assert picked["3"] == {"candidates": 0, "shortfall": 3, "env_ids": []}
 
 
+def test_thirds_read_a_plateau_only_when_the_last_thirds_gain_is_under_a_quarter_of_the_firsts():
+    rising = list(range(1, 10))  # ANNECS after 1..9 iterations: +3 in the first third, +3 in the last
+    assert study.thirds(rising) == {"first_third": 3, "last_third": 3, "levels_off": False}
+    flat = [2, 4, 8, 8, 8, 8, 8, 8, 9]
+    assert study.thirds(flat) == {"first_third": 8, "last_third": 1, "levels_off": True}
+    assert study.thirds([4, 4, 4, 4, 4, 4, 4, 5, 6])["levels_off"] is False  # 2 is not under 4 / 4
+
+
 def _call(*args) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(SCRIPT), *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=900
@@ -86,6 +94,14 @@ def test_quick_study_writes_poet_and_control_files_at_the_budget_and_resumes(tmp
         assert e["rate_ci95_by_seed"] == [e["rate"], e["rate"]] and e["seeds"] == 1
         assert e["seeds_supporting"] == int(e["solved"] < e["runs"] / 2)
     assert all(len(t["runs"]["direct"]) == 1 and "realised_class" in t for t in result["targets"])
+    done = _call("annecs", "--curriculum", "enhanced_poet", "--family", "terrain", "--quick", "--results", results)
+    assert done.returncode == 0, done.stderr
+    arm = json.loads((results / "annecs" / "enhanced_poet-terrain-seed0.json").read_text())
+    r = arm["reproduction"]
+    assert arm["iterations"] == 24 and r["phases"] == 5 and 0 <= r["share_at_cap"] <= 1
+    assert r["children"]["admitted"] == arm["envs_created"] - 1 == r["at_cap"]  # at most 1 admitted a phase
+    _call("analyse", "--quick", "--results", results)
+    assert json.loads((results / "results.json").read_text())["annecs"][0]["family"] == "terrain"
 
 
 def test_quick_never_writes_into_the_committed_results():

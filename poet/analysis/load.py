@@ -60,8 +60,8 @@ class Run:
 
     @property
     def annecs(self) -> pd.Series:
-        """ANNECS as the Enhanced POET paper defines it, after each iteration: envs created by
-        reproduction (so they passed the MC) and solved by then."""
+        """ANNECS after each iteration, as this project reads the Enhanced POET paper's
+        definition: envs created by reproduction (so they passed the MC) and solved by then."""
         solved = self.envs.loc[self.envs["parent_env_id"].notna(), "solved_iteration"].dropna()
         return self._per_iteration(solved, "annecs")
 
