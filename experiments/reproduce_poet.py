@@ -60,6 +60,7 @@ import poet
 from envs import EnvParams
 from envs.terrain import DIFFICULTY_CLASSES, DIFFICULTY_CRITERIA, describe
 from poet.analysis import Run, load_run
+from poet.config import changes_results
 from poet.errors import RunInterrupted
 from poet.records import read_rows
 from poet.trainers.es import ESOptions
@@ -92,12 +93,14 @@ QUICK_CONTROL = [
 
 
 # ------------------------------------------------------------------------------ runs
-def run_or_resume(out: Path, overrides: list[str], iterations: int) -> float:
-    """Run `CONFIG` with `overrides` into `out`, or resume it there to `iterations` (with
-    `CONTROL_WHERE`); the seconds it ran (0 for a run already there)."""
+def run_or_resume(out: Path, overrides: list[str], iterations: int, config: Path | dict = CONFIG) -> float:
+    """Run `config` with `overrides` into `out`, or resume it there to `iterations` with those
+    of its overrides that may change at a resume (where it runs, its checkpoints: `WHERE_ONLY`
+    in poet/config.py); the seconds it ran (0 for a run already there)."""
     if (out / "checkpoints").is_dir():
-        return poet.resume(out, iterations=iterations, progress=False, overrides=CONTROL_WHERE).seconds
-    return poet.run(CONFIG, out=out, overrides=[*overrides, f"iterations={iterations}"], progress=False).seconds
+        where = [o for o in overrides if not changes_results(o.split("=", 1)[0].strip())]
+        return poet.resume(out, iterations=iterations, progress=False, overrides=where).seconds
+    return poet.run(config, out=out, overrides=[*overrides, f"iterations={iterations}"], progress=False).seconds
 
 
 def env_steps(run: Run) -> int:
@@ -111,7 +114,7 @@ def phase_env_steps(out: Path, before: int) -> int:
     return sum(int(row["env_steps"]) for row in read_rows(out, "phases") if row["iteration"] < before)
 
 
-def match_env_steps(out: Path, overrides: list[str], goal: int, first: int) -> float:
+def match_env_steps(out: Path, overrides: list[str], goal: int, first: int, config: Path | dict = CONFIG) -> float:
     """Run `out` for `first` iterations, then resume it further until it has taken at least
     `goal` env steps, each time to the iteration its own rate so far says; the seconds it ran.
 
@@ -119,7 +122,7 @@ def match_env_steps(out: Path, overrides: list[str], goal: int, first: int) -> f
     again reaches the same iteration (a resumed run equals one run straight to it)."""
     target, seconds = first, 0.0
     while True:
-        seconds += run_or_resume(out, overrides, target)
+        seconds += run_or_resume(out, overrides, target, config)
         steps = phase_env_steps(out, before=target)
         if steps >= goal:
             return seconds

@@ -4,6 +4,9 @@ the env steps POET spent.
 
     python experiments/reproduce_poet_round2.py poet --seed 0       # one POET seed: 10,000 iterations
     python experiments/reproduce_poet_round2.py controls --seed 0   # that seed's compute-matched controls
+    python experiments/reproduce_poet_round2.py ued --seed 0        # ACCEL and DR with dcd's PPO, per class
+    python experiments/reproduce_poet_round2.py annecs --curriculum enhanced_poet --family terrain --seed 0
+    python experiments/reproduce_poet_round2.py analyse             # results.json and results.md
     python experiments/reproduce_poet_round2.py status              # what is done, from the committed files
     python experiments/reproduce_poet_round2.py poet --seed 0 --quick   # a smoke run, into a temporary directory
 
@@ -26,20 +29,25 @@ depend on its run directories (`--out`, `runs/round2/`) surviving:
    target's budget in env steps; `controls/seedS-ENV-ARM-K.json` per run: its best score on
    the target's course, its env steps and their share of the budget. The runs go side by
    side as Ray tasks, one per CPU.
-3. **`annecs --curriculum C --family F --seed S`**: the plan's ANNECS design, one arm and
+3. **`ued --seed S`**: ACCEL and DR as dcd runs them (its PPO, buffer 1,000), one run per
+   class of seed S with its own training seed, each until it has taken the largest budget
+   of the class's targets; the checkpoint with the best mean over the family's held-out
+   levels (`best_checkpoint`) is scored on the class's targets and on every fixed course;
+   `ued/seedS-classC-ARM.json` per run.
+4. **`annecs --curriculum C --family F --seed S`**: the plan's ANNECS design, one arm and
    seed: POET or Enhanced POET on `terrain` or `terrain_cppn` at the reference's schedule
    (`ANNECS_STRUCTURE`), to `--iterations` (20,000; run again with more to go on toward
    60,000), then `annecs/C-F-seedS.json`: ANNECS and the reference's counter every 100
    iterations, the gains of the first and last thirds (`thirds`), and what the
    reproductions did (`reproductions`: the share at the admission cap, every child's fate).
-4. **`analyse`**: `results.json` and `results.md` from those files, over the POET seeds
+5. **`analyse`**: `results.json` and `results.md` from those files, over the POET seeds
    whose every control run is done: per class and arm, the pooled solve rate with its 95%
    interval clustered by POET seed, and the seeds supporting the claim with their exact
    interval (the plan, section 1); each target's label and realised class, budget and runs;
    POET's solved fraction of the fixed courses per seed.
-5. **`status`**: which seeds and runs are done.
+6. **`status`**: which seeds and runs are done.
 
-ACCEL and DR with dcd's PPO (the plan's section 4) follow; `experiments/reproduce_poet.py` is the first round, which the study page shows until
+The study page's analysis of ACCEL and DR on the fixed courses follows; `experiments/reproduce_poet.py` is the first round, which the study page shows until
 this round's results replace it.
 """
 
@@ -323,7 +331,125 @@ def controls_part(seed: int, args: argparse.Namespace) -> None:
         round1.run_all(calls, f"controls of seed {seed}", run=control_run, cost_at=2)
 
 
-# --------------------------------------------------------------------------- part 3
+# ------------------------------------------------------------------ part 3: ACCEL and DR
+UED_ARMS = ("accel", "dr")
+CHECKPOINTS_PER_RUN = 100  # held-out scores and checkpoints at as many points of a run
+
+
+def ued_overrides(arm: str, seed: int, every: int, quick: bool) -> list[str]:
+    """An ACCEL or DR run as dcd runs it (the curriculum's defaults: dcd's PPO, buffer 1,000,
+    16 levels a cycle) on the study's env and episode cap, scored on the family's held-out
+    levels and checkpointed at the same iterations, every checkpoint kept."""
+    over = [
+        f"curriculum={arm}",
+        f"seed={seed}",
+        "env.family=terrain",
+        "evaluation.max_steps=400",  # the study's episode cap, every method's (dcd's bipedal: 2,000)
+        f"evaluation.test_every={every}",
+        f"checkpoint.every={every}",
+        "checkpoint.keep=1000000",
+        "evaluation.backend=inprocess",
+        "progress=false",
+    ]
+    if quick:
+        over += ["env.options={course_length: 20.0, max_episode_steps: 150}", "trainer.ppo.n_steps=32"]
+    return over
+
+
+def best_checkpoint(run_dir: Path, every: int) -> tuple[int, float]:
+    """The checkpoint whose agent had the best mean over the held-out levels (ties: the
+    earlier), chosen before any target is scored; its iteration and that mean."""
+    heldout = load_run(run_dir).heldout
+    means = heldout.groupby("iteration")["score"].mean()
+    iteration = int(means.idxmax())  # idxmax: the first of equal maxima
+    return iteration + 1, float(means.loc[iteration])  # held-out after iteration i: checkpoint i + 1
+
+
+def ued_scores(run_dir: Path, at: int, courses: list[EnvParams]) -> list[float]:
+    """The agent of the run's checkpoint at iteration `at` on each course, `FIXED_EPISODES` each."""
+    from poet.runtime import checkpoint
+
+    parts, _ = load_agents(run_dir)
+    snapshot = checkpoint.load(run_dir / "checkpoints" / f"{checkpoint.PREFIX}{at:09d}")
+    (agent,) = snapshot.state.population.active
+    evaluator = InProcessEvaluator(parts.family, parts.spec)
+    ref = evaluator.put(agent.theta)
+    max_steps = parts.cfg.evaluation.max_steps
+    results = evaluator.evaluate([EvalRequest(ref, env, FIXED_EPISODES, 0, max_steps) for env in courses])
+    evaluator.close()
+    return [float(r.mean) for r in results]
+
+
+def ued_run(out: Path, overrides: list[str], budget: int, first: int, record: dict, path: Path, every: int) -> float:
+    """One ACCEL or DR run until it has taken `budget` env steps; then its best checkpoint on
+    its class's targets and on every fixed course, written to `path` (a Ray task, as
+    `control_run`)."""
+    seconds = round1.match_env_steps(out, overrides, budget, first, config={})
+    run = load_run(out)
+    at, heldout_mean = best_checkpoint(out, every)
+    targets = [EnvParams.create("terrain", t["params"], t["course_seed"]) for t in record["targets"]]
+    fixed = json.loads((ROOT / record["fixed_file"]).read_text())["classes"]
+    courses = {
+        c: [EnvParams.create("terrain", k["params"], k["course_seed"]) for k in e["courses"]] for c, e in fixed.items()
+    }
+    scores = ued_scores(out, at, [*targets, *(env for c in courses for env in courses[c])])
+    target_scores, fixed_scores = scores[: len(targets)], iter(scores[len(targets) :])
+    steps = round1.env_steps(run)
+    record = {
+        **record,
+        "run_dir": str(out),
+        "iterations": int(run.phases["iteration"].max()) + 1,
+        "env_steps": steps,
+        "share_of_budget": steps / budget,
+        "chosen_checkpoint": at,
+        "heldout_mean_at_choice": heldout_mean,
+        "target_scores": target_scores,
+        "targets_solved": sum(x >= record["solved_threshold"] for x in target_scores),
+        "fixed_courses": {c: [next(fixed_scores) for _ in courses[c]] for c in courses},
+        "seconds": round1.phase_seconds(run),
+        "starts": starts_of(out),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return seconds
+
+
+def ued_part(seed: int, args: argparse.Namespace) -> None:
+    """ACCEL and DR, one run per class of POET seed `seed` (its own training seed), each for
+    the largest budget among the class's targets, the env steps a compute-matched `direct`
+    run of the class takes (the plan, section 4)."""
+    summary = json.loads((args.results / "poet" / f"seed{seed}.json").read_text())
+    calls = []
+    for c in sorted({t["class"] for t in summary["targets"]}):
+        mine = [t for t in summary["targets"] if t["class"] == c]
+        budget = max(t["budget_env_steps"] for t in mine)
+        for arm in UED_ARMS:
+            name = f"seed{seed}-class{c}-{arm}"
+            path = args.results / "ued" / f"{name}.json"
+            if path.exists():
+                continue
+            cycle = 16 * (32 if args.quick else 256)  # dcd's 16 levels x 256 steps a cycle
+            every = max(1, budget // cycle // CHECKPOINTS_PER_RUN)
+            record = {
+                "poet_seed": seed,
+                "class": c,
+                "arm": arm,
+                "training_seed": 1000 + 10 * seed + c,
+                "budget_env_steps": budget,
+                "solved_threshold": summary["solved_threshold"],
+                "targets": [{k: t[k] for k in ("env_id", "params", "course_seed")} for t in mine],
+                "fixed_file": str(args.fixed.relative_to(ROOT) if args.fixed.is_relative_to(ROOT) else args.fixed),
+                "checkpoint_every": every,
+            }
+            over = ued_overrides(arm, record["training_seed"], every, args.quick)
+            first = max(1, budget // (2 * cycle))
+            calls.append((args.out / "ued" / name, over, budget, first, record, path, every))
+    print(f"ACCEL and DR of POET seed {seed}: {len(calls)} runs to go", flush=True)
+    if calls:
+        round1.run_all(calls, f"ACCEL and DR of seed {seed}", run=ued_run, cost_at=2)
+
+
+# --------------------------------------------------------------------------- part 4
 # The plan's section 5: the reference's schedule, transfers as in the first round
 ANNECS_STRUCTURE = [
     "reproduction.every=150",
@@ -413,7 +539,7 @@ def annecs_part(curriculum: str, family: str, seed: int, args: argparse.Namespac
     return path
 
 
-# --------------------------------------------------------------------------- part 4
+# --------------------------------------------------------------------------- part 5
 def load_parts(results: Path) -> tuple[list[dict], list[dict]]:
     """The POET seeds' summaries, by seed, and every control run's record."""
     seeds = sorted((json.loads(p.read_text()) for p in (results / "poet").glob("seed*.json")), key=lambda s: s["seed"])
@@ -678,7 +804,7 @@ def status(args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------ main
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["poet", "controls", "annecs", "analyse", "status"])
+    parser.add_argument("part", choices=["poet", "controls", "ued", "annecs", "analyse", "status"])
     parser.add_argument("--seed", type=int, default=0, help="the POET seed (annecs: the arm's seed)")
     parser.add_argument("--curriculum", choices=ANNECS_ARMS, default="poet", help="annecs: the arm's algorithm")
     parser.add_argument("--family", choices=ANNECS_FAMILIES, default="terrain", help="annecs: the arm's family")
@@ -714,6 +840,8 @@ def main() -> None:
         poet_part(args.seed, args)
     elif args.part == "annecs":
         annecs_part(args.curriculum, args.family, args.seed, args)
+    elif args.part == "ued":
+        ued_part(args.seed, args)
     else:
         controls_part(args.seed, args)
 

@@ -94,6 +94,14 @@ def test_quick_study_writes_poet_and_control_files_at_the_budget_and_resumes(tmp
         assert e["rate_ci95_by_seed"] == [e["rate"], e["rate"]] and e["seeds"] == 1
         assert e["seeds_supporting"] == int(e["solved"] < e["runs"] / 2)
     assert all(len(t["runs"]["direct"]) == 1 and "realised_class" in t for t in result["targets"])
+    done = _call("ued", "--seed", 0, "--quick", "--results", results)
+    assert done.returncode == 0, done.stderr
+    for arm in ("accel", "dr"):  # one run per class with targets: class 0 in a quick study
+        r = json.loads((results / "ued" / f"seed0-class0-{arm}.json").read_text())
+        assert r["env_steps"] >= r["budget_env_steps"] and len(r["target_scores"]) == len(summary["targets"])
+        assert [len(v) for v in r["fixed_courses"].values()] == [20, 20, 20] and r["chosen_checkpoint"] >= 1
+        ckpts = sorted((results.parent / "runs" / "ued" / f"seed0-class0-{arm}" / "checkpoints").iterdir())
+        assert len(ckpts) == r["iterations"]  # every=1 in a quick run: every checkpoint kept, one to choose from
     done = _call("annecs", "--curriculum", "enhanced_poet", "--family", "terrain", "--quick", "--results", results)
     assert done.returncode == 0, done.stderr
     arm = json.loads((results / "annecs" / "enhanced_poet-terrain-seed0.json").read_text())
