@@ -617,6 +617,43 @@ def fixed_course_fractions(seeds: list[dict], threshold: float) -> dict:
     }
 
 
+def fixed_course_tests(seeds: list[dict], results: Path, threshold: float) -> list[dict]:
+    """The plan's selection-free test, per class and UED arm: per POET seed, the fraction of
+    the class's fixed courses POET's population solved minus the fraction the paired ACCEL or
+    DR run solved (its run for that seed and class); the exact one-sided sign-flip p over the
+    seeds, Holm-adjusted over every test here (3 classes x 2 arms)."""
+    poet_fraction = fixed_course_fractions(seeds, threshold)
+    ued = [json.loads(p.read_text()) for p in sorted((results / "ued").glob("*.json"))]
+    tests = []
+    for c in CLASSES:
+        for arm in UED_ARMS:
+            pairs = [
+                (
+                    r["poet_seed"],
+                    poet_fraction[str(c)][str(r["poet_seed"])],
+                    float(np.mean([x >= threshold for x in r["fixed_courses"][str(c)]])),
+                )
+                for r in ued
+                if r["arm"] == arm and r["class"] == c and str(r["poet_seed"]) in poet_fraction.get(str(c), {})
+            ]
+            differences = [a - b for _, a, b in pairs]
+            tests.append(
+                {
+                    "class": c,
+                    "arm": arm,
+                    "seeds": [seed for seed, _, _ in pairs],
+                    "poet": [a for _, a, _ in pairs],
+                    "method": [b for _, _, b in pairs],
+                    "mean_difference": float(np.mean(differences)) if differences else math.nan,
+                    "p": study_stats.sign_flip_test(differences),
+                    "min_p": study_stats.min_attainable_p(len(differences)),
+                }
+            )
+    for t, adjusted in zip(tests, study_stats.holm([t["p"] for t in tests])):
+        t["p_holm"] = adjusted
+    return study_stats.json_safe(tests)
+
+
 def annecs_arms(results: Path) -> list[dict]:
     """Per ANNECS arm (algorithm and family): its seeds' ANNECS, gains by third and share of
     reproductions at the cap, and whether it levels off by the plan's rule (in every seed)."""
@@ -684,6 +721,7 @@ def analyse(args: argparse.Namespace) -> None:
         ],
         "estimand": estimand(seeds, runs, complete, QUICK_CLASSES if args.quick else CLASSES),
         "fixed_courses": fixed_course_fractions(seeds, threshold),
+        "fixed_course_tests": fixed_course_tests(seeds, args.results, threshold),
         "annecs": annecs_arms(args.results),
     }
     args.results.mkdir(parents=True, exist_ok=True)
@@ -762,7 +800,23 @@ def tables(result: dict) -> str:
         ["POET seed", *(f"class {c}: fixed courses solved" for c in fixed)],
         [[str(seed), *(f"{fixed[c][str(seed)]:.2f}" for c in fixed)] for seed in result["poet_seeds"]],
     )
-    lines += [""] + round1.markdown(
+    lines += [""] + md(
+        [
+            "class",
+            "method",
+            "seeds",
+            "POET - method, fixed courses solved (mean)",
+            "p (sign-flip, unit: POET seed)",
+            "smallest p possible",
+            "Holm p",
+        ],
+        [
+            [str(t["class"]), t["arm"], str(len(t["seeds"]))]
+            + [round1.number(t[k], ".3g") for k in ("mean_difference", "p", "min_p", "p_holm")]
+            for t in result["fixed_course_tests"]
+        ],
+    )
+    lines += [""] + md(
         [
             "arm",
             "family",

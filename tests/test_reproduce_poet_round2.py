@@ -56,6 +56,25 @@ def test_thirds_read_a_plateau_only_when_the_last_thirds_gain_is_under_a_quarter
     assert study.thirds([4, 4, 4, 4, 4, 4, 4, 5, 6])["levels_off"] is False  # 2 is not under 4 / 4
 
 
+def test_fixed_course_test_pairs_each_poet_seed_with_its_methods_run(tmp_path):
+    def best(solved: int) -> list[float]:  # 20 courses, `solved` of them at or over 230
+        return [300.0] * solved + [100.0] * (20 - solved)
+
+    seeds = [{"seed": s, "fixed_courses": {"classes": {c: {"best": best(10 + s)} for c in "123"}}} for s in range(8)]
+    (tmp_path / "ued").mkdir()
+    for s in range(8):
+        for c in (1, 2):  # ACCEL solves 5 of 20 on every class; no DR run and no class-3 run yet
+            record = {"poet_seed": s, "class": c, "arm": "accel", "fixed_courses": {k: best(5) for k in "123"}}
+            (tmp_path / "ued" / f"seed{s}-class{c}-accel.json").write_text(json.dumps(record))
+    tests = {(t["class"], t["arm"]): t for t in study.fixed_course_tests(seeds, tmp_path, 230.0)}
+    accel = tests[(1, "accel")]
+    assert accel["seeds"] == list(range(8)) and accel["method"] == [0.25] * 8
+    assert accel["poet"] == [(10 + s) / 20 for s in range(8)]
+    assert accel["p"] == accel["min_p"] == 2**-8  # POET ahead at every seed
+    assert accel["p_holm"] == pytest.approx(2 * 2**-8)  # Holm over the two tests that have data
+    assert tests[(3, "accel")]["p"] is None and tests[(1, "dr")]["seeds"] == []
+
+
 def _call(*args) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(SCRIPT), *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=900
