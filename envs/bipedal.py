@@ -1,4 +1,5 @@
-"""POET's BipedalWalker family: gymnasium's Box2D walker on a course built from POET's params.
+"""POET's BipedalWalker family: gymnasium's Box2D walker on a course built from POET's params,
+or from dcd's 8-D level vector (`envs.bipedal_dcd`: stairs too, the course as dcd builds it).
 
 The parameters are the `terrain` family's (same names, ranges, units and mutation rules):
 `roughness` in [0, 10], `pit_gap` and `stump_height` each [] (disabled) or [lo, hi]. This
@@ -28,9 +29,11 @@ from typing import Any
 import numpy as np
 from gymnasium.utils import EzPickle
 
+from envs import bipedal_dcd as dcd
 from envs.base import BIPEDAL_SCORES, EnvParamError, EnvParams
 from envs.profile import CourseProfile
 from envs.terrain import TerrainFamily, describe
+from envs.terrain import difficulty as terrain_difficulty
 
 try:  # Box2D is optional for the rest of the project; fail when the family is used.
     import Box2D
@@ -57,13 +60,28 @@ WALL_COLORS = ((255, 255, 255), (153, 153, 153))
 _TERRAIN = TerrainFamily()
 
 
-def _to_terrain(params: EnvParams) -> EnvParams:
-    """The same values under the terrain family's name (checks the family name first)."""
+def _check_family(params: EnvParams) -> None:
     if not isinstance(params, EnvParams):
         raise EnvParamError(FAMILY, "params", f"expected EnvParams, got {type(params).__name__}")
     if params.family != FAMILY:
         raise EnvParamError(FAMILY, "family", f"expected family {FAMILY!r}, got {params.family!r}")
+
+
+def _to_terrain(params: EnvParams) -> EnvParams:
+    """The same values under the terrain family's name (checks the family name first)."""
+    _check_family(params)
     return EnvParams.create(_TERRAIN.name, params.values)
+
+
+def validate_level(params: EnvParams) -> None:
+    """Raise EnvParamError (family 'bipedal') naming the bad field: of dcd's 8-D levels by
+    dcd's ranges, of POET's 5-D ones by the terrain family's."""
+    _check_family(params)
+    if not dcd.is_dcd_level(params.values):
+        _delegate("validate", params)
+        return
+    for field, problem in dcd.problems(params.values)[:1]:
+        raise EnvParamError(FAMILY, field, problem)
 
 
 def _delegate(method: str, params: EnvParams, *args: Any) -> Any:
@@ -85,15 +103,22 @@ class BipedalTerrainEnv(BipedalWalker):
     at its left side, size its height in TERRAIN_STEP units); x_start in metres.
     """
 
+    dcd_config: dict | None = None  # a dcd level's built config (`bipedal_dcd.config_of`); None: POET's
+
     def __init__(self, params: EnvParams, render_mode: str | None = None, max_episode_steps: int = MAX_EPISODE_STEPS):
-        _delegate("validate", params)
+        validate_level(params)
         v = params.values
         self.params = params
-        self.roughness = float(v["roughness"])
-        self.pit_gap = tuple(float(x) for x in v["pit_gap"])
-        self.stump_height = tuple(float(x) for x in v["stump_height"])
-        # POET's state numbering: 0 grass, then stump, then pit (only the enabled ones).
-        self.enabled_kinds = ("stump",) * bool(self.stump_height) + ("pit",) * bool(self.pit_gap)
+        # dcd's levels: the course as dcd builds it, from its config and its random stream
+        self.dcd_config = dcd.config_of(v) if dcd.is_dcd_level(v) else None
+        c = self.dcd_config or v
+        self.roughness = float(c["roughness"])
+        self.pit_gap = tuple(float(x) for x in c["pit_gap"])
+        self.stump_height = tuple(float(x) for x in c["stump_height"])
+        self.stair_height = tuple(float(x) for x in c.get("stair_height", ()))
+        # POET's and dcd's state numbering: 0 grass, then stump, (dcd: stairs,) pit, of the enabled
+        kinds = (("stump", self.stump_height), ("stairs", self.stair_height), ("pit", self.pit_gap))
+        self.enabled_kinds = tuple(k for k, on in kinds if on)
         self.max_episode_steps = int(max_episode_steps)
         self.obstacles: list[tuple[str, float, float]] = []
         self.obstacle_polys: list[list[tuple[float, float]]] = []
@@ -107,6 +132,11 @@ class BipedalTerrainEnv(BipedalWalker):
         # state from earlier episodes, so the same seed could give different rollouts.
         self._destroy()
         self.world = Box2D.b2World()
+        if self.dcd_config is not None:  # dcd's stream: gym 0.15's RandomState, not gymnasium's Generator
+            if seed is None:
+                seed = int(self._np_random.randint(2**31 - 1)) if self._np_random is not None else 0
+            self.level_seed, self._np_random = int(seed), dcd.legacy_gym_rng(seed)
+            seed = None  # gymnasium's reset keeps the stream set here
         obs, info = super().reset(seed=seed, options=options)
         self._elapsed = 0  # BipedalWalker.reset ends with one internal step
         return obs, info
@@ -127,6 +157,9 @@ class BipedalTerrainEnv(BipedalWalker):
         self.obstacle_polys.append(list(poly))
 
     def _generate_terrain(self, hardcore: bool) -> None:  # noqa: ARG002 - params decide
+        if self.dcd_config is not None:
+            self._generate_dcd_terrain()
+            return
         GRASS, STUMP, PIT = 0, 1, 2
         kind_state = {"stump": STUMP, "pit": PIT}
         states = [kind_state[k] for k in self.enabled_kinds]
@@ -200,6 +233,103 @@ class BipedalTerrainEnv(BipedalWalker):
 
         self._build_ground()
 
+    def _dcd_stump(self, x: float, y: float) -> None:
+        """A stump as dcd draws one; where Box2D refuses the polygon, dcd's retry: the stream
+        reseeded at the level seed + 1 (again + 1 per failure, up to 10), then drawn again."""
+        c, attempts = self.dcd_config, 0
+        while True:
+            rng = self.np_random
+            width = int(rng.randint(*c["stump_width"]))
+            height = float(rng.uniform(*c["stump_height"]))
+            lift = int(rng.randint(*c["stump_float"]))
+            # dcd's sums, term by term: the same floats on every machine
+            bottom, top = y + lift * TERRAIN_STEP, y + height * TERRAIN_STEP + lift * TERRAIN_STEP
+            poly = [(x, bottom), (x + width * TERRAIN_STEP, bottom), (x + width * TERRAIN_STEP, top), (x, top)]
+            try:
+                self.fd_polygon.shape.vertices = poly
+                break
+            except Exception:  # pybox2d's assertion on a degenerate polygon, whatever its class
+                attempts += 1
+                self._np_random = dcd.legacy_gym_rng(self.level_seed + attempts)
+                if attempts > 10:
+                    break
+        self._static_poly(poly)
+        self.obstacles.append(("stump", x, height))
+
+    def _generate_dcd_terrain(self) -> None:
+        """The course of a dcd level, as dcd's walker_env.py `_generate_terrain` builds it."""
+        GRASS = 0
+        c = self.dcd_config
+        state, velocity, y, counter, oneshot = GRASS, 0.0, TERRAIN_HEIGHT, TERRAIN_STARTPAD, False
+        pit_diff, original_y = 0.0, y
+        stair = (0.0, 1, 0, 0)  # height, slope, width, steps of the stairs being walked
+        self.terrain, self.terrain_x, self.terrain_y = [], [], []
+        self.obstacles, self.obstacle_polys = [], []
+        for i in range(TERRAIN_LENGTH):
+            x = i * TERRAIN_STEP
+            self.terrain_x.append(x)
+            kind = self.enabled_kinds[state - 1] if state else "grass"
+            if kind == "grass" and not oneshot:
+                velocity = 0.8 * velocity + 0.01 * np.sign(TERRAIN_HEIGHT - y)
+                if i > TERRAIN_STARTPAD:
+                    velocity += self.np_random.uniform(-1, 1) / SCALE
+                y += self.roughness * velocity
+            elif kind == "pit" and oneshot:
+                width = float(self.np_random.uniform(*c["pit_gap"]))
+                pit_gap = 1.0 + width
+                counter = int(np.ceil(pit_gap))
+                pit_diff = counter - pit_gap
+                poly = [
+                    (x, y),
+                    (x + TERRAIN_STEP, y),
+                    (x + TERRAIN_STEP, y - 4 * TERRAIN_STEP),
+                    (x, y - 4 * TERRAIN_STEP),
+                ]
+                self._static_poly(poly)
+                self._static_poly([(p[0] + TERRAIN_STEP * pit_gap, p[1]) for p in poly])
+                self.obstacles.append(("pit", x + TERRAIN_STEP, width))
+                counter += 2
+                original_y = y
+            elif kind == "pit":
+                y = original_y
+                if counter > 1:
+                    y -= 4 * TERRAIN_STEP
+                if counter == 1:
+                    self.terrain_x[-1] -= pit_diff * TERRAIN_STEP
+                    pit_diff = 0.0
+            elif kind == "stump" and oneshot:
+                self._dcd_stump(x, y)
+            elif kind == "stairs" and oneshot:
+                rng = self.np_random
+                height = float(rng.uniform(*c["stair_height"]))
+                slope = 1 if rng.rand() > 0.5 else -1
+                width = int(rng.randint(*c["stair_width"]))
+                steps = int(rng.randint(*c["stair_steps"]))
+                original_y, stair = y, (height, slope, width, steps)
+                if height > dcd.STAIR_HEIGHT_EPS:
+                    for k in range(steps):
+                        x0, x1 = x + k * width * TERRAIN_STEP, x + (1 + k) * width * TERRAIN_STEP
+                        top = y + k * height * slope * TERRAIN_STEP
+                        bottom = y + (-height + k * height * slope) * TERRAIN_STEP
+                        self._static_poly([(x0, top), (x1, top), (x1, bottom), (x0, bottom)])
+                    self.obstacles.append(("stairs", x, float(steps)))
+                    counter = steps * width + 1
+            elif kind == "stairs":
+                height, slope, width, steps = stair
+                n = (steps * width - counter) // width
+                y = original_y + n * height * slope * TERRAIN_STEP - (height if slope == -1 else 0) * TERRAIN_STEP
+            oneshot = False
+            self.terrain_y.append(y)
+            counter -= 1
+            if counter == 0:
+                counter = int(self.np_random.randint(TERRAIN_GRASS // 2, TERRAIN_GRASS))
+                if state == GRASS and self.enabled_kinds:
+                    state = int(self.np_random.randint(1, len(self.enabled_kinds) + 1))
+                else:
+                    state = GRASS
+                oneshot = True
+        self._build_ground()
+
     def _build_ground(self) -> None:
         """Box2D edges and drawing polygons along terrain_x / terrain_y, as gymnasium builds them."""
         self.terrain_poly = []
@@ -239,14 +369,14 @@ def env_profile(env: BipedalTerrainEnv, description: str = "", seed: int | None 
     polys = iter(base.obstacle_polys)
     pits, stumps, walls = [], [], []
     for kind, x0, size in base.obstacles:
-        # _generate_terrain adds two wall polygons per pit, one block per stump, in this order
-        boxes = [np.asarray(next(polys), dtype=np.float64) for _ in range(2 if kind == "pit" else 1)]
+        # _generate_terrain adds two wall polygons per pit, one block per stump and one per
+        # stair step (`size` of them), in this order
+        count = {"pit": 2, "stump": 1, "stairs": int(size)}[kind]
+        boxes = [np.asarray(next(polys), dtype=np.float64) for _ in range(count)]
         rects = [(p[:, 0].min(), p[:, 0].max(), p[:, 1].min(), p[:, 1].max()) for p in boxes]
         if kind == "pit":
             pits.append((x0, x0 + size * TERRAIN_STEP))
-            walls.extend(rects)
-        else:
-            stumps.extend(rects)
+        (stumps if kind == "stump" else walls).extend(rects)
     return CourseProfile(
         base.params.family,
         x,
@@ -324,20 +454,39 @@ class BipedalFamily:
         return EnvParams.create(FAMILY, _TERRAIN.sample(rng).values)
 
     def validate(self, params: EnvParams) -> None:
-        """Raise EnvParamError (family 'bipedal') naming the bad field."""
-        _delegate("validate", params)
+        """Raise EnvParamError (family 'bipedal') naming the bad field (`validate_level`)."""
+        validate_level(params)
 
     def difficulty(self, params: EnvParams) -> int:
-        """The POET paper's class of the course, 0 (easy) to 3 (extremely challenging), as terrain's."""
+        """The POET paper's class of the course, 0 (easy) to 3 (extremely challenging), as
+        terrain's; of a dcd level, by the pits, stumps and roughness it builds (the paper's
+        criteria name no stairs)."""
+        validate_level(params)
+        if dcd.is_dcd_level(params.values):
+            return terrain_difficulty(dcd.config_of(params.values))
         return _delegate("difficulty", params)
 
     def features(self, params: EnvParams) -> np.ndarray:
-        """[roughness, pit_lo, pit_hi, stump_lo, stump_hi]; a disabled group reads 0, 0."""
+        """[roughness, pit_lo, pit_hi, stump_lo, stump_hi]; a disabled group reads 0, 0. A dcd
+        level's: its level vector (`bipedal_dcd.vector`)."""
+        if dcd.is_dcd_level(params.values):
+            validate_level(params)
+            return np.array(dcd.vector(params.values), dtype=np.float64)
         return _delegate("features", params)
 
     def flat(self, params: EnvParams) -> dict[str, float]:
-        """One scalar per column, as the terrain family's."""
-        return _delegate("flat", params)
+        """One scalar per column, as the terrain family's; a dcd level's built ranges (0, 0
+        and *_enabled 0 when off) and its stair steps."""
+        if not dcd.is_dcd_level(params.values):
+            return _delegate("flat", params)
+        validate_level(params)
+        c = dcd.config_of(params.values)
+        out = {"roughness": c["roughness"]}
+        for name in dcd.RANGE_PAIRS:
+            lo, hi = c[name] or [0.0, 0.0]
+            out[f"{name}_lo"], out[f"{name}_hi"], out[f"{name}_enabled"] = lo, hi, float(bool(c[name]))
+        out["stair_steps"] = float(params.values["stair_steps"])
+        return out
 
     def renew(self, env: BipedalTerrainEnv) -> bool:
         """A used env is as good as new: its reset builds a new Box2D world and the course from the seed."""
@@ -349,4 +498,5 @@ class BipedalFamily:
 
     def course_profile(self, params: EnvParams, seed: int = 0) -> CourseProfile:
         """The whole course of (params, seed), in metres, for drawing (`envs.profile`)."""
-        return family_profile(self, params, int(seed), describe(params.values))
+        text = dcd.describe(params.values) if dcd.is_dcd_level(params.values) else describe(params.values)
+        return family_profile(self, params, int(seed), text)

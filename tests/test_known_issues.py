@@ -6,6 +6,7 @@
 3. facebookresearch/dcd issue 3: ACCEL maze results about half the paper's (no maze family here).
 4. facebookresearch/minimax issue 7: PLR rank weights 1/0 and a temperature that cancelled out.
 5. DramaCow/jaxued PR 6: `-inf` scores entering the PLR buffer.
+6. dcd's BipedalWalker test envs: seeds from the wall clock (found here).
 """
 
 from __future__ import annotations
@@ -342,6 +343,44 @@ def test_a_level_with_no_finished_episode_gets_no_score_not_minus_inf() -> None:
     assert b.offer("new", scores[1], stamp) is None and b.levels == ["a", "b"]  # a new one stays out
 
 
+# ---------------------------------------------------- 6. dcd's BipedalWalker test envs' seeds
+def _stair_steps(values: dict, seed: int) -> list[int]:
+    from envs import EnvParams
+    from envs.bipedal import BipedalTerrainEnv
+
+    env = BipedalTerrainEnv(EnvParams.create("bipedal", values, seed))
+    env.reset(seed=seed)
+    steps = [int(size) for kind, _, size in env.obstacles if kind == "stairs"]
+    env.close()
+    return steps
+
+
+def test_dcd_test_levels_run_on_a_fixed_list_of_course_seeds() -> None:
+    pytest.importorskip("Box2D")
+    from envs import EnvParams, bipedal_dcd
+    from envs.bipedal import BipedalTerrainEnv
+
+    assert bipedal_dcd.COURSE_SEEDS == tuple(range(100))
+    grounds = []
+    for _ in range(2):  # the same seed: the same course, in a new env as in a used one
+        env = BipedalTerrainEnv(EnvParams.create("bipedal", bipedal_dcd.SUITE["Med-Roughness"], 7))
+        grounds += [env.reset(seed=7) and list(env.terrain_y), env.reset(seed=7) and list(env.terrain_y)]
+        env.close()
+    assert all(g == grounds[0] for g in grounds)
+    env = BipedalTerrainEnv(EnvParams.create("bipedal", bipedal_dcd.SUITE["Med-Roughness"], 8))
+    env.reset(seed=8)
+    assert list(env.terrain_y) != grounds[0]
+
+
+def test_dcd_stairs_hold_up_to_one_step_fewer_than_stair_steps() -> None:
+    pytest.importorskip("Box2D")
+    from envs import bipedal_dcd
+
+    counts = {s for seed in range(40) for s in _stair_steps(bipedal_dcd.SUITE["Med-Stairs"], seed)}
+    assert counts == {0, 1, 2, 3, 4}  # randint(5): never 5
+    assert max(s for seed in range(20) for s in _stair_steps(bipedal_dcd.EXTENDED["High-Stairs"], seed)) <= 8
+
+
 # ------------------------------------------------------------------------------ the page
 def test_every_row_of_the_page_names_tests_that_exist_here() -> None:
     from tests.conftest import ROOT
@@ -350,7 +389,7 @@ def test_every_row_of_the_page_names_tests_that_exist_here() -> None:
     summary = page[page.index("| issue |") : page.index("\n## ")]
     rows = [line for line in summary.splitlines()[2:] if line.startswith("|")]
     here = {name for name in globals() if name.startswith("test_")}
-    assert len(rows) == 5
+    assert len(rows) == 6
     for row in rows:
         named = [n.strip("`") for n in row.rstrip(" |").rpartition("|")[2].split(",")]
         named = [n.strip().strip("`") for n in named]

@@ -1,0 +1,208 @@
+"""dcd's 8-D BipedalWalker levels: the parameters the UED papers train on, and the course
+built from them as facebookresearch/dcd builds it (`envs/bipedalwalker/walker_env.py` and
+`adversarial.py`).
+
+A level is dcd's *level vector* and a level seed. Its values here, in dcd's order:
+
+* `roughness`: ground roughness, in [0, 10];
+* `pit_gap`: two numbers in [0, 10], the ends of the pit range in either order (dcd keeps
+  the vector's order, which its edits act on, and sorts a copy to build the course);
+* `stump_height`: two numbers in [0, 5];
+* `stair_height`: two numbers in [0, 5];
+* `stair_steps`: a number in [1, 9], rounded to an integer to build the course.
+
+What dcd builds from the vector (`config_of`):
+
+* an obstacle kind is off when its range's upper end is under dcd's threshold: pits under
+  0.8, stumps and stairs under 0.2;
+* stumps are `randint(1, 2)` = 1 step wide and float `randint(0, 1)` = 0 steps: dcd fixes
+  these two ranges, so every stump is 1 step wide and on the ground;
+* stairs are `randint(4, 5)` = 4 steps wide per step, and have `randint(stair_steps)` steps:
+  from 0 to `stair_steps` - 1 (dcd's draw; a level with `stair_steps` 1 has no stairs on its
+  course), each `uniform(lo, hi)` high, up or down at random;
+* after each grass stretch an obstacle kind is drawn among the enabled ones, numbered stump,
+  stairs, pit, as dcd numbers them.
+
+The random stream is dcd's: a numpy `RandomState` seeded from the level seed as gym 0.15's
+`seeding.np_random` seeds it (`legacy_gym_rng`), which draws the course, the clouds and the
+start push in that order. Where Box2D refuses a stump's polygon, dcd reseeds with the level
+seed + 1 and draws again; this module does the same. Everything else (walker, observation,
+reward, falling) is gymnasium's `BipedalWalker`, as for POET's 5-D levels (`envs.bipedal`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+KIND = "dcd"  # the level kind: what `is_dcd_level` recognises
+# dcd's PARAM_RANGES_FULL, by value name: [low, high] of each number of the vector
+RANGES: Mapping[str, tuple[float, float]] = {
+    "roughness": (0.0, 10.0),
+    "pit_gap": (0.0, 10.0),
+    "stump_height": (0.0, 5.0),
+    "stair_height": (0.0, 5.0),
+    "stair_steps": (1.0, 9.0),
+}
+RANGE_PAIRS = ("pit_gap", "stump_height", "stair_height")
+# dcd's get_config: a kind whose range ends under this is off
+OFF_BELOW = {"pit_gap": 0.8, "stump_height": 0.2, "stair_height": 0.2}
+STUMP_WIDTH = (1, 2)  # dcd's STUMP_WIDTH_RANGE, a randint range: always 1
+STUMP_FLOAT = (0, 1)  # dcd's STUMP_FLOAT_RANGE: always 0
+STAIR_WIDTH = (4, 5)  # dcd's STAIR_WIDTH_RANGE: always 4
+STAIR_HEIGHT_EPS = 1e-2  # walker_env.py: stairs lower than this are not built
+
+
+def is_dcd_level(values: Mapping[str, Any]) -> bool:
+    """Whether a level's values are dcd's 8-D vector (they name stairs) rather than POET's 5-D."""
+    return "stair_height" in values
+
+
+def vector(values: Mapping[str, Any]) -> list[float]:
+    """dcd's level vector: roughness, pit gap x2, stump height x2, stair height x2, stair steps."""
+    return [
+        float(values["roughness"]),
+        *(float(x) for k in RANGE_PAIRS for x in values[k]),
+        float(values["stair_steps"]),
+    ]
+
+
+def from_vector(vec: Sequence[float]) -> dict[str, Any]:
+    """The values of dcd's level vector (the inverse of `vector`)."""
+    v = [float(x) for x in vec]
+    if len(v) != 8:
+        raise ValueError(f"dcd's level vector has 8 numbers, got {len(v)}")
+    return {"roughness": v[0], "pit_gap": v[1:3], "stump_height": v[3:5], "stair_height": v[5:7], "stair_steps": v[7]}
+
+
+def problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, problem) for every value outside dcd's level space."""
+    found = []
+    want = set(RANGES)
+    if set(values) != want:
+        found.append(("values", f"dcd's levels have exactly {sorted(want)}, got {sorted(values)}"))
+        return found
+    for name, (lo, hi) in RANGES.items():
+        value = values[name]
+        items = value if name in RANGE_PAIRS else [value]
+        if name in RANGE_PAIRS and (not isinstance(value, (list, tuple)) or len(value) != 2):
+            found.append((name, f"must be two numbers in [{lo:g}, {hi:g}], got {value!r}"))
+            continue
+        for x in items:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not lo <= float(x) <= hi:
+                found.append((name, f"must be in [{lo:g}, {hi:g}], got {x!r}"))
+                break
+    return found
+
+
+def config_of(values: Mapping[str, Any]) -> dict[str, Any]:
+    """What dcd builds the course from (its `get_config`): each range sorted, or [] when the
+    kind is off, and the fixed stump and stair ranges of an enabled kind."""
+    config: dict[str, Any] = {"roughness": float(values["roughness"])}
+    for name in RANGE_PAIRS:
+        lo, hi = sorted(float(x) for x in values[name])
+        config[name] = [lo, hi] if hi >= OFF_BELOW[name] else []
+    config["stump_width"] = list(STUMP_WIDTH) if config["stump_height"] else []
+    config["stump_float"] = list(STUMP_FLOAT) if config["stump_height"] else []
+    config["stair_width"] = list(STAIR_WIDTH) if config["stair_height"] else []
+    config["stair_steps"] = [int(round(float(values["stair_steps"])))] if config["stair_height"] else []
+    return config
+
+
+def legacy_gym_rng(seed: int) -> np.random.RandomState:
+    """A RandomState seeded as gym 0.15's `seeding.np_random(seed)` seeds it: the seed taken
+    modulo 2**64, its decimal digits hashed with SHA-512, the first 8 bytes read as two
+    little-endian 32-bit words (low first), and the words given to `RandomState.seed` (one word
+    when the high one is 0)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"a dcd level seed is a non-negative integer, got {seed!r}")
+    digest = hashlib.sha512(str(int(seed) % 2**64).encode("utf8")).digest()
+    low, high = struct.unpack("<II", digest[:8])
+    return np.random.RandomState([low, high] if high else [low])
+
+
+def describe(values: Mapping[str, Any]) -> str:
+    """One line for a dcd level: its built obstacles."""
+    c = config_of(values)
+    parts = [f"roughness {c['roughness']:.2f}"]
+    for name, label in (("pit_gap", "pits"), ("stump_height", "stumps"), ("stair_height", "stairs")):
+        if c[name]:
+            parts.append(f"{label} {c[name][0]:.2f}-{c[name][1]:.2f}")
+    if c["stair_height"]:
+        parts.append(f"up to {max(0, c['stair_steps'][0] - 1)} stair steps")
+    return ", ".join(parts)
+
+
+# ================================================================= named level sets
+def level(
+    roughness: float = 0.0,
+    pit_gap: tuple[float, float] = (0.0, 0.0),
+    stump_height: tuple[float, float] = (0.0, 0.0),
+    stair_height: tuple[float, float] = (0.0, 0.0),
+    stair_steps: float = 1.0,
+) -> dict[str, Any]:
+    """A dcd level's values; a range left at (0, 0) is off."""
+    return {
+        "roughness": float(roughness),
+        "pit_gap": [float(x) for x in pit_gap],
+        "stump_height": [float(x) for x in stump_height],
+        "stair_height": [float(x) for x in stair_height],
+        "stair_steps": float(stair_steps),
+    }
+
+
+# dcd's test envs (envs/bipedalwalker/walker_test_envs.py), by the names its papers' tables
+# use, as levels of its 8-D space: each builds the config its class passes to the walker.
+# "BipedalWalker" is gym's BipedalWalker-v3, whose ground is dcd's at roughness 1 (the same
+# course for the same seed: checked against gym 0.15.7). gym's BipedalWalkerHardcore-v3 builds
+# its own obstacles, outside this space, and is not among these.
+SUITE: Mapping[str, dict[str, Any]] = {
+    "BipedalWalker": level(roughness=1.0),
+    "Med-Stairs": level(stair_height=(2.0, 2.0), stair_steps=5),
+    "Med-PitGap": level(pit_gap=(5.0, 5.0)),
+    "Med-StumpHeight": level(stump_height=(2.0, 2.0)),
+    "Med-Roughness": level(roughness=5.0),
+}
+EXTENDED: Mapping[str, dict[str, Any]] = {
+    "High-StumpHeight": level(stump_height=(5.0, 5.0)),
+    "High-Stairs": level(stair_height=(5.0, 5.0), stair_steps=9),
+    "Wide-PitGap": level(pit_gap=(10.0, 10.0)),
+    "High-Roughness": level(roughness=9.0),
+    "Insane": level(
+        roughness=9.0, pit_gap=(10.0, 10.0), stump_height=(5.0, 5.0), stair_height=(5.0, 5.0), stair_steps=9
+    ),
+}
+# POET's paper's rose levels as dcd's test envs define them: roughness, stump height's two
+# ends, pit gap's upper and lower end (dcd's `roses` table, in its order)
+ROSE_TABLE: Mapping[str, tuple[float, float, float, float, float]] = {
+    "1a": (5.6, 2.4, 2.82, 6.4, 4.48),
+    "1b": (5.44, 1.8, 2.82, 6.72, 4.48),
+    "2a": (7.2, 1.98, 2.82, 7.2, 5.6),
+    "2b": (5.76, 2.16, 2.76, 7.2, 1.6),
+    "3a": (5.28, 1.98, 2.76, 7.2, 4.8),
+    "3b": (4.8, 2.4, 2.76, 4.48, 4.8),
+}
+POET_ROSE: Mapping[str, dict[str, Any]] = {
+    f"POET-Rose-{name}": level(roughness=r, stump_height=(s_lo, s_hi), pit_gap=(p_lo, p_hi))
+    for name, (r, s_lo, s_hi, p_hi, p_lo) in ROSE_TABLE.items()
+}
+# dcd's eval.py scores each test env over 100 episodes; dcd seeds each from the wall clock,
+# these from a fixed list: episode k of a level runs on course seed k
+COURSE_SEEDS = tuple(range(100))
+XCHAL_SEED = 2022  # the generator of XChal's levels here (dcd draws them from the global numpy stream)
+
+
+def xchal_levels(count: int = len(COURSE_SEEDS), seed: int = XCHAL_SEED) -> list[dict[str, Any]]:
+    """dcd's XChal test env as `count` fixed levels: each draws the tallest stump from
+    uniform(2.4, 3), the widest pit from uniform(6, 8) and the roughness from uniform(4.5, 8),
+    as dcd's `BipedalWalkerXChal.reset` does, here from numpy's `default_rng(seed)`."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        stump, gap, rough = rng.uniform(2.4, 3.0), rng.uniform(6.0, 8.0), rng.uniform(4.5, 8.0)
+        out.append(level(roughness=rough, pit_gap=(0.0, gap), stump_height=(0.0, stump)))
+    return out
