@@ -24,7 +24,9 @@ class CourseProfile:
     finish: float | None  # where an episode counts as finished; None if nowhere
     pits: tuple[tuple[float, float], ...] = ()  # openings, from..to
     stumps: tuple[tuple[float, float, float, float], ...] = ()  # (from, to, bottom, top)
-    solids: tuple[tuple[float, float, float, float], ...] = ()  # other ground blocks (pit walls, stair steps), as stumps
+    solids: tuple[
+        tuple[float, float, float, float], ...
+    ] = ()  # other ground blocks (pit walls, stair steps), as stumps
     description: str = ""  # the parameters in words, e.g. "roughness 2.4 · pit gap 0.8-2.4 · stump height 0.4-1.2"
     seed: int | None = None  # the seed the course was built from; None when the seed changes nothing
 
