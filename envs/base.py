@@ -188,7 +188,11 @@ class EnvFamily(Protocol):
     random params over the family's whole range (DR, robust PLR and ACCEL's new levels; all
     randomness from `rng`), `sample_easy`, `test_levels`, `difficulty`, `row_kernel` (a compiled
     fast path, `envs.kernel`), `renew`,
-    `interpolate`, `course_profile`; `version` (an int, 1 when absent), raised when the
+    `interpolate`, `course_profile`, `level_sets` (named sets of levels a run is scored on,
+    `poet score --levels`: set name -> level name -> the EnvParams of each episode, each pinned
+    to a course) and `published_results(name)` (the numbers a set's authors published for
+    it, curriculum -> level -> {"solved_rate", "test_returns", "seeds"}, shown beside a run's);
+    `version` (an int, 1 when absent), raised when the
     same params and seed start to build other episodes (a run records it and is not resumed
     under another); and `defaults`, the family's score scale as the config settings it fills
     where a run leaves them unset (`solved_threshold`, `reproduction.threshold`, `mc_lower`,

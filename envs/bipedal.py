@@ -496,6 +496,22 @@ class BipedalFamily:
         """A gymnasium env on these params (truncates at max_episode_steps)."""
         return BipedalTerrainEnv(params, render_mode=render_mode, max_episode_steps=self.max_episode_steps)
 
+    def level_sets(self) -> dict[str, dict[str, list[EnvParams]]]:
+        """dcd's named test levels (`bipedal_dcd.level_sets`): set -> level -> the params of
+        each episode, episode k pinned to course seed k."""
+        return {
+            name: {
+                level: [EnvParams.create(FAMILY, values, seed) for seed, values in enumerate(episodes)]
+                for level, episodes in levels.items()
+            }
+            for name, levels in dcd.level_sets().items()
+        }
+
+    def published_results(self, name: str) -> dict[str, dict[str, dict[str, float]]]:
+        """dcd's numbers for its test suite ("dcd": `bipedal_dcd.published_results`), none for
+        the other sets."""
+        return dcd.published_results() if name == "dcd" else {}
+
     def course_profile(self, params: EnvParams, seed: int = 0) -> CourseProfile:
         """The whole course of (params, seed), in metres, for drawing (`envs.profile`)."""
         text = dcd.describe(params.values) if dcd.is_dcd_level(params.values) else describe(params.values)

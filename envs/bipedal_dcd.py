@@ -206,3 +206,56 @@ def xchal_levels(count: int = len(COURSE_SEEDS), seed: int = XCHAL_SEED) -> list
         stump, gap, rough = rng.uniform(2.4, 3.0), rng.uniform(6.0, 8.0), rng.uniform(4.5, 8.0)
         out.append(level(roughness=rough, pit_gap=(0.0, gap), stump_height=(0.0, stump)))
     return out
+
+
+def level_sets() -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """The named sets, each level as the values of its episodes, one per course seed of
+    `COURSE_SEEDS` (XChal: a level of its own per episode): "dcd" (the test suite of dcd's
+    papers' tables, `SUITE`), "dcd-extended" (`EXTENDED` and XChal), "poet-rose"."""
+    each = {name: [values] * len(COURSE_SEEDS) for name, values in SUITE.items()}
+    return {
+        "dcd": each,
+        "dcd-extended": {
+            **{name: [values] * len(COURSE_SEEDS) for name, values in EXTENDED.items()},
+            "XChal": xchal_levels(),
+        },
+        "poet-rose": {name: [values] * len(COURSE_SEEDS) for name, values in POET_ROSE.items()},
+    }
+
+
+# dcd's test env ids in its results files, by this module's level names
+PUBLISHED_NAMES = {
+    "BipedalWalker-v3": "BipedalWalker",
+    "BipedalWalkerHardcore-v3": "Hardcore",
+    "BipedalWalker-Med-Stairs-v0": "Med-Stairs",
+    "BipedalWalker-Med-PitGap-v0": "Med-PitGap",
+    "BipedalWalker-Med-StumpHeight-v0": "Med-StumpHeight",
+    "BipedalWalker-Med-Roughness-v0": "Med-Roughness",
+}
+PUBLISHED_FILES = {
+    "accel": "bipedal8d-accel_20k-updates.csv",
+    "dr": "bipedal8d-dr_20k-updates.csv",
+    "robust_plr": "bipedal8d-robust_plr-20k_updates.csv",
+}
+
+
+def published_results() -> dict[str, dict[str, dict[str, float]]]:
+    """dcd's own numbers at 20,000 updates (`envs/published/dcd_bipedal8d/`, shipped as data):
+    per curriculum and test env, the mean over its 10 seeds of the solved rate and of the test
+    return, and the number of seeds."""
+    import csv
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parent / "published" / "dcd_bipedal8d"
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for curriculum, file in PUBLISHED_FILES.items():
+        with open(folder / file, newline="") as f:
+            rows = list(csv.reader(f))
+        table: dict[str, dict[str, float]] = {}
+        for row in rows[1:]:
+            metric, env = row[0].split(":", 1)
+            values = [float(x) for x in row[1:] if x != ""]
+            entry = table.setdefault(PUBLISHED_NAMES.get(env, env), {"seeds": float(len(values))})
+            entry[metric] = float(np.mean(values))
+        out[curriculum] = table
+    return out

@@ -1,5 +1,5 @@
 """Command line: `poet run [CONFIG] ...`, `poet resume DIR [--iterations N]`, `poet report DIR`,
-`poet render DIR`, `poet profile DIR`."""
+`poet score DIR --levels NAME`, `poet render DIR`, `poet profile DIR`."""
 
 from __future__ import annotations
 
@@ -99,6 +99,12 @@ def _add_analysis_commands(sub: argparse._SubParsersAction) -> None:
         help="also score every run's active agents on the same 100 levels of each paper class (robustness "
         "curves, by curriculum)",
     )
+    sc = sub.add_parser("score", help="a run's final agents on a named level set (dcd's test envs, POET-Rose)")
+    sc.add_argument("run_dir", help="the run directory")
+    sc.add_argument("--levels", required=True, help="the family's level set, e.g. dcd, dcd-extended, poet-rose")
+    sc.add_argument("--episodes", type=int, help="episodes per level, each on its own course (default: the set's, 100)")
+    sc.add_argument("--all", action="store_true", help="every agent's row, not the best agent per level")
+    sc.add_argument("--out", help="folder for score-NAME.json and score-NAME.png (default: DIR/analysis)")
     rd = sub.add_parser("render", help="animated GIF of one episode of a pair's agent")
     rd.add_argument("run_dir", help="the run directory")
     rd.add_argument("--pair", required=True, help="pair id of the agent (active or archived), e.g. p3")
@@ -133,6 +139,17 @@ def _compare(args: argparse.Namespace) -> int:
         args.run_dirs, args.out, say=lambda note: print(f"poet: note: {note}", file=sys.stderr), score=args.score
     )
     print(out)
+    return 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    from poet.analysis import load_run
+    from poet.analysis.level_sets import write_scores
+
+    run = load_run(args.run_dir)
+    table, paths = write_scores(run, args.levels, args.episodes, "all" if args.all else "best", args.out)
+    print(table, end="")
+    print("\n".join(str(p) for p in paths))
     return 0
 
 
@@ -254,6 +271,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _report(args)
         if args.command == "compare":
             return _compare(args)
+        if args.command == "score":
+            return _score(args)
         if args.command == "render":
             return _render(args)
         if args.command == "profile":

@@ -223,6 +223,22 @@ class Run:
         chosen = scoring.ALPHAS if alphas is None else alphas
         return scoring.robustness(self, levels, chosen, agents, n, seed, backend, workers)
 
+    def score_levels(
+        self,
+        name: str,
+        agents: Sequence[Agent] | None = None,
+        episodes: int | None = None,
+        pick: str = "best",
+        backend: str = "inprocess",
+        workers: int | None = None,
+    ) -> pd.DataFrame:
+        """The run's final agents (or `agents`) on the family's level set `name`, such as dcd's
+        test envs: mean return and solved rate per level with 95% intervals, the best agent per
+        level or every one (`poet.analysis.level_sets.score_levels`)."""
+        from poet.analysis import level_sets
+
+        return level_sets.score_levels(self, name, agents, episodes, pick, backend, workers)
+
     def children(self) -> pd.DataFrame:
         """Every proposed child env with its MC score, novelty and whether it was admitted."""
         rows = self.events[self.events["kind"] == "child"]
