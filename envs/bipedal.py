@@ -104,6 +104,18 @@ class BipedalTerrainEnv(BipedalWalker):
     """
 
     dcd_config: dict | None = None  # a dcd level's built config (`bipedal_dcd.config_of`); None: POET's
+    _dcd_rng: np.random.RandomState | None = None  # a dcd level's stream, seeded at each reset
+
+    @property
+    def np_random(self) -> Any:
+        """The stream the course, clouds and start push are drawn from: gymnasium's Generator,
+        or for a dcd level dcd's RandomState (gymnasium's own, seeded too, is left for its
+        checks)."""
+        return self._dcd_rng if self.dcd_config is not None else super().np_random
+
+    @np_random.setter
+    def np_random(self, value: Any) -> None:
+        self._np_random = value
 
     def __init__(self, params: EnvParams, render_mode: str | None = None, max_episode_steps: int = MAX_EPISODE_STEPS):
         validate_level(params)
@@ -132,11 +144,10 @@ class BipedalTerrainEnv(BipedalWalker):
         # state from earlier episodes, so the same seed could give different rollouts.
         self._destroy()
         self.world = Box2D.b2World()
-        if self.dcd_config is not None:  # dcd's stream: gym 0.15's RandomState, not gymnasium's Generator
+        if self.dcd_config is not None:  # dcd's stream: gym 0.15's RandomState (`np_random`)
             if seed is None:
-                seed = int(self._np_random.randint(2**31 - 1)) if self._np_random is not None else 0
-            self.level_seed, self._np_random = int(seed), dcd.legacy_gym_rng(seed)
-            seed = None  # gymnasium's reset keeps the stream set here
+                seed = int(self._dcd_rng.randint(2**31 - 1)) if self._dcd_rng is not None else 0
+            self.level_seed, self._dcd_rng = int(seed), dcd.legacy_gym_rng(seed)
         obs, info = super().reset(seed=seed, options=options)
         self._elapsed = 0  # BipedalWalker.reset ends with one internal step
         return obs, info
@@ -250,7 +261,7 @@ class BipedalTerrainEnv(BipedalWalker):
                 break
             except Exception:  # pybox2d's assertion on a degenerate polygon, whatever its class
                 attempts += 1
-                self._np_random = dcd.legacy_gym_rng(self.level_seed + attempts)
+                self._dcd_rng = dcd.legacy_gym_rng(self.level_seed + attempts)
                 if attempts > 10:
                     break
         self._static_poly(poly)
@@ -414,43 +425,76 @@ def walker_setup(max_episode_steps: Any) -> tuple[int, Any, Any]:
     return int(max_episode_steps), *spaces
 
 
+LEVEL_SPACES = ("poet", "dcd")
+
+
 class BipedalFamily:
-    """POET's BipedalWalker family: terrain's params and mutation on gymnasium's Box2D walker."""
+    """POET's BipedalWalker family: terrain's params and mutation on gymnasium's Box2D walker,
+    or dcd's 8-D level space (`level_space: dcd`, `envs.bipedal_dcd`)."""
 
     name = FAMILY
     defaults = BIPEDAL_SCORES  # POET's thresholds
 
-    def __init__(self, max_episode_steps: int = MAX_EPISODE_STEPS):
+    def __init__(self, max_episode_steps: int = MAX_EPISODE_STEPS, level_space: str = "poet"):
         self.max_episode_steps, self.observation_space, self.action_space = walker_setup(max_episode_steps)
+        if level_space not in LEVEL_SPACES:
+            raise ValueError(f"option level_space must be one of {', '.join(LEVEL_SPACES)}, got {level_space!r}")
+        # where new levels come from (`initial`, `sample`, `sample_easy`, `test_levels`): POET's
+        # 5-D space or dcd's 8-D one; `edit` and `interpolate` follow the level they are given
+        self.level_space = level_space
+
+    @property
+    def _dcd(self) -> bool:
+        return self.level_space == "dcd"
 
     def initial(self) -> EnvParams:
-        """The flat course: no roughness, no pits, no stumps."""
-        return EnvParams.create(FAMILY, _TERRAIN.initial().values)
+        """The flat course: no roughness, no pits, no stumps (no stairs)."""
+        return EnvParams.create(FAMILY, dcd.level() if self._dcd else _TERRAIN.initial().values)
 
     def mutate(self, params: EnvParams, rng: np.random.Generator) -> EnvParams:
-        """POET's reproduce op (terrain's): all three groups move on every call."""
+        """POET's reproduce op (terrain's): all three groups move on every call. POET's paper
+        defines no mutation of dcd's 8-D levels, and none is here."""
+        if dcd.is_dcd_level(params.values):
+            raise EnvParamError(FAMILY, "level_space", "POET's mutation is of its 5-D levels; use level_space: poet")
         child = _delegate("mutate", params, rng)
         return EnvParams.create(FAMILY, child.values)
 
     def edit(self, params: EnvParams, rng: np.random.Generator, edits: int = 1) -> EnvParams:
-        """ACCEL's edit (terrain's `edit`, dcd's `mutate_level` in POET mode)."""
+        """ACCEL's edit: dcd's `mutate_level` on the level's vector (`bipedal_dcd.edit_vector`;
+        of a 5-D level, terrain's `edit`, dcd's POET mode)."""
+        if dcd.is_dcd_level(params.values):
+            validate_level(params)
+            return EnvParams.create(FAMILY, dcd.from_vector(dcd.edit_vector(dcd.vector(params.values), rng, edits)))
         return EnvParams.create(FAMILY, _delegate("edit", params, rng, edits).values)
 
     def interpolate(self, start: EnvParams, target: EnvParams, t: float) -> EnvParams:
-        """The course a fraction `t` of the way from `start` to `target` (terrain's `interpolate`)."""
+        """The course a fraction `t` of the way from `start` to `target` (terrain's
+        `interpolate`; of two dcd levels, each number of the vector on the straight line)."""
+        if dcd.is_dcd_level(start.values) and dcd.is_dcd_level(target.values):
+            a, b = (np.array(dcd.vector(p.values)) for p in (start, target))
+            return EnvParams.create(FAMILY, dcd.from_vector((1 - t) * a + t * b))
         a, b = (EnvParams.create(_TERRAIN.name, p.values) for p in (start, target))
         return EnvParams.create(FAMILY, _TERRAIN.interpolate(a, b, t).values)
 
     def sample_easy(self, rng: np.random.Generator) -> EnvParams:
-        """A random easy course (terrain's `sample_easy`): where ACCEL starts."""
+        """A random easy course, where ACCEL starts: dcd's easy ranges (`bipedal_dcd.EASY_RANGES`)
+        or terrain's `sample_easy`."""
+        if self._dcd:
+            return EnvParams.create(FAMILY, dcd.from_vector(dcd.sample_vector(rng, dcd.EASY_RANGES)))
         return EnvParams.create(FAMILY, _TERRAIN.sample_easy(rng).values)
 
     def test_levels(self) -> dict[str, EnvParams]:
-        """The terrain family's held-out courses, on the walker."""
+        """The held-out courses: dcd's test suite (`bipedal_dcd.SUITE`), or the terrain
+        family's on the walker."""
+        if self._dcd:
+            return {name: EnvParams.create(FAMILY, values) for name, values in dcd.SUITE.items()}
         return {name: EnvParams.create(FAMILY, p.values) for name, p in _TERRAIN.test_levels().items()}
 
     def sample(self, rng: np.random.Generator) -> EnvParams:
-        """A random course over the whole range (terrain's `sample`)."""
+        """A random course over the whole range: dcd's `reset_random` (`bipedal_dcd.sample_vector`)
+        or terrain's `sample`."""
+        if self._dcd:
+            return EnvParams.create(FAMILY, dcd.from_vector(dcd.sample_vector(rng, dcd.full_ranges())))
         return EnvParams.create(FAMILY, _TERRAIN.sample(rng).values)
 
     def validate(self, params: EnvParams) -> None:

@@ -57,6 +57,51 @@ STAIR_WIDTH = (4, 5)  # dcd's STAIR_WIDTH_RANGE: always 4
 STAIR_HEIGHT_EPS = 1e-2  # walker_env.py: stairs lower than this are not built
 
 
+# dcd's PARAM_RANGES_EASY, in vector order: ACCEL's start from easy levels (pits, stumps and
+# stairs at ends under their thresholds, so off: roughness alone varies)
+EASY_RANGES: tuple[tuple[float, float], ...] = (
+    (0.0, 0.6),
+    (0.0, 0.0),
+    (0.8, 0.8),
+    (0.0, 0.0),
+    (0.4, 0.4),
+    (0.0, 0.0),
+    (0.4, 0.4),
+    (1.0, 1.0),
+)
+# dcd's PARAM_MUTATIONS, in vector order: an edit's size, fixed or (for roughness) drawn
+# uniform from the range
+MUTATIONS: tuple[tuple[float, ...], ...] = ((0.0, 0.6), (0.4,), (0.4,), (0.2,), (0.2,), (0.2,), (0.2,), (1.0,))
+
+
+def full_ranges() -> tuple[tuple[float, float], ...]:
+    """dcd's PARAM_RANGES_FULL in vector order (the bounds edits clip to)."""
+    return (RANGES["roughness"], *(RANGES[k] for k in RANGE_PAIRS for _ in range(2)), RANGES["stair_steps"])
+
+
+def sample_vector(rng: np.random.Generator, ranges: Sequence[tuple[float, float]]) -> list[float]:
+    """A random level vector as dcd's `reset_random` draws one: 8 uniform numbers in [0, 1)
+    at once, each scaled to its range."""
+    unit = rng.random(len(ranges))
+    return [float(u * (hi - lo) + lo) for u, (lo, hi) in zip(unit, ranges)]
+
+
+def edit_vector(vec: Sequence[float], rng: np.random.Generator, edits: int) -> list[float]:
+    """`edits` edits of a level vector as dcd's `mutate_level` draws them: every entry to edit
+    (1-8, uniform), then every direction (-1, 0 or +1), then for each roughness edit its size;
+    each moves its entry by its size times the direction, clipped to dcd's full range."""
+    out = [float(x) for x in vec]
+    bounds = full_ranges()
+    entries = rng.integers(1, len(MUTATIONS) + 1, size=edits)
+    directions = rng.integers(0, 3, size=edits) - 1
+    for entry, direction in zip(entries, directions):
+        step = MUTATIONS[entry - 1]
+        size = step[0] if len(step) == 1 else rng.uniform(*step)
+        lo, hi = bounds[entry - 1]
+        out[entry - 1] = float(np.clip(out[entry - 1] + direction * size, lo, hi))
+    return out
+
+
 def is_dcd_level(values: Mapping[str, Any]) -> bool:
     """Whether a level's values are dcd's 8-D vector (they name stairs) rather than POET's 5-D."""
     return "stair_height" in values

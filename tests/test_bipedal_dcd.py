@@ -128,3 +128,162 @@ def test_the_family_reads_a_dcd_level_its_class_features_and_profile():
     env.reset(seed=11)
     steps = sum(int(size) for kind, _, size in env.obstacles if kind == "stairs")
     assert steps > 0 and len(profile.solids) == steps and "stairs 1.00-1.50" in profile.description
+
+
+# dcd's BipedalWalkerAdversarialEnv (mode 'full', 8-D) after np.random.seed(seed), run outside the
+# project (facebookresearch/dcd @72991be, gym 0.15.7): mutate_level(num_edits) on these vectors,
+# (vector, seed, edits, result); reset_random's level vector, (mode, seed, result).
+DCD_EDITS = [
+    ([0.3, 0.0, 0.8, 0.0, 0.4, 0.0, 0.4, 1.0], 0, 3, [0.3, 0.0, 0.8, 0.0, 0.2, 0.0, 0.4, 1.0]),
+    ([0.3, 0.0, 0.8, 0.0, 0.4, 0.0, 0.4, 1.0], 1, 3, [0.3, 0.0, 0.8, 0.0, 0.4, 0.0, 0.4, 1.0]),
+    ([0.3, 0.0, 0.8, 0.0, 0.4, 0.0, 0.4, 1.0], 2, 3, [0.009150541929746625, 0.0, 0.8, 0.0, 0.4, 0.2, 0.4, 2.0]),
+    ([0.3, 0.0, 0.8, 0.0, 0.4, 0.0, 0.4, 1.0], 3, 3, [0.0, 0.0, 0.4, 0.0, 0.4, 0.0, 0.4, 1.0]),
+    ([0.3, 0.0, 0.8, 0.0, 0.4, 0.0, 0.4, 1.0], 4, 3, [0.3, 0.0, 0.8, 0.0, 0.4, 0.0, 0.4, 1.0]),
+    ([0.3, 0.0, 0.8, 0.0, 0.4, 0.0, 0.4, 1.0], 5, 3, [0.3, 0.0, 0.8, 0.0, 0.4, 0.0, 0.6000000000000001, 2.0]),
+    ([2.0, 1.2, 3.6, 0.4, 1.0, 0.5, 2.5, 4.0], 0, 1, [2.0, 1.2, 3.6, 0.4, 1.0, 0.5, 2.5, 4.0]),
+    ([2.0, 1.2, 3.6, 0.4, 1.0, 0.5, 2.5, 4.0], 1, 1, [2.0, 1.2, 3.6, 0.4, 1.0, 0.3, 2.5, 4.0]),
+    ([2.0, 1.2, 3.6, 0.4, 1.0, 0.5, 2.5, 4.0], 2, 1, [2.0, 1.2, 3.6, 0.4, 1.0, 0.5, 2.5, 4.0]),
+    ([2.0, 1.2, 3.6, 0.4, 1.0, 0.5, 2.5, 4.0], 3, 1, [2.0, 1.2, 3.2, 0.4, 1.0, 0.5, 2.5, 4.0]),
+    ([2.0, 1.2, 3.6, 0.4, 1.0, 0.5, 2.5, 4.0], 4, 1, [2.0, 1.2, 4.0, 0.4, 1.0, 0.5, 2.5, 4.0]),
+    ([2.0, 1.2, 3.6, 0.4, 1.0, 0.5, 2.5, 4.0], 5, 1, [2.0, 1.2, 3.6, 0.6000000000000001, 1.0, 0.5, 2.5, 4.0]),
+    ([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], 0, 5, [0.0, 0.0, 0.0, 0.2, 0.0, 0.2, 0.0, 1.0]),
+    ([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], 1, 5, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]),
+    ([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], 2, 5, [0.07197032555783389, 0.0, 0.0, 0.0, 0.0, 0.2, 0.0, 1.0]),
+    ([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], 3, 5, [0.02437844220061396, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]),
+    ([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], 4, 5, [0.0, 0.4, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0]),
+    ([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], 5, 5, [0.0, 0.0, 0.0, 0.2, 0.0, 0.0, 0.0, 1.0]),
+    ([9.9, 9.8, 9.9, 4.9, 4.9, 4.9, 4.9, 8.6], 0, 4, [9.721479236073318, 9.8, 9.9, 4.9, 4.9, 5.0, 4.9, 8.6]),
+    ([9.9, 9.8, 9.9, 4.9, 4.9, 4.9, 4.9, 8.6], 1, 4, [9.662051563622384, 9.8, 9.9, 4.9, 4.7, 4.9, 4.9, 8.6]),
+    ([9.9, 9.8, 9.9, 4.9, 4.9, 4.9, 4.9, 8.6], 2, 4, [10.0, 9.8, 9.9, 4.9, 4.9, 4.7, 4.9, 9.0]),
+    ([9.9, 9.8, 9.9, 4.9, 4.9, 4.9, 4.9, 8.6], 3, 4, [9.364231827391407, 9.4, 9.5, 4.9, 4.9, 4.9, 4.9, 8.6]),
+    ([9.9, 9.8, 9.9, 4.9, 4.9, 4.9, 4.9, 8.6], 4, 4, [9.9, 9.8, 9.9, 4.9, 4.9, 5.0, 4.7, 7.6]),
+    ([9.9, 9.8, 9.9, 4.9, 4.9, 4.9, 4.9, 8.6], 5, 4, [9.9, 9.8, 9.9, 5.0, 4.9, 4.9, 5.0, 7.6]),
+]
+DCD_RANDOM = [
+    (
+        "full",
+        0,
+        [
+            5.4881350392732475,
+            7.151893663724195,
+            6.027633760716439,
+            2.724415914984484,
+            2.1182739966945237,
+            3.2294705653332807,
+            2.1879360563134624,
+            8.134184006256639,
+        ],
+    ),
+    ("easy", 0, [0.32928810235639483, 0.0, 0.8, 0.0, 0.4, 0.0, 0.4, 1.0]),
+    (
+        "full",
+        1,
+        [
+            4.17022004702574,
+            7.203244934421581,
+            0.0011437481734488664,
+            1.5116628631591988,
+            0.7337794540855652,
+            0.461692973843989,
+            0.9313010568883545,
+            3.764485816344382,
+        ],
+    ),
+    ("easy", 1, [0.2502132028215444, 0.0, 0.8, 0.0, 0.4, 0.0, 0.4, 1.0]),
+    (
+        "full",
+        2,
+        [
+            4.359949021420038,
+            0.25926231827891333,
+            5.496624778787091,
+            2.1766119630913843,
+            2.101839010437445,
+            1.6516741050193706,
+            1.0232431701892124,
+            5.95416773080531,
+        ],
+    ),
+    ("easy", 2, [0.2615969412852022, 0.0, 0.8, 0.0, 0.4, 0.0, 0.4, 1.0]),
+    (
+        "full",
+        3,
+        [
+            5.507979025745755,
+            7.081478226181048,
+            2.9090473891294435,
+            2.554138025988315,
+            4.464734771738273,
+            4.48146544466719,
+            0.6279265523191813,
+            2.657943025105494,
+        ],
+    ),
+    ("easy", 3, [0.33047874154474527, 0.0, 0.8, 0.0, 0.4, 0.0, 0.4, 1.0]),
+]
+
+
+class _LegacyDraws:
+    """numpy's legacy global generator behind the Generator methods the level space calls, so
+    that a seed gives the draws dcd makes after `np.random.seed(seed)`."""
+
+    def __init__(self, seed: int):
+        self.state = np.random.RandomState(seed)
+
+    def integers(self, low: int, high: int, size: int) -> np.ndarray:
+        return self.state.randint(low, high, size)
+
+    def uniform(self, low: float, high: float) -> float:
+        return self.state.uniform(low, high)
+
+    def random(self, size: int) -> np.ndarray:
+        return self.state.rand(size)
+
+
+@pytest.mark.parametrize("vec, seed, edits, expected", DCD_EDITS)
+def test_an_edit_of_a_dcd_level_is_dcds_mutate_level(vec, seed, edits, expected):
+    assert dcd.edit_vector(vec, _LegacyDraws(seed), edits) == pytest.approx(expected, abs=1e-12)
+    family = BipedalFamily(level_space="dcd")
+    child = family.edit(EnvParams.create("bipedal", dcd.from_vector(vec)), _LegacyDraws(seed), edits)
+    assert dcd.vector(child.values) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("mode, seed, expected", DCD_RANDOM)
+def test_a_random_dcd_level_is_dcds_reset_random(mode, seed, expected):
+    family = BipedalFamily(level_space="dcd")
+    level = (family.sample if mode == "full" else family.sample_easy)(_LegacyDraws(seed))
+    assert dcd.vector(level.values) == pytest.approx(expected, abs=1e-12)
+    family.validate(level)
+
+
+def test_the_dcd_level_space_option_and_poets_mutation():
+    family = BipedalFamily(level_space="dcd")
+    assert family.initial().values == dcd.level() and set(family.test_levels()) == set(dcd.SUITE)
+    with pytest.raises(ValueError, match="POET's mutation is of its 5-D levels"):
+        family.mutate(family.initial(), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="level_space must be one of poet, dcd, got 'x'"):
+        BipedalFamily(level_space="x")
+    half = family.interpolate(family.initial(), EnvParams.create("bipedal", dcd.EXTENDED["Insane"]), 0.5)
+    assert dcd.vector(half.values) == [4.5, 5.0, 5.0, 2.5, 2.5, 2.5, 2.5, 5.0]
+    assert BipedalFamily().initial().values == {"roughness": 0.0, "pit_gap": [], "stump_height": []}
+
+
+def test_accel_runs_on_dcds_level_space_and_records_its_levels(tmp_path):
+    import poet
+    from poet.analysis import load_run
+
+    cfg = {
+        "curriculum": "accel",
+        "curriculum_options": {"buffer_size": 4, "num_levels": 2},
+        "seed": 1,
+        "iterations": 12,
+        "env": {"family": "bipedal", "options": {"max_episode_steps": 60, "level_space": "dcd"}},
+        "policy": {"hidden": [8]},
+        "evaluation": {"max_steps": 60, "eval_episodes": 1, "backend": "inprocess"},
+        "trainer": {"name": "es", "es": {"population": 4, "noise_table_size": 100_000}},
+    }
+    poet.run(cfg, out=tmp_path / "r", progress=False)  # the family's env passes gymnasium's check_env first
+    envs = load_run(tmp_path / "r").envs
+    assert len(envs) > 4 and {"stair_height_lo", "stair_height_hi", "stair_steps"} <= set(envs.columns)
+    for text in envs["params_json"]:
+        assert dcd.is_dcd_level(EnvParams.from_json(text).values)
