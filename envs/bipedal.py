@@ -73,10 +73,19 @@ def _to_terrain(params: EnvParams) -> EnvParams:
     return EnvParams.create(_TERRAIN.name, params.values)
 
 
+def _refuse_hardcore(params: EnvParams, what: str) -> None:
+    """gym's hardcore course has no parameters: nothing to characterise it by."""
+    validate_level(params)
+    if dcd.is_gym_hardcore(params.values):
+        raise EnvParamError(FAMILY, "gym_hardcore", f"gym's hardcore course is a test level with no params: no {what}")
+
+
 def validate_level(params: EnvParams) -> None:
     """Raise EnvParamError (family 'bipedal') naming the bad field: of dcd's 8-D levels by
     dcd's ranges, of POET's 5-D ones by the terrain family's."""
     _check_family(params)
+    if dcd.is_gym_hardcore(params.values):
+        return
     if not dcd.is_dcd_level(params.values):
         _delegate("validate", params)
         return
@@ -104,14 +113,20 @@ class BipedalTerrainEnv(BipedalWalker):
     """
 
     dcd_config: dict | None = None  # a dcd level's built config (`bipedal_dcd.config_of`); None: POET's
-    _dcd_rng: np.random.RandomState | None = None  # a dcd level's stream, seeded at each reset
+    gym_hardcore = False  # gym's hardcore course (`bipedal_dcd.HARDCORE`)
+    _dcd_rng: np.random.RandomState | None = None  # gym 0.15's stream, seeded at each reset
+
+    @property
+    def _legacy(self) -> bool:
+        """Whether the course is drawn from gym 0.15's stream: dcd's levels and gym's hardcore."""
+        return self.dcd_config is not None or self.gym_hardcore
 
     @property
     def np_random(self) -> Any:
         """The stream the course, clouds and start push are drawn from: gymnasium's Generator,
-        or for a dcd level dcd's RandomState (gymnasium's own, seeded too, is left for its
-        checks)."""
-        return self._dcd_rng if self.dcd_config is not None else super().np_random
+        or gym 0.15's RandomState for dcd's levels and gym's hardcore course (gymnasium's own,
+        seeded too, is left for its checks)."""
+        return self._dcd_rng if self._legacy else super().np_random
 
     @np_random.setter
     def np_random(self, value: Any) -> None:
@@ -121,9 +136,11 @@ class BipedalTerrainEnv(BipedalWalker):
         validate_level(params)
         v = params.values
         self.params = params
-        # dcd's levels: the course as dcd builds it, from its config and its random stream
+        # dcd's levels: the course as dcd builds it, from its config and its random stream;
+        # gym's hardcore course: gymnasium's own hardcore generator on gym 0.15's stream
+        self.gym_hardcore = dcd.is_gym_hardcore(v)
         self.dcd_config = dcd.config_of(v) if dcd.is_dcd_level(v) else None
-        c = self.dcd_config or v
+        c = self.dcd_config or (dcd.level() if self.gym_hardcore else v)
         self.roughness = float(c["roughness"])
         self.pit_gap = tuple(float(x) for x in c["pit_gap"])
         self.stump_height = tuple(float(x) for x in c["stump_height"])
@@ -135,7 +152,7 @@ class BipedalTerrainEnv(BipedalWalker):
         self.obstacles: list[tuple[str, float, float]] = []
         self.obstacle_polys: list[list[tuple[float, float]]] = []
         self._elapsed = 0
-        super().__init__(render_mode=render_mode, hardcore=bool(self.enabled_kinds))
+        super().__init__(render_mode=render_mode, hardcore=bool(self.enabled_kinds) or self.gym_hardcore)
         EzPickle.__init__(self, params, render_mode, max_episode_steps)
 
     # ---- episode bookkeeping ----
@@ -144,7 +161,7 @@ class BipedalTerrainEnv(BipedalWalker):
         # state from earlier episodes, so the same seed could give different rollouts.
         self._destroy()
         self.world = Box2D.b2World()
-        if self.dcd_config is not None:  # dcd's stream: gym 0.15's RandomState (`np_random`)
+        if self._legacy:  # dcd's stream: gym 0.15's RandomState (`np_random`)
             if seed is None:
                 seed = int(self._dcd_rng.randint(2**31 - 1)) if self._dcd_rng is not None else 0
             self.level_seed, self._dcd_rng = int(seed), dcd.legacy_gym_rng(seed)
@@ -170,6 +187,10 @@ class BipedalTerrainEnv(BipedalWalker):
     def _generate_terrain(self, hardcore: bool) -> None:  # noqa: ARG002 - params decide
         if self.dcd_config is not None:
             self._generate_dcd_terrain()
+            return
+        if self.gym_hardcore:
+            self.obstacles, self.obstacle_polys = [], []  # gymnasium's generator records none
+            BipedalWalker._generate_terrain(self, True)
             return
         GRASS, STUMP, PIT = 0, 1, 2
         kind_state = {"stump": STUMP, "pit": PIT}
@@ -505,7 +526,7 @@ class BipedalFamily:
         """The POET paper's class of the course, 0 (easy) to 3 (extremely challenging), as
         terrain's; of a dcd level, by the pits, stumps and roughness it builds (the paper's
         criteria name no stairs)."""
-        validate_level(params)
+        _refuse_hardcore(params, "class")
         if dcd.is_dcd_level(params.values):
             return terrain_difficulty(dcd.config_of(params.values))
         return _delegate("difficulty", params)
@@ -513,6 +534,7 @@ class BipedalFamily:
     def features(self, params: EnvParams) -> np.ndarray:
         """[roughness, pit_lo, pit_hi, stump_lo, stump_hi]; a disabled group reads 0, 0. A dcd
         level's: its level vector (`bipedal_dcd.vector`)."""
+        _refuse_hardcore(params, "features")
         if dcd.is_dcd_level(params.values):
             validate_level(params)
             return np.array(dcd.vector(params.values), dtype=np.float64)
@@ -521,6 +543,7 @@ class BipedalFamily:
     def flat(self, params: EnvParams) -> dict[str, float]:
         """One scalar per column, as the terrain family's; a dcd level's built ranges (0, 0
         and *_enabled 0 when off) and its stair steps."""
+        _refuse_hardcore(params, "columns")
         if not dcd.is_dcd_level(params.values):
             return _delegate("flat", params)
         validate_level(params)

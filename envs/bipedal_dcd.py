@@ -102,6 +102,16 @@ def edit_vector(vec: Sequence[float], rng: np.random.Generator, edits: int) -> l
     return out
 
 
+# gym's BipedalWalkerHardcore-v3, one of dcd's test envs: gym's own hardcore course (stumps,
+# stairs and pits of its fixed sizes), drawn from gym 0.15's stream of the course seed
+HARDCORE: Mapping[str, Any] = {"gym_hardcore": True}
+
+
+def is_gym_hardcore(values: Mapping[str, Any]) -> bool:
+    """Whether a level is gym's hardcore course (`HARDCORE`)."""
+    return dict(values) == dict(HARDCORE)
+
+
 def is_dcd_level(values: Mapping[str, Any]) -> bool:
     """Whether a level's values are dcd's 8-D vector (they name stairs) rather than POET's 5-D."""
     return "stair_height" in values
@@ -158,7 +168,16 @@ def config_of(values: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
-def legacy_gym_rng(seed: int) -> np.random.RandomState:
+class LegacyGymStream(np.random.RandomState):
+    """gym 0.15's stream (a RandomState), also answering the Generator names gymnasium's
+    walker calls (`integers` for `randint`; `random` and `uniform` are the same), so that
+    gymnasium's own code draws what gym 0.15's drew."""
+
+    def integers(self, low: int, high: int | None = None, size: Any = None) -> Any:
+        return self.randint(low, high, size)
+
+
+def legacy_gym_rng(seed: int) -> LegacyGymStream:
     """A RandomState seeded as gym 0.15's `seeding.np_random(seed)` seeds it: the seed taken
     modulo 2**64, its decimal digits hashed with SHA-512, the first 8 bytes read as two
     little-endian 32-bit words (low first), and the words given to `RandomState.seed` (one word
@@ -167,7 +186,7 @@ def legacy_gym_rng(seed: int) -> np.random.RandomState:
         raise ValueError(f"a dcd level seed is a non-negative integer, got {seed!r}")
     digest = hashlib.sha512(str(int(seed) % 2**64).encode("utf8")).digest()
     low, high = struct.unpack("<II", digest[:8])
-    return np.random.RandomState([low, high] if high else [low])
+    return LegacyGymStream([low, high] if high else [low])
 
 
 def describe(values: Mapping[str, Any]) -> str:
@@ -203,10 +222,11 @@ def level(
 # dcd's test envs (envs/bipedalwalker/walker_test_envs.py), by the names its papers' tables
 # use, as levels of its 8-D space: each builds the config its class passes to the walker.
 # "BipedalWalker" is gym's BipedalWalker-v3, whose ground is dcd's at roughness 1 (the same
-# course for the same seed: checked against gym 0.15.7). gym's BipedalWalkerHardcore-v3 builds
-# its own obstacles, outside this space, and is not among these.
+# course for the same seed: checked against gym 0.15.7); "Hardcore" is gym's
+# BipedalWalkerHardcore-v3, outside the 8-D space (`HARDCORE`).
 SUITE: Mapping[str, dict[str, Any]] = {
     "BipedalWalker": level(roughness=1.0),
+    "Hardcore": dict(HARDCORE),
     "Med-Stairs": level(stair_height=(2.0, 2.0), stair_steps=5),
     "Med-PitGap": level(pit_gap=(5.0, 5.0)),
     "Med-StumpHeight": level(stump_height=(2.0, 2.0)),

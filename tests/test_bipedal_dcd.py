@@ -287,3 +287,18 @@ def test_accel_runs_on_dcds_level_space_and_records_its_levels(tmp_path):
     assert len(envs) > 4 and {"stair_height_lo", "stair_height_hi", "stair_steps"} <= set(envs.columns)
     for text in envs["params_json"]:
         assert dcd.is_dcd_level(EnvParams.from_json(text).values)
+
+
+@pytest.mark.parametrize("seed", sorted(GOLDEN["hardcore"]))
+def test_the_hardcore_level_is_gyms_bipedalwalkerhardcore(seed):
+    assert dcd.SUITE["Hardcore"] == dcd.HARDCORE
+    _check_course(dict(dcd.HARDCORE), int(seed), GOLDEN["hardcore"][seed])
+
+
+def test_the_hardcore_level_has_no_params_to_characterise():
+    family = BipedalFamily()
+    hardcore = EnvParams.create("bipedal", dcd.HARDCORE, 3)
+    family.validate(hardcore)
+    for method in (family.features, family.flat, family.difficulty):
+        with pytest.raises(ValueError, match="gym's hardcore course is a test level with no params"):
+            method(hardcore)

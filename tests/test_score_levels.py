@@ -66,6 +66,7 @@ def test_poet_score_prints_the_table_of_its_json_with_dcds_csv_means_beside(name
     assert (run_dir / "analysis" / "score-dcd.png").stat().st_size > 0
     assert [r["level"] for r in data["rows"]] == [
         "BipedalWalker",
+        "Hardcore",
         "Med-Stairs",
         "Med-PitGap",
         "Med-StumpHeight",
