@@ -196,7 +196,9 @@ class EnvFamily(Protocol):
     same params and seed start to build other episodes (a run records it and is not resumed
     under another); and `defaults`, the family's score scale as the config settings it fills
     where a run leaves them unset (`solved_threshold`, `reproduction.threshold`, `mc_lower`,
-    `mc_upper`; `BIPEDAL_SCORES` for BipedalWalker's scale; absent: a warning, and POET's)."""
+    `mc_upper`; `BIPEDAL_SCORES` for BipedalWalker's scale; absent: a warning, and POET's),
+    with `curriculum_defaults(curriculum)` over them: the settings a curriculum's authors run
+    it with on this family (the bipedal family's dcd curricula: `env.options.level_space: dcd`)."""
 
     name: str
 

@@ -447,6 +447,7 @@ def walker_setup(max_episode_steps: Any) -> tuple[int, Any, Any]:
 
 
 LEVEL_SPACES = ("poet", "dcd")
+DCD_CURRICULA = ("accel", "robust_plr", "dr")  # trained on dcd's level space by dcd's own configs
 
 
 class BipedalFamily:
@@ -463,6 +464,13 @@ class BipedalFamily:
         # where new levels come from (`initial`, `sample`, `sample_easy`, `test_levels`): POET's
         # 5-D space or dcd's 8-D one; `edit` and `interpolate` follow the level they are given
         self.level_space = level_space
+
+    def curriculum_defaults(self, curriculum: str) -> dict:
+        """dcd's curricula on dcd's 8-D levels, as its BipedalWalker configs run them
+        (`bipedal_accel.json`: `BipedalWalker-Adversarial-Easy-v0`; `bipedal_dr.json` and
+        `bipedal_robust_plr.json`: `BipedalWalker-Adversarial-v0`); every other curriculum on
+        POET's 5-D levels. A config that sets `env.options.level_space` keeps its own."""
+        return {"env": {"options": {"level_space": "dcd"}}} if curriculum in DCD_CURRICULA else {}
 
     @property
     def _dcd(self) -> bool:

@@ -67,18 +67,26 @@ def run_defaults(raw: Mapping[str, Any]) -> dict:
     `check_parts` to state."""
     curriculum = raw.get("curriculum", RunConfig.curriculum)
     own = curriculum_defaults(curriculum) if isinstance(curriculum, str) else {}
-    return config.under(own, _family_defaults(raw))
+    return config.under(own, _family_defaults(raw, curriculum))
 
 
 SCORE_SCALE = ("solved_threshold", "reproduction.threshold", "reproduction.mc_lower", "reproduction.mc_upper")
 
 
-def _family_defaults(raw: Mapping[str, Any]) -> dict:
+def _family_defaults(raw: Mapping[str, Any], curriculum: Any) -> dict:
+    """The family's `defaults`, under its `curriculum_defaults(curriculum)` where it has them
+    (the settings its authors' scripts give that curriculum on this family)."""
     env = raw.get("env")
     try:
         family = build_family(build_dataclass(RunConfig, {"env": env} if isinstance(env, Mapping) else {}))
     except (ConfigError, TypeError, ValueError):
         return {}  # check_parts names the problem
+    per_curriculum = getattr(family, "curriculum_defaults", None)
+    extra = dict(per_curriculum(curriculum)) if callable(per_curriculum) and isinstance(curriculum, str) else {}
+    return config.under(_declared_defaults(family, raw), copy.deepcopy(extra))
+
+
+def _declared_defaults(family: EnvFamily, raw: Mapping[str, Any]) -> dict:
     declared = getattr(family, "defaults", None)
     if declared is None:
         unset = [key for key in SCORE_SCALE if _lookup(raw, key) is None]

@@ -181,6 +181,22 @@ def test_a_setting_the_config_gives_wins_over_the_curriculums_default():
     assert poet.load_config(data={"curriculum": "accel"}, overrides=["trainer.name=es"]).trainer.name == "es"
 
 
+@pytest.mark.parametrize("curriculum, space", [("accel", "dcd"), ("robust_plr", "dcd"), ("dr", "dcd"), ("poet", None)])
+def test_dcds_curricula_on_bipedal_take_dcds_8d_level_space(curriculum, space):
+    # dcd's bipedal_accel.json, bipedal_dr.json and bipedal_robust_plr.json train on the 8-D
+    # BipedalWalker-Adversarial(-Easy)-v0 (stairs included); POET keeps its own 5-D levels
+    pytest.importorskip("Box2D")
+    cfg = poet.load_config(
+        data={"curriculum": curriculum, "env": {"family": "bipedal", "options": {"max_episode_steps": 50}}}
+    )
+    assert cfg.env.options.get("level_space") == space and cfg.env.options["max_episode_steps"] == 50
+    given = poet.load_config(
+        data={"curriculum": curriculum, "env": {"family": "bipedal", "options": {"level_space": "poet"}}}
+    )
+    assert given.env.options["level_space"] == "poet"  # a config's own choice wins
+    assert "level_space" not in poet.load_config(data={"curriculum": curriculum}).env.options  # terrain: none
+
+
 def test_a_runconfig_object_gets_its_curriculums_defaults_where_unset():
     cfg = RunConfig(curriculum="enhanced_poet")
     assert cfg.reproduction.capacity is None  # unset until loaded
@@ -318,6 +334,9 @@ def test_an_option_a_departure_names_exists_and_takes_its_value(page, option):
         assert key in {f.name for f in dataclasses.fields(options)}, f"{page}: {name} has no option {key!r}"
         key = f"curriculum_options.{key}"
     given = {"curriculum": name, "curriculum_options": NEEDED.get(name, {})}
+    if key.startswith("env.options."):  # the pages name the bipedal family's options
+        pytest.importorskip("Box2D")
+        given["env"] = {"family": "bipedal"}
     sets = [f"{key}={value}"] if value else []
     if value and key.startswith("trainer."):
         sets.append(f"trainer.name={key.split('.')[1]}")
@@ -325,6 +344,8 @@ def test_an_option_a_departure_names_exists_and_takes_its_value(page, option):
     head, *rest = key.split(".")
     if head == "trainer" and len(rest) == 2:  # an option of that trainer
         assert rest[1] in {f.name for f in dataclasses.fields(TRAINERS[rest[0]].Options)}, f"{page}: no {key}"
+    elif key.startswith("env.options."):  # a family option: the family took it
+        assert parts.cfg.env.options[key.removeprefix("env.options.")] == value, f"{page}: {key}"
     elif head != "curriculum_options":
         value_of: object = parts.cfg
         for part in key.split("."):
