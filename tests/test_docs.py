@@ -355,8 +355,9 @@ P_VALUE = re.compile(r"\bp\s*(?:=|<|≤|<=)\s*\d|\bHolm[- ]adjusted p\b|\bHolm p
 
 
 def descriptive_sections(markdown: str) -> dict[str, str]:
-    """The page's `## ` sections that declare their comparisons descriptive, by heading."""
-    parts = re.split(r"^## ", markdown, flags=re.MULTILINE)[1:]
+    """The page's sections (any heading below the title) that declare their comparisons
+    descriptive, by heading."""
+    parts = re.split(r"^#{2,} ", markdown, flags=re.MULTILINE)[1:]
     return {p.splitlines()[0]: p for p in parts if DESCRIPTIVE in p}
 
 

@@ -730,6 +730,59 @@ def partial_cartpole() -> Table:
     return table
 
 
+# ---------------------------------------------------------------- the study's second round
+ROUND2 = "experiments/results/reproduce_poet/round2/results.json"
+
+
+def study_round2_seeds(path: str = ROUND2) -> Table:
+    """Per POET seed of the second round: its length and cost, the targets the plan's rule
+    found per class (of how many candidates), and its population's share of the fixed courses solved."""
+    src = Source(path)
+    classes = sorted(src.get("fixed_courses"))
+    table = Table(
+        ["POET seed", "iterations", "env steps (G)", "hours", *(f"class {c}: candidates" for c in classes)]
+        + [f"class {c}: targets short of 3" for c in classes]
+        + [f"class {c}: fixed courses solved" for c in classes],
+        sources=[path],
+    )
+    for i, seed in enumerate(src.get("poet")):
+        k = f"poet.{i}."
+        cells = [src.num(k + "seed", "d"), src.num(k + "iterations", ",d"), src.num(k + "env_steps", ".2f", 1e-9)]
+        cells.append(src.num(k + "seconds", ".2f", 1 / 3600))
+        cells += [src.num(f"{k}targets_rule.{c}.candidates", "d") for c in classes]
+        cells += [src.num(f"{k}targets_rule.{c}.shortfall", "d") for c in classes]
+        cells += [src.num(f"fixed_courses.{c}.{seed['seed']}", ".2f") for c in classes]
+        table.rows.append(cells)
+    return table
+
+
+def study_round2_targets(path: str = ROUND2) -> Table:
+    """Every target of the second round: its class on its own course beside its params' label,
+    the obstacles its course holds, when POET solved it and the env steps POET spent by then."""
+    src = Source(path)
+    table = Table(
+        ["POET seed", "class (label)", "target", "widest pit", "tallest stump", "roughness", "solved at"]
+        + ["budget (G env steps)", "POET"],
+        sources=[path],
+    )
+    for i, t in enumerate(src.get("targets")):
+        k = f"targets.{i}."
+        table.rows.append(
+            [
+                src.num(k + "poet_seed", "d"),
+                src.num(k + "class", "d", suffix=f" ({t['label_class']})"),
+                text(t["env_id"][:8]),
+                src.num(k + "realised.pit_gap", ".2f"),
+                src.num(k + "realised.stump_height", ".2f"),
+                src.num(k + "realised.roughness", ".2f"),
+                src.num(k + "solved_iteration", ",d"),
+                src.num(k + "budget_env_steps", ".2f", 1e-9),
+                src.num(k + "poet_score", ".1f"),
+            ]
+        )
+    return table
+
+
 TABLES: dict[str, Callable[[], Table]] = {
     f.__name__: f
     for f in (
@@ -760,6 +813,8 @@ TABLES: dict[str, Callable[[], Table]] = {
         feasibility_roughness,
         course_generalisation,
         partial_cartpole,
+        study_round2_seeds,
+        study_round2_targets,
     )
 }
 
