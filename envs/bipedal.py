@@ -185,42 +185,31 @@ class BipedalTerrainEnv(BipedalWalker):
         self.obstacle_polys.append(list(poly))
 
     def _generate_terrain(self, hardcore: bool) -> None:  # noqa: ARG002 - params decide
-        if self.dcd_config is not None:
-            self._generate_dcd_terrain()
-            return
-        if self.gym_hardcore:
-            self.obstacles, self.obstacle_polys = [], []  # gymnasium's generator records none
+        """The course, as POET's `bipedal_walker_custom.py` builds it from a 5-D level and as
+        dcd's `walker_env.py` builds it from an 8-D one (their differences: the stump, the
+        kind's draw and dcd's stairs); gym's hardcore course is gymnasium's own generator."""
+        self.obstacles, self.obstacle_polys = [], []
+        if self.gym_hardcore:  # gymnasium's generator records no obstacles
             BipedalWalker._generate_terrain(self, True)
             return
-        GRASS, STUMP, PIT = 0, 1, 2
-        kind_state = {"stump": STUMP, "pit": PIT}
-        states = [kind_state[k] for k in self.enabled_kinds]
-        rng = self.np_random
-        state = GRASS
-        velocity = 0.0
-        y = TERRAIN_HEIGHT
-        counter = TERRAIN_STARTPAD
-        oneshot = False
-        pit_diff = 0.0
-        original_y = y
-        self.terrain = []
-        self.terrain_x = []
-        self.terrain_y = []
-        self.obstacles = []
-        self.obstacle_polys = []
-
+        dcd_level = self.dcd_config is not None
+        kinds = self.enabled_kinds
+        state, velocity, y, counter, oneshot = 0, 0.0, TERRAIN_HEIGHT, TERRAIN_STARTPAD, False
+        pit_diff, original_y = 0.0, y
+        stair = (0.0, 1, 0, 0)  # height, slope, width, steps of the stairs being walked
+        self.terrain, self.terrain_x, self.terrain_y = [], [], []
         for i in range(TERRAIN_LENGTH):
+            # self.np_random each time: dcd's stump retry reseeds the stream mid-course
             x = i * TERRAIN_STEP
             self.terrain_x.append(x)
-
-            if state == GRASS and not oneshot:
+            kind = kinds[state - 1] if state else "grass"
+            if kind == "grass" and not oneshot:
                 velocity = 0.8 * velocity + 0.01 * np.sign(TERRAIN_HEIGHT - y)
                 if i > TERRAIN_STARTPAD:
-                    velocity += rng.uniform(-1, 1) / SCALE
+                    velocity += self.np_random.uniform(-1, 1) / SCALE
                 y += self.roughness * velocity
-
-            elif state == PIT and oneshot:
-                width = float(rng.uniform(*self.pit_gap))
+            elif kind == "pit" and oneshot:
+                width = float(self.np_random.uniform(*self.pit_gap))
                 pit_gap = 1.0 + width
                 counter = int(np.ceil(pit_gap))
                 pit_diff = counter - pit_gap
@@ -235,8 +224,7 @@ class BipedalTerrainEnv(BipedalWalker):
                 self.obstacles.append(("pit", x + TERRAIN_STEP, width))
                 counter += 2
                 original_y = y
-
-            elif state == PIT and not oneshot:
+            elif kind == "pit":
                 y = original_y
                 if counter > 1:
                     y -= 4 * TERRAIN_STEP
@@ -244,26 +232,43 @@ class BipedalTerrainEnv(BipedalWalker):
                     # the ground resumes at the right wall's left edge, not on the grid
                     self.terrain_x[-1] -= pit_diff * TERRAIN_STEP
                     pit_diff = 0.0
-
-            elif state == STUMP and oneshot:
-                height = float(rng.uniform(*self.stump_height))
-                counter = 1  # POET's default stump_width
-                top = y + max(height * TERRAIN_STEP, MIN_STUMP_BODY)
-                self._static_poly([(x, y), (x + TERRAIN_STEP, y), (x + TERRAIN_STEP, top), (x, top)])
-                self.obstacles.append(("stump", x, height))
-
+            elif kind == "stump" and oneshot:
+                if dcd_level:
+                    self._dcd_stump(x, y)  # dcd's stump keeps the grass counter: flat ground after it
+                else:
+                    self._poet_stump(x, y)
+                    counter = 1  # POET's default stump_width
+            elif kind == "stairs" and oneshot:
+                stair, original_y = self._dcd_stairs(x, y), y
+                if stair[0] > dcd.STAIR_HEIGHT_EPS:
+                    counter = stair[3] * stair[2] + 1
+            elif kind == "stairs":
+                height, slope, width, steps = stair
+                n = (steps * width - counter) // width
+                y = original_y + n * height * slope * TERRAIN_STEP - (height if slope == -1 else 0) * TERRAIN_STEP
             oneshot = False
             self.terrain_y.append(y)
             counter -= 1
             if counter == 0:
-                counter = int(rng.integers(TERRAIN_GRASS // 2, TERRAIN_GRASS))
-                if state == GRASS and states:
-                    state = states[int(rng.integers(len(states)))]
+                counter = int(self.np_random.integers(TERRAIN_GRASS // 2, TERRAIN_GRASS))
+                if state == 0 and kinds:  # dcd draws the kind's number, POET the index of its list
+                    draw = (
+                        self.np_random.integers(1, len(kinds) + 1)
+                        if dcd_level
+                        else self.np_random.integers(len(kinds)) + 1
+                    )
+                    state = int(draw)
                 else:
-                    state = GRASS
+                    state = 0
                 oneshot = True
-
         self._build_ground()
+
+    def _poet_stump(self, x: float, y: float) -> None:
+        """A stump as POET draws one: 1 step wide, `uniform(lo, hi)` steps high."""
+        height = float(self.np_random.uniform(*self.stump_height))
+        top = y + max(height * TERRAIN_STEP, MIN_STUMP_BODY)
+        self._static_poly([(x, y), (x + TERRAIN_STEP, y), (x + TERRAIN_STEP, top), (x, top)])
+        self.obstacles.append(("stump", x, height))
 
     def _dcd_stump(self, x: float, y: float) -> None:
         """A stump as dcd draws one; where Box2D refuses the polygon, dcd's retry: the stream
@@ -288,79 +293,22 @@ class BipedalTerrainEnv(BipedalWalker):
         self._static_poly(poly)
         self.obstacles.append(("stump", x, height))
 
-    def _generate_dcd_terrain(self) -> None:
-        """The course of a dcd level, as dcd's walker_env.py `_generate_terrain` builds it."""
-        GRASS = 0
-        c = self.dcd_config
-        state, velocity, y, counter, oneshot = GRASS, 0.0, TERRAIN_HEIGHT, TERRAIN_STARTPAD, False
-        pit_diff, original_y = 0.0, y
-        stair = (0.0, 1, 0, 0)  # height, slope, width, steps of the stairs being walked
-        self.terrain, self.terrain_x, self.terrain_y = [], [], []
-        self.obstacles, self.obstacle_polys = [], []
-        for i in range(TERRAIN_LENGTH):
-            x = i * TERRAIN_STEP
-            self.terrain_x.append(x)
-            kind = self.enabled_kinds[state - 1] if state else "grass"
-            if kind == "grass" and not oneshot:
-                velocity = 0.8 * velocity + 0.01 * np.sign(TERRAIN_HEIGHT - y)
-                if i > TERRAIN_STARTPAD:
-                    velocity += self.np_random.uniform(-1, 1) / SCALE
-                y += self.roughness * velocity
-            elif kind == "pit" and oneshot:
-                width = float(self.np_random.uniform(*c["pit_gap"]))
-                pit_gap = 1.0 + width
-                counter = int(np.ceil(pit_gap))
-                pit_diff = counter - pit_gap
-                poly = [
-                    (x, y),
-                    (x + TERRAIN_STEP, y),
-                    (x + TERRAIN_STEP, y - 4 * TERRAIN_STEP),
-                    (x, y - 4 * TERRAIN_STEP),
-                ]
-                self._static_poly(poly)
-                self._static_poly([(p[0] + TERRAIN_STEP * pit_gap, p[1]) for p in poly])
-                self.obstacles.append(("pit", x + TERRAIN_STEP, width))
-                counter += 2
-                original_y = y
-            elif kind == "pit":
-                y = original_y
-                if counter > 1:
-                    y -= 4 * TERRAIN_STEP
-                if counter == 1:
-                    self.terrain_x[-1] -= pit_diff * TERRAIN_STEP
-                    pit_diff = 0.0
-            elif kind == "stump" and oneshot:
-                self._dcd_stump(x, y)
-            elif kind == "stairs" and oneshot:
-                rng = self.np_random
-                height = float(rng.uniform(*c["stair_height"]))
-                slope = 1 if rng.rand() > 0.5 else -1
-                width = int(rng.randint(*c["stair_width"]))
-                steps = int(rng.randint(*c["stair_steps"]))
-                original_y, stair = y, (height, slope, width, steps)
-                if height > dcd.STAIR_HEIGHT_EPS:
-                    for k in range(steps):
-                        x0, x1 = x + k * width * TERRAIN_STEP, x + (1 + k) * width * TERRAIN_STEP
-                        top = y + k * height * slope * TERRAIN_STEP
-                        bottom = y + (-height + k * height * slope) * TERRAIN_STEP
-                        self._static_poly([(x0, top), (x1, top), (x1, bottom), (x0, bottom)])
-                    self.obstacles.append(("stairs", x, float(steps)))
-                    counter = steps * width + 1
-            elif kind == "stairs":
-                height, slope, width, steps = stair
-                n = (steps * width - counter) // width
-                y = original_y + n * height * slope * TERRAIN_STEP - (height if slope == -1 else 0) * TERRAIN_STEP
-            oneshot = False
-            self.terrain_y.append(y)
-            counter -= 1
-            if counter == 0:
-                counter = int(self.np_random.randint(TERRAIN_GRASS // 2, TERRAIN_GRASS))
-                if state == GRASS and self.enabled_kinds:
-                    state = int(self.np_random.randint(1, len(self.enabled_kinds) + 1))
-                else:
-                    state = GRASS
-                oneshot = True
-        self._build_ground()
+    def _dcd_stairs(self, x: float, y: float) -> tuple[float, int, int, int]:
+        """Stairs as dcd draws them: a height, up or down, a width and a number of steps; each
+        step a block; (height, slope, width, steps)."""
+        rng, c = self.np_random, self.dcd_config
+        height = float(rng.uniform(*c["stair_height"]))
+        slope = 1 if rng.random() > 0.5 else -1
+        width = int(rng.randint(*c["stair_width"]))
+        steps = int(rng.randint(*c["stair_steps"]))
+        if height > dcd.STAIR_HEIGHT_EPS:
+            for k in range(steps):
+                x0, x1 = x + k * width * TERRAIN_STEP, x + (1 + k) * width * TERRAIN_STEP
+                top = y + k * height * slope * TERRAIN_STEP
+                bottom = y + (-height + k * height * slope) * TERRAIN_STEP
+                self._static_poly([(x0, top), (x1, top), (x1, bottom), (x0, bottom)])
+            self.obstacles.append(("stairs", x, float(steps)))
+        return height, slope, width, steps
 
     def _build_ground(self) -> None:
         """Box2D edges and drawing polygons along terrain_x / terrain_y, as gymnasium builds them."""
