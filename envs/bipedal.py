@@ -1,5 +1,5 @@
 """POET's BipedalWalker family: gymnasium's Box2D walker on a course built from POET's params,
-or from dcd's 8-D level vector (`envs.bipedal_dcd`: stairs too, the course as dcd builds it).
+or from dcd's 8-D level vector (`envs.dcd_levels`: stairs too, the course as dcd builds it).
 
 The parameters are the `terrain` family's (same names, ranges, units and mutation rules):
 `roughness` in [0, 10], `pit_gap` and `stump_height` each [] (disabled) or [lo, hi]. This
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from gymnasium.utils import EzPickle
 
-from envs import bipedal_dcd as dcd
+from envs import dcd_levels as dcd
 from envs.base import BIPEDAL_SCORES, EnvParamError, EnvParams
 from envs.profile import CourseProfile
 from envs.terrain import TerrainFamily, describe
@@ -112,8 +112,8 @@ class BipedalTerrainEnv(BipedalWalker):
     at its left side, size its height in TERRAIN_STEP units); x_start in metres.
     """
 
-    dcd_config: dict | None = None  # a dcd level's built config (`bipedal_dcd.config_of`); None: POET's
-    gym_hardcore = False  # gym's hardcore course (`bipedal_dcd.HARDCORE`)
+    dcd_config: dict | None = None  # a dcd level's built config (`dcd_levels.config_of`); None: POET's
+    gym_hardcore = False  # gym's hardcore course (`dcd_levels.HARDCORE`)
     _dcd_rng: np.random.RandomState | None = None  # gym 0.15's stream, seeded at each reset
 
     @property
@@ -400,7 +400,7 @@ DCD_CURRICULA = ("accel", "robust_plr", "dr")  # trained on dcd's level space by
 
 class BipedalFamily:
     """POET's BipedalWalker family: terrain's params and mutation on gymnasium's Box2D walker,
-    or dcd's 8-D level space (`level_space: dcd`, `envs.bipedal_dcd`)."""
+    or dcd's 8-D level space (`level_space: dcd`, `envs.dcd_levels`)."""
 
     name = FAMILY
     defaults = BIPEDAL_SCORES  # POET's thresholds
@@ -437,41 +437,40 @@ class BipedalFamily:
         return EnvParams.create(FAMILY, child.values)
 
     def edit(self, params: EnvParams, rng: np.random.Generator, edits: int = 1) -> EnvParams:
-        """ACCEL's edit: dcd's `mutate_level` on the level's vector (`bipedal_dcd.edit_vector`;
+        """ACCEL's edit: dcd's `mutate_level` on the level's vector (`dcd_levels.edit_vector`;
         of a 5-D level, terrain's `edit`, dcd's POET mode)."""
         if dcd.is_dcd_level(params.values):
             validate_level(params)
-            return EnvParams.create(FAMILY, dcd.from_vector(dcd.edit_vector(dcd.vector(params.values), rng, edits)))
+            return EnvParams.create(FAMILY, dcd.edit(params.values, rng, edits))
         return EnvParams.create(FAMILY, _delegate("edit", params, rng, edits).values)
 
     def interpolate(self, start: EnvParams, target: EnvParams, t: float) -> EnvParams:
         """The course a fraction `t` of the way from `start` to `target` (terrain's
         `interpolate`; of two dcd levels, each number of the vector on the straight line)."""
         if dcd.is_dcd_level(start.values) and dcd.is_dcd_level(target.values):
-            a, b = (np.array(dcd.vector(p.values)) for p in (start, target))
-            return EnvParams.create(FAMILY, dcd.from_vector((1 - t) * a + t * b))
+            return EnvParams.create(FAMILY, dcd.interpolate(start.values, target.values, t))
         a, b = (EnvParams.create(_TERRAIN.name, p.values) for p in (start, target))
         return EnvParams.create(FAMILY, _TERRAIN.interpolate(a, b, t).values)
 
     def sample_easy(self, rng: np.random.Generator) -> EnvParams:
-        """A random easy course, where ACCEL starts: dcd's easy ranges (`bipedal_dcd.EASY_RANGES`)
+        """A random easy course, where ACCEL starts: dcd's easy ranges (`dcd_levels.EASY_RANGES`)
         or terrain's `sample_easy`."""
         if self._dcd:
-            return EnvParams.create(FAMILY, dcd.from_vector(dcd.sample_vector(rng, dcd.EASY_RANGES)))
+            return EnvParams.create(FAMILY, dcd.sample_easy(rng))
         return EnvParams.create(FAMILY, _TERRAIN.sample_easy(rng).values)
 
     def test_levels(self) -> dict[str, EnvParams]:
-        """The held-out courses: dcd's test suite (`bipedal_dcd.SUITE`), or the terrain
+        """The held-out courses: dcd's test suite (`dcd_levels.SUITE`), or the terrain
         family's on the walker."""
         if self._dcd:
             return {name: EnvParams.create(FAMILY, values) for name, values in dcd.SUITE.items()}
         return {name: EnvParams.create(FAMILY, p.values) for name, p in _TERRAIN.test_levels().items()}
 
     def sample(self, rng: np.random.Generator) -> EnvParams:
-        """A random course over the whole range: dcd's `reset_random` (`bipedal_dcd.sample_vector`)
+        """A random course over the whole range: dcd's `reset_random` (`dcd_levels.sample_vector`)
         or terrain's `sample`."""
         if self._dcd:
-            return EnvParams.create(FAMILY, dcd.from_vector(dcd.sample_vector(rng, dcd.full_ranges())))
+            return EnvParams.create(FAMILY, dcd.sample(rng))
         return EnvParams.create(FAMILY, _TERRAIN.sample(rng).values)
 
     def validate(self, params: EnvParams) -> None:
@@ -484,12 +483,12 @@ class BipedalFamily:
         criteria name no stairs)."""
         _refuse_hardcore(params, "class")
         if dcd.is_dcd_level(params.values):
-            return terrain_difficulty(dcd.config_of(params.values))
+            return terrain_difficulty(dcd.poet_view(params.values))
         return _delegate("difficulty", params)
 
     def features(self, params: EnvParams) -> np.ndarray:
         """[roughness, pit_lo, pit_hi, stump_lo, stump_hi]; a disabled group reads 0, 0. A dcd
-        level's: its level vector (`bipedal_dcd.vector`)."""
+        level's: its level vector (`dcd_levels.vector`)."""
         _refuse_hardcore(params, "features")
         if dcd.is_dcd_level(params.values):
             validate_level(params)
@@ -500,16 +499,7 @@ class BipedalFamily:
         """One scalar per column, as the terrain family's; a dcd level's built ranges (0, 0
         and *_enabled 0 when off) and its stair steps."""
         _refuse_hardcore(params, "columns")
-        if not dcd.is_dcd_level(params.values):
-            return _delegate("flat", params)
-        validate_level(params)
-        c = dcd.config_of(params.values)
-        out = {"roughness": c["roughness"]}
-        for name in dcd.RANGE_PAIRS:
-            lo, hi = c[name] or [0.0, 0.0]
-            out[f"{name}_lo"], out[f"{name}_hi"], out[f"{name}_enabled"] = lo, hi, float(bool(c[name]))
-        out["stair_steps"] = float(params.values["stair_steps"])
-        return out
+        return dcd.flat(params.values) if dcd.is_dcd_level(params.values) else _delegate("flat", params)
 
     def renew(self, env: BipedalTerrainEnv) -> bool:
         """A used env is as good as new: its reset builds a new Box2D world and the course from the seed."""
@@ -520,7 +510,7 @@ class BipedalFamily:
         return BipedalTerrainEnv(params, render_mode=render_mode, max_episode_steps=self.max_episode_steps)
 
     def level_sets(self) -> dict[str, dict[str, list[EnvParams]]]:
-        """dcd's named test levels (`bipedal_dcd.level_sets`): set -> level -> the params of
+        """dcd's named test levels (`dcd_levels.level_sets`): set -> level -> the params of
         each episode, episode k pinned to course seed k."""
         return {
             name: {
@@ -531,7 +521,7 @@ class BipedalFamily:
         }
 
     def published_results(self, name: str) -> dict[str, dict[str, dict[str, float]]]:
-        """dcd's numbers for its test suite ("dcd": `bipedal_dcd.published_results`), none for
+        """dcd's numbers for its test suite ("dcd": `dcd_levels.published_results`), none for
         the other sets."""
         return dcd.published_results() if name == "dcd" else {}
 

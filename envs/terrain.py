@@ -26,6 +26,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs import _raster, terrain_core
+from envs import dcd_levels as dcd
 from envs.base import BIPEDAL_SCORES, EnvParamError, EnvParams
 from envs.kernel import KernelData, RowKernel
 from envs.profile import CourseProfile, runs, span_text
@@ -46,7 +47,19 @@ from envs.terrain_core import (  # noqa: F401  (part of this module's API)
     X,
     Y,
 )
-from envs.terrain_course import PIT_SCALE, ROUGH_GAIN, START_PAD, STUMP_SCALE, build_course, n_cells_for  # noqa: F401  (part of this module's API)
+from envs.terrain_course import (  # noqa: F401  (part of this module's API)
+    PIT_KIND,
+    PIT_SCALE,
+    ROUGH_GAIN,
+    STAIR_SCALE,
+    STAIR_WIDTH,
+    STAIRS_KIND,
+    START_PAD,
+    STUMP_KIND,
+    STUMP_SCALE,
+    build_course,
+    n_cells_for,
+)
 
 FAMILY = "terrain"
 
@@ -68,10 +81,12 @@ class Course:
     pit: np.ndarray  # bool
     rim: np.ndarray  # height of the ground just before the pit (pit cells; 0 elsewhere)
     stump: np.ndarray  # bool
-    slope: np.ndarray  # gradient of the smooth ground (0 on stumps and pits)
+    stair: np.ndarray  # bool: a cell of a stair step
+    slope: np.ndarray  # gradient of the smooth ground (0 on stumps, stair steps and pits)
     table: np.ndarray  # (n_cells, 4) float64: height, slope, pit (0/1), fall level
-    # per obstacle in course order: is it a pit, its first cell, pit width m | stump height m
-    obstacle_arrays: tuple[np.ndarray, np.ndarray, np.ndarray]
+    # per obstacle in course order: its kind (`STUMP_KIND`, `PIT_KIND`, `STAIRS_KIND`), its first cell,
+    # pit width m | stump height m | stair step height m, and a staircase's steps (else 0)
+    obstacle_arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
     @property
     def n_cells(self) -> int:
@@ -80,12 +95,12 @@ class Course:
 
     @cached_property
     def obstacles(self) -> tuple[tuple[str, float, float], ...]:
-        """(kind, x_start m, pit width m | stump height m) per obstacle, in course order (built
-        when first read: the rollouts never read it)."""
-        is_pit, first, size = self.obstacle_arrays
+        """(kind, x_start m, pit width m | stump height m | stair step height m) per obstacle,
+        in course order (built when first read: the rollouts never read it)."""
+        code, first, size, _ = self.obstacle_arrays
+        names = {STUMP_KIND: "stump", PIT_KIND: "pit", STAIRS_KIND: "stairs"}
         return tuple(
-            ("pit" if p else "stump", float(i * RES), float(z))
-            for p, i, z in zip(is_pit.tolist(), first.tolist(), size.tolist())
+            (names[k], float(i * RES), float(z)) for k, i, z in zip(code.tolist(), first.tolist(), size.tolist())
         )
 
 
@@ -106,15 +121,29 @@ COURSE_CACHE = 256
 
 @lru_cache(maxsize=COURSE_CACHE)
 def _course_of(params: EnvParams, seed: int, course_length: float) -> Course:
-    return course_from_values(*_checked_values(params), seed, course_length)
+    roughness, pit_gap, stump_height = _checked_values(params)
+    stairs = _stairs_of(params)
+    return course_from_values(roughness, pit_gap, stump_height, seed, course_length, *stairs)
+
+
+def _stairs_of(params: EnvParams) -> tuple[tuple[float, ...], int]:
+    """A dcd level's stairs as the course builds them: the step height range and dcd's
+    `randint` bound of steps; none for POET's levels."""
+    if not dcd.is_dcd_level(params.values):
+        return (), 0
+    c = dcd.config_of(params.values)
+    return _as_range(c["stair_height"]), (c["stair_steps"] or [0])[0]
 
 
 @lru_cache(maxsize=4 * COURSE_CACHE)
-def _checked_values(params: EnvParams) -> tuple[float, tuple[float, ...], tuple[float, ...]]:
+def _checked_values(params: EnvParams) -> tuple[Any, ...]:
     # once per params, not per course: a fresh course per episode reuses its level's params
     validate_params(params)
     v = params.values
-    return float(v["roughness"]), _as_range(v["pit_gap"]), _as_range(v["stump_height"])
+    if not dcd.is_dcd_level(v):
+        return float(v["roughness"]), _as_range(v["pit_gap"]), _as_range(v["stump_height"])
+    c = dcd.config_of(v)  # dcd's level: the ranges it builds, in this family's units
+    return c["roughness"], _as_range(c["pit_gap"]), _as_range(c["stump_height"])
 
 
 def _as_range(value: Sequence[float]) -> tuple[float, ...]:
@@ -122,17 +151,20 @@ def _as_range(value: Sequence[float]) -> tuple[float, ...]:
 
 
 def course_from_values(
-    roughness: float, pit_gap: tuple[float, ...], stump_height: tuple[float, ...], seed: int, course_length: float
+    roughness: float,
+    pit_gap: tuple[float, ...],
+    stump_height: tuple[float, ...],
+    seed: int,
+    course_length: float,
+    stair_height: tuple[float, ...] = (),
+    stair_steps: int = 0,
 ) -> Course:
     """The course of these param values and seed, built anew and not validated (the
     feasibility study also builds courses beyond the family's range)."""
-    base, height, pit, rim, stump, slope, table, is_pit, first, size = build_course(
-        roughness, pit_gap, stump_height, seed, course_length
-    )
-    arrays = [base, height, pit, rim, stump, slope, table, is_pit, first, size]
+    arrays = build_course(roughness, pit_gap, stump_height, seed, course_length, stair_height, stair_steps)
     for a in arrays:
         a.flags.writeable = False  # shared through the cache
-    return Course(course_length, base, height, pit, rim, stump, slope, table, (is_pit, first, size))
+    return Course(course_length, *arrays[:8], tuple(arrays[8:]))
 
 
 def ground_course(base: np.ndarray, course_length: float) -> Course:
@@ -146,10 +178,10 @@ def ground_course(base: np.ndarray, course_length: float) -> Course:
     table = np.empty((n, 4))
     table[:, H], table[:, SLOPE], table[:, PIT], table[:, KILL] = base, slope, 0.0, -np.inf
     none = np.zeros(n, dtype=bool)
-    arrays = [base, base.copy(), none, np.zeros(n), none.copy(), slope, table]
+    arrays = [base, base.copy(), none, np.zeros(n), none.copy(), none.copy(), slope, table]
     for a in arrays:
         a.flags.writeable = False
-    no_obstacles = np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64), np.zeros(0)
+    no_obstacles = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64)
     return Course(float(course_length), *arrays, no_obstacles)
 
 
@@ -161,6 +193,10 @@ def validate_params(params: EnvParams) -> None:
     if params.family != FAMILY:
         raise EnvParamError(FAMILY, "family", f"expected family {FAMILY!r}, got {params.family!r}")
     values = params.values
+    if dcd.is_dcd_level(values):  # dcd's 8-D level: dcd's ranges
+        for field, problem in dcd.problems(values)[:1]:
+            raise EnvParamError(FAMILY, field, problem)
+        return
     for name in PARAM_NAMES:
         if name not in values:
             raise EnvParamError(FAMILY, name, "missing")
@@ -476,9 +512,10 @@ def describe(values: dict[str, Any]) -> str:
 
 def course_profile(course: Course, description: str = "", seed: int | None = None) -> CourseProfile:
     """The whole course (start pad to the end of the run-out) in metres: the ground (none over
-    a pit: pits are bottomless here), the stumps standing on it, the start pad and the finish."""
+    a pit: pits are bottomless here; over stairs, their steps' tops), the stumps standing on
+    it, the start pad and the finish."""
     x = np.arange(course.n_cells) * RES
-    ground = np.where(course.pit, np.nan, course.base)
+    ground = np.where(course.pit, np.nan, np.where(course.stair, course.height, course.base))
     pits = tuple((a * RES, b * RES) for a, b in runs(course.pit))
     stumps = tuple(
         (a * RES, b * RES, float(course.base[a:b].min()), float(course.height[a:b].max()))
@@ -494,7 +531,8 @@ def _draw_ground(img: np.ndarray, course: Course, col_x: np.ndarray, bottom: flo
     h = img.shape[0]
     cells = np.clip(np.floor(col_x / RES).astype(np.int64), 0, course.n_cells - 1)
     solid = ~course.pit[cells]
-    base_row = h - (course.base[cells] - bottom) * ppm
+    ground = np.where(course.stair[cells], course.height[cells], course.base[cells])  # a stair step is ground
+    base_row = h - (ground - bottom) * ppm
     top_row = np.where(course.stump[cells], h - (course.height[cells] - bottom) * ppm, base_row)
     _raster.fill_columns(img, base_row, DIRT, mask=solid)
     _raster.fill_columns(img, base_row, GRASS, bottom=base_row + 3, mask=solid)
@@ -524,10 +562,11 @@ def difficulty(values: dict[str, Any]) -> int:
 
 def realised_sizes(course: Course) -> dict[str, float]:
     """The widest pit and the tallest stump a course holds, in the params' units (0 without)."""
-    is_pit, _, size = course.obstacle_arrays
+    code, _, size, _ = course.obstacle_arrays
+    pits, stumps = code == PIT_KIND, code == STUMP_KIND
     return {
-        "widest_pit": float(size[is_pit].max()) / PIT_SCALE if is_pit.any() else 0.0,
-        "tallest_stump": float(size[~is_pit].max()) / STUMP_SCALE if (~is_pit).any() else 0.0,
+        "widest_pit": float(size[pits].max()) / PIT_SCALE if pits.any() else 0.0,
+        "tallest_stump": float(size[stumps].max()) / STUMP_SCALE if stumps.any() else 0.0,
     }
 
 
@@ -558,6 +597,14 @@ TEST_LEVELS: dict[str, dict[str, Any]] = {
 }
 
 
+LEVEL_SPACES = ("poet", "dcd")
+
+
+def _poet_values(values: dict[str, Any]) -> dict[str, Any]:
+    """POET's 5-D view of a level (a dcd level: the pits, stumps and roughness it builds)."""
+    return dcd.poet_view(values) if dcd.is_dcd_level(values) else values
+
+
 class TerrainFamily:
     """POET's BipedalWalker terrain parameters on a fast numpy runner."""
 
@@ -568,7 +615,12 @@ class TerrainFamily:
     version = 2
     defaults = BIPEDAL_SCORES  # POET's thresholds
 
-    def __init__(self, course_length: float = 80.0, max_episode_steps: int = 600):
+    def __init__(self, course_length: float = 80.0, max_episode_steps: int = 600, level_space: str = "poet"):
+        if level_space not in LEVEL_SPACES:
+            raise ValueError(f"option level_space must be one of {', '.join(LEVEL_SPACES)}, got {level_space!r}")
+        # where new levels come from (`initial`, `sample`, `sample_easy`, `test_levels`): POET's
+        # 5-D space or dcd's 8-D one, stairs included (`envs.dcd_levels`, in this family's units)
+        self.level_space = level_space
         if isinstance(course_length, bool) or not isinstance(course_length, (int, float)):
             raise ValueError(f"option course_length must be a number, got {type(course_length).__name__}")
         if not (math.isfinite(course_length) and course_length >= 2 * START_PAD):
@@ -582,12 +634,17 @@ class TerrainFamily:
         self.action_space = action_space()
 
     def initial(self) -> EnvParams:
-        """The flat course: no roughness, no pits, no stumps."""
+        """The flat course: no roughness, no pits, no stumps (no stairs)."""
+        if self.level_space == "dcd":
+            return EnvParams.create(FAMILY, dcd.level())
         return EnvParams.create(FAMILY, {"roughness": 0.0, "pit_gap": [], "stump_height": []})
 
     def mutate(self, params: EnvParams, rng: np.random.Generator) -> EnvParams:
-        """POET's reproduce op: all three groups move on every call."""
+        """POET's reproduce op: all three groups move on every call. POET's paper defines no
+        mutation of dcd's 8-D levels, and none is here."""
         self.validate(params)
+        if dcd.is_dcd_level(params.values):
+            raise EnvParamError(FAMILY, "level_space", "POET's mutation is of its 5-D levels; use level_space: poet")
         v = params.values
         roughness = round(float(v["roughness"]) + rng.uniform(-ROUGH_STEP, ROUGH_STEP), 1)
         roughness = min(max(roughness, 0.0), ROUGH_MAX) + 0.0  # + 0.0 turns -0.0 into 0.0
@@ -597,15 +654,21 @@ class TerrainFamily:
 
     def edit(self, params: EnvParams, rng: np.random.Generator, edits: int = 1) -> EnvParams:
         """ACCEL's edit (dcd's BipedalWalker `mutate_level` in its POET mode): `edit_vector`
-        on the course's [roughness, pit_lo, pit_hi, stump_lo, stump_hi]."""
+        on the course's [roughness, pit_lo, pit_hi, stump_lo, stump_hi]; of a dcd level, dcd's
+        own `mutate_level` (`dcd_levels.edit`)."""
         self.validate(params)
+        if dcd.is_dcd_level(params.values):
+            return EnvParams.create(FAMILY, dcd.edit(params.values, rng, edits))
         return from_edit_vector(edit_vector(self.features(params), rng, edits))
 
     def sample(self, rng: np.random.Generator) -> EnvParams:
         """A random course, as dcd's BipedalWalker `reset_random` in its POET mode draws one:
         roughness, both pit-gap ends and both stump-height ends uniform over their ranges
         (ends sorted); a group whose upper end falls below its smallest enabled value (pits
-        0.8, stumps this family's 0.4; dcd's 0.2) is off."""
+        0.8, stumps this family's 0.4; dcd's 0.2) is off. With `level_space: dcd`, dcd's own
+        `reset_random` over its 8 numbers (`dcd_levels.sample`)."""
+        if self.level_space == "dcd":
+            return EnvParams.create(FAMILY, dcd.sample(rng))
         roughness = float(rng.uniform(0.0, ROUGH_MAX))
         pit = sorted(float(x) for x in rng.uniform(0.0, PIT_MAX, size=2))
         stump = sorted(float(x) for x in rng.uniform(0.0, STUMP_MAX, size=2))
@@ -621,7 +684,10 @@ class TerrainFamily:
     def sample_easy(self, rng: np.random.Generator) -> EnvParams:
         """A random easy course, as dcd's BipedalWalker "Easy" levels (where ACCEL starts):
         roughness uniform in [0, 0.6], pits [0, 0.8], stumps [0, 0.4] (dcd's easy stump range
-        is [0, 0.4] too; its easy ranges fix the pit and stump ends)."""
+        is [0, 0.4] too; its easy ranges fix the pit and stump ends). With `level_space: dcd`,
+        dcd's easy ranges over its 8 numbers."""
+        if self.level_space == "dcd":
+            return EnvParams.create(FAMILY, dcd.sample_easy(rng))
         return EnvParams.create(
             FAMILY,
             {
@@ -635,9 +701,12 @@ class TerrainFamily:
         """The course a fraction `t` of the way from `start` to `target` (a direct path): every
         number moves linearly (an obstacle group that is off counts as [0, 0]), rounded to
         0.01; a group whose upper end is still below its smallest enabled value is off.
-        t = 0 gives `start`, t = 1 gives `target`."""
+        t = 0 gives `start`, t = 1 gives `target`. Between two dcd levels: each of their 8
+        numbers on the line."""
         self.validate(start)
         self.validate(target)
+        if dcd.is_dcd_level(start.values) and dcd.is_dcd_level(target.values):
+            return EnvParams.create(FAMILY, dcd.interpolate(start.values, target.values, t))
         if t <= 0.0 or t >= 1.0:
             return EnvParams.create(FAMILY, (start if t <= 0.0 else target).values)
         a, b = start.values, target.values
@@ -653,7 +722,12 @@ class TerrainFamily:
 
     def test_levels(self) -> dict[str, EnvParams]:
         """Hand-made held-out courses, by name, each harder in one way, then in all: the fixed
-        set every curriculum is measured on (`evaluation.test_every`)."""
+        set every curriculum is measured on (`evaluation.test_every`). With `level_space:
+        dcd`: dcd's test suite in its 8-D space, as this family's analogues (not gym's hardcore
+        course, which is Box2D's own)."""
+        if self.level_space == "dcd":
+            named = {k: v for k, v in dcd.SUITE.items() if dcd.is_dcd_level(v)}
+            return {name: EnvParams.create(FAMILY, values) for name, values in named.items()}
         return {name: EnvParams.create(FAMILY, values) for name, values in TEST_LEVELS.items()}
 
     def validate(self, params: EnvParams) -> None:
@@ -663,21 +737,27 @@ class TerrainFamily:
     def difficulty(self, params: EnvParams) -> int:
         """The POET paper's class of the course, 0 (easy) to 3 (extremely challenging): `difficulty`."""
         self.validate(params)
-        return difficulty(params.values)
+        return difficulty(_poet_values(params.values))
 
     def realised_difficulty(self, params: EnvParams, seed: int) -> int:
         """The class of the course these params build at this seed (`course_difficulty`)."""
         self.validate(params)
-        return course_difficulty(self.course(params, seed), params.values["roughness"])
+        return course_difficulty(self.course(params, seed), _poet_values(params.values)["roughness"])
 
     def features(self, params: EnvParams) -> np.ndarray:
-        """[roughness, pit_lo, pit_hi, stump_lo, stump_hi]; a disabled group reads 0, 0."""
+        """[roughness, pit_lo, pit_hi, stump_lo, stump_hi]; a disabled group reads 0, 0. A dcd
+        level's: its level vector (`dcd_levels.vector`)."""
+        if dcd.is_dcd_level(params.values):
+            return np.array(dcd.vector(params.values), dtype=np.float64)
         v = params.values
         groups = [*(v["pit_gap"] or [0.0, 0.0]), *(v["stump_height"] or [0.0, 0.0])]
         return np.array([v["roughness"], *groups], dtype=np.float64)
 
     def flat(self, params: EnvParams) -> dict[str, float]:
-        """One scalar per column; a disabled group reads 0.0 with its *_enabled flag 0.0."""
+        """One scalar per column; a disabled group reads 0.0 with its *_enabled flag 0.0 (a dcd
+        level's: `dcd_levels.flat`)."""
+        if dcd.is_dcd_level(params.values):
+            return dcd.flat(params.values)
         v = params.values
         out = {"roughness": float(v["roughness"])}
         for name in ("pit_gap", "stump_height"):
@@ -709,4 +789,5 @@ class TerrainFamily:
 
     def course_profile(self, params: EnvParams, seed: int = 0) -> CourseProfile:
         """The whole course of (params, seed), in metres, for drawing (`envs.profile`)."""
-        return course_profile(self.course(params, seed), describe(params.values), int(seed))
+        text = dcd.describe(params.values) if dcd.is_dcd_level(params.values) else describe(params.values)
+        return course_profile(self.course(params, seed), text, int(seed))

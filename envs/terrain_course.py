@@ -35,6 +35,12 @@ PIT_SCALE = 0.8125  # metres per pit_gap unit
 STUMP_SCALE = 0.292  # metres per stump_height unit
 STUMP_WIDTH = 1.0
 _STUMP_CELLS = int(round(STUMP_WIDTH / RES))
+# dcd's stairs on this runner: a step's height in the stumps' units, its width dcd's 4 steps
+# in the pits' units (dcd: 4 TERRAIN_STEPs per stair step; here 4 x 0.8125 m)
+STAIR_SCALE = STUMP_SCALE
+STAIR_WIDTH = 4 * PIT_SCALE
+_STAIR_CELLS = int(round(STAIR_WIDTH / RES))
+STUMP_KIND, PIT_KIND, STAIRS_KIND = 0, 1, 2  # the kind codes of a course's obstacles
 
 
 def n_cells_for(course_length: float) -> int:
@@ -47,9 +53,14 @@ def walk_samples(n_cells: int) -> int:
     return int(math.ceil((n_cells - 1) * RES / WALK_STEP)) + 1
 
 
-def obstacle_kinds(pit_gap: tuple[float, ...], stump_height: tuple[float, ...]) -> np.ndarray:
-    """One row per enabled kind, pits first: (is_pit, lo, hi, metres per unit)."""
-    rows = [(1.0, *pit_gap, PIT_SCALE)] * bool(pit_gap) + [(0.0, *stump_height, STUMP_SCALE)] * bool(stump_height)
+def obstacle_kinds(
+    pit_gap: tuple[float, ...], stump_height: tuple[float, ...], stair_height: tuple[float, ...] = ()
+) -> np.ndarray:
+    """One row per enabled kind, pits first, then stumps, then stairs: (kind code, lo, hi,
+    metres per unit)."""
+    rows = [(float(PIT_KIND), *pit_gap, PIT_SCALE)] * bool(pit_gap)
+    rows += [(float(STUMP_KIND), *stump_height, STUMP_SCALE)] * bool(stump_height)
+    rows += [(float(STAIRS_KIND), *stair_height, STAIR_SCALE)] * bool(stair_height)
     return np.array(rows, dtype=np.float64).reshape(-1, 4)
 
 
@@ -57,22 +68,34 @@ CourseArrays = tuple[np.ndarray, ...]
 
 
 def build_course(
-    roughness: float, pit_gap: tuple[float, ...], stump_height: tuple[float, ...], seed: int, course_length: float
+    roughness: float,
+    pit_gap: tuple[float, ...],
+    stump_height: tuple[float, ...],
+    seed: int,
+    course_length: float,
+    stair_height: tuple[float, ...] = (),
+    stair_steps: int = 0,
 ) -> CourseArrays:
-    """The arrays of one course: (base, height, pit, rim, stump, slope, table, obstacle is_pit,
-    obstacle first cell, obstacle size in metres).
+    """The arrays of one course: (base, height, pit, rim, stump, stair, slope, table, obstacle
+    kind code, obstacle first cell, obstacle size in metres, obstacle steps).
 
     The draws, in this order from numpy's PCG64 stream seeded with `seed`: a uniform kick in
     [-1, 1) per walk sample (drawn always, so roughness never shifts the obstacles); then,
     when an obstacle kind is enabled, per obstacle slot a grass length in [GRASS_MIN,
-    GRASS_MAX), a kind and a uniform position within the kind's range.
+    GRASS_MAX), a kind and a uniform position within the kind's range; then, with stairs
+    enabled, three numbers in [0, 1) per slot: the kind among three, the stairs' direction
+    and their number of steps, from 0 to `stair_steps` - 1 as dcd draws `randint(stair_steps)`.
+    A course without stairs draws nothing more, so it is the course these draws gave before
+    stairs existed.
     """
     n = n_cells_for(course_length)
-    kinds = obstacle_kinds(pit_gap, stump_height)
+    kinds = obstacle_kinds(pit_gap, stump_height, stair_height)
     slots = int(course_length // GRASS_MIN) + 1 if len(kinds) else 0  # more than can fit
     finish = min(int(round(course_length / RES)), n - 1)
     walk = walk_samples(n)
-    return _layout(entropy_words(seed), kinds, float(roughness), n, walk, slots, float(course_length), finish)
+    return _layout(
+        entropy_words(seed), kinds, float(roughness), n, walk, slots, float(course_length), finish, int(stair_steps)
+    )
 
 
 @numba.njit(cache=True)
@@ -85,26 +108,43 @@ def _layout(
     slots: int,
     course_length: float,
     finish: int,
+    stair_steps: int,
 ) -> CourseArrays:
     # the draws, as `np.random.Generator(np.random.PCG64(seed))` gives them: the kicks and the
     # grass lengths follow each other in the stream (uniform(a, b) is a + (b - a) * random()),
-    # then the kinds (integers(1) draws nothing) and the positions
+    # then the kinds (integers(1) draws nothing) and the positions; then, only with stairs,
+    # three doubles per slot (`build_course`)
     state = pcg64(generate_state(entropy, 8))
     doubles = random_doubles(state, walk_n + slots)
-    pick = coin_flips(state, slots) if kinds.shape[0] == 2 else np.zeros(slots, dtype=np.int64)
+    n_kinds = kinds.shape[0]
+    pick = coin_flips(state, slots) if n_kinds == 2 else np.zeros(slots, dtype=np.int64)
     position = random_doubles(state, slots)
+    stairs_on = n_kinds > 0 and kinds[n_kinds - 1, 0] == STAIRS_KIND
+    extra = random_doubles(state, 3 * slots) if stairs_on else np.zeros(3 * slots)
+    if n_kinds == 3:
+        for i in range(slots):
+            pick[i] = min(np.int64(extra[3 * i] * 3.0), 2)
 
     # ---- obstacles: grass stretches alternating with obstacles, up to the finish
-    is_pit = np.zeros(slots, dtype=np.bool_)
+    code = np.zeros(slots, dtype=np.int64)
     size = np.zeros(slots)
+    steps = np.zeros(slots, dtype=np.int64)
+    rise = np.zeros(slots)  # a staircase's direction: +1 up, -1 down
     x0 = np.zeros(slots)
     fits, total = 0, 0.0
     for i in range(slots):
         kind = kinds[pick[i]]
         lo, hi = kind[1], kind[2]
-        is_pit[i] = kind[0] > 0.5
+        code[i] = np.int64(kind[0])
         size[i] = (lo + (hi - lo) * (0.0 + 1.0 * position[i])) * kind[3]
-        extent = size[i] if is_pit[i] else STUMP_WIDTH
+        if code[i] == PIT_KIND:
+            extent = size[i]
+        elif code[i] == STUMP_KIND:
+            extent = STUMP_WIDTH
+        else:
+            rise[i] = 1.0 if extra[3 * i + 1] > 0.5 else -1.0
+            steps[i] = min(np.int64(extra[3 * i + 2] * stair_steps), max(stair_steps - 1, 0))
+            extent = steps[i] * STAIR_WIDTH
         grass = GRASS_MIN + (GRASS_MAX - GRASS_MIN) * doubles[walk_n + i]
         total = total + (grass + extent)
         end = START_PAD + total
@@ -113,17 +153,30 @@ def _layout(
         x0[i] = end - extent
         fits = i + 1
 
-    # ---- their cells; a pit narrower than half a cell is no pit
+    # ---- their cells; a pit narrower than half a cell is no pit, stairs of no step none
     first = np.zeros(fits, dtype=np.int64)
     last = np.zeros(fits, dtype=np.int64)
     kept = 0
     for i in range(fits):
         a = np.int64(np.rint(x0[i] / RES))
-        b = a + (np.int64(np.rint(size[i] / RES)) if is_pit[i] else _STUMP_CELLS)
+        if code[i] == PIT_KIND:
+            b = a + np.int64(np.rint(size[i] / RES))
+        elif code[i] == STUMP_KIND:
+            b = a + _STUMP_CELLS
+        else:
+            b = a + steps[i] * _STAIR_CELLS
         if b > a:
-            is_pit[kept], size[kept], first[kept], last[kept] = is_pit[i], size[i], a, b
+            code[kept], size[kept], first[kept], last[kept] = code[i], size[i], a, b
+            steps[kept], rise[kept] = steps[i], rise[i]
             kept += 1
-    is_pit, size, first, last = is_pit[:kept], size[:kept], first[:kept], last[:kept]
+    code, size, first, last, steps, rise = (
+        code[:kept],
+        size[:kept],
+        first[:kept],
+        last[:kept],
+        steps[:kept],
+        rise[:kept],
+    )
     inside = np.zeros(n, dtype=np.int64)  # 1 + the obstacle covering a cell, 0 on open ground
     for k in range(kept):
         inside[first[k] : min(last[k], n)] = k + 1
@@ -179,23 +232,43 @@ def _layout(
                 walk_slope[i] = 0.0
         walk_slope[n - 1] = 0.0
 
-    # ---- cut the pits and raise the stumps; the ground is level across each
+    # ---- stairs move the ground after them: up by their steps but the first, down by all
+    # (dcd's stairs: the first step up is flush with the ground, the first step down below it)
     height = base.copy()
+    if stairs_on:
+        for k in range(kept):
+            if code[k] == STAIRS_KIND:
+                end = _stair_offset(steps[k] - 1, size[k], rise[k])
+                for i in range(last[k], n):
+                    height[i] += end
+    ground = height.copy()  # the walk with every earlier staircase's shift
+
+    # ---- cut the pits, raise the stumps, build the steps; the ground is level across each
     pit = np.zeros(n, dtype=np.bool_)
     rim = np.zeros(n)
     stump = np.zeros(n, dtype=np.bool_)
+    stair = np.zeros(n, dtype=np.bool_)
     for i in range(n):
         k = inside[i] - 1
         if k < 0:
             continue
-        level = base[first[k]]
-        if is_pit[k]:
+        level = ground[first[k]]
+        if code[k] == PIT_KIND:
             pit[i], rim[i], height[i] = True, level, NO_GROUND
-        else:
+        elif code[k] == STUMP_KIND:
             stump[i], height[i] = True, level + size[k]
-    slope = np.where(pit | stump, 0.0, walk_slope)
+        else:
+            j = (i - first[k]) // _STAIR_CELLS
+            stair[i], height[i] = True, level + _stair_offset(j, size[k], rise[k])
+    slope = np.where(pit | stump | stair, 0.0, walk_slope)
     table = np.empty((n, 4))
     for i in range(n):
         table[i, H], table[i, SLOPE], table[i, PIT] = height[i], slope[i], 1.0 if pit[i] else 0.0
         table[i, KILL] = rim[i] - FALL_DEPTH if pit[i] else -np.inf
-    return base, height, pit, rim, stump, slope, table, is_pit, first, size
+    return ground, height, pit, rim, stump, stair, slope, table, code, first, size, steps
+
+
+@numba.njit(cache=True, inline="always")
+def _stair_offset(j: int, height: float, rise: float) -> float:
+    # step j's top against the ground before the stairs, as dcd's ground line runs over them
+    return j * height * rise - (height if rise < 0.0 else 0.0)

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 import poet
-from envs import bipedal_dcd
+from envs import dcd_levels
 from poet.analysis import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,12 +174,12 @@ def main() -> None:
         "commit": commit,
         "updates": args.updates,
         "fraction_of_dcd_updates": args.updates / DCD_UPDATES,
-        "episodes": args.episodes or len(bipedal_dcd.COURSE_SEEDS),
+        "episodes": args.episodes or len(dcd_levels.COURSE_SEEDS),
         "runs": runs,
         "summary": summary(runs),
         "published": {
             "source": "envs/published/dcd_bipedal8d (20,000 updates, 10 seeds)",
-            **bipedal_dcd.published_results(),
+            **dcd_levels.published_results(),
         },
         "wall_seconds": round(time.perf_counter() - t0, 1),
     }

@@ -357,28 +357,28 @@ def _stair_steps(values: dict, seed: int) -> list[int]:
 
 def test_dcd_test_levels_run_on_a_fixed_list_of_course_seeds() -> None:
     pytest.importorskip("Box2D")
-    from envs import EnvParams, bipedal_dcd
+    from envs import EnvParams, dcd_levels
     from envs.bipedal import BipedalTerrainEnv
 
-    assert bipedal_dcd.COURSE_SEEDS == tuple(range(100))
+    assert dcd_levels.COURSE_SEEDS == tuple(range(100))
     grounds = []
     for _ in range(2):  # the same seed: the same course, in a new env as in a used one
-        env = BipedalTerrainEnv(EnvParams.create("bipedal", bipedal_dcd.SUITE["Med-Roughness"], 7))
+        env = BipedalTerrainEnv(EnvParams.create("bipedal", dcd_levels.SUITE["Med-Roughness"], 7))
         grounds += [env.reset(seed=7) and list(env.terrain_y), env.reset(seed=7) and list(env.terrain_y)]
         env.close()
     assert all(g == grounds[0] for g in grounds)
-    env = BipedalTerrainEnv(EnvParams.create("bipedal", bipedal_dcd.SUITE["Med-Roughness"], 8))
+    env = BipedalTerrainEnv(EnvParams.create("bipedal", dcd_levels.SUITE["Med-Roughness"], 8))
     env.reset(seed=8)
     assert list(env.terrain_y) != grounds[0]
 
 
 def test_dcd_stairs_hold_up_to_one_step_fewer_than_stair_steps() -> None:
     pytest.importorskip("Box2D")
-    from envs import bipedal_dcd
+    from envs import dcd_levels
 
-    counts = {s for seed in range(40) for s in _stair_steps(bipedal_dcd.SUITE["Med-Stairs"], seed)}
+    counts = {s for seed in range(40) for s in _stair_steps(dcd_levels.SUITE["Med-Stairs"], seed)}
     assert counts == {0, 1, 2, 3, 4}  # randint(5): never 5
-    assert max(s for seed in range(20) for s in _stair_steps(bipedal_dcd.EXTENDED["High-Stairs"], seed)) <= 8
+    assert max(s for seed in range(20) for s in _stair_steps(dcd_levels.EXTENDED["High-Stairs"], seed)) <= 8
 
 
 # ------------------------------------------------------------------------------ the page

@@ -324,3 +324,44 @@ def published_results() -> dict[str, dict[str, dict[str, float]]]:
             entry[metric] = float(np.mean(values))
         out[curriculum] = table
     return out
+
+
+# ============================================================ the level space's operations
+# (each family that offers dcd's levels wraps these in EnvParams of its own name)
+def sample(rng: np.random.Generator) -> dict[str, Any]:
+    """A random level, dcd's `reset_random` over its full ranges (`sample_vector`)."""
+    return from_vector(sample_vector(rng, full_ranges()))
+
+
+def sample_easy(rng: np.random.Generator) -> dict[str, Any]:
+    """A random easy level, dcd's `reset_random` over its easy ranges (ACCEL's start)."""
+    return from_vector(sample_vector(rng, EASY_RANGES))
+
+
+def edit(values: Mapping[str, Any], rng: np.random.Generator, edits: int) -> dict[str, Any]:
+    """dcd's `mutate_level` of a level (`edit_vector`)."""
+    return from_vector(edit_vector(vector(values), rng, edits))
+
+
+def interpolate(start: Mapping[str, Any], target: Mapping[str, Any], t: float) -> dict[str, Any]:
+    """The level a fraction `t` of the way from `start` to `target`: each number on the line."""
+    a, b = np.array(vector(start)), np.array(vector(target))
+    return from_vector((1 - t) * a + t * b)
+
+
+def flat(values: Mapping[str, Any]) -> dict[str, float]:
+    """One scalar per column: the built ranges (0, 0 and *_enabled 0 when off), the steps."""
+    c = config_of(values)
+    out = {"roughness": c["roughness"]}
+    for name in RANGE_PAIRS:
+        lo, hi = c[name] or [0.0, 0.0]
+        out[f"{name}_lo"], out[f"{name}_hi"], out[f"{name}_enabled"] = lo, hi, float(bool(c[name]))
+    out["stair_steps"] = float(values["stair_steps"])
+    return out
+
+
+def poet_view(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The pits, stumps and roughness a level builds, as POET's 5-D values (ranges or []): what
+    the paper's difficulty classes read (its criteria name no stairs)."""
+    c = config_of(values)
+    return {k: c[k] for k in ("roughness", "pit_gap", "stump_height")}

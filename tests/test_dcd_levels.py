@@ -1,4 +1,4 @@
-"""dcd's 8-D BipedalWalker levels (`envs.bipedal_dcd`) against numbers from dcd's own code.
+"""dcd's 8-D BipedalWalker levels (`envs.dcd_levels`) against numbers from dcd's own code.
 
 The golden file holds, for 20 levels x seeds of dcd's level space and for dcd's named test
 envs, what facebookresearch/dcd's `BipedalWalkerCustom` built (gym 0.15.7, run outside the
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from envs import EnvParams
-from envs import bipedal_dcd as dcd
+from envs import dcd_levels as dcd
 from tests.conftest import ROOT
 
 pytest.importorskip("Box2D")
@@ -240,17 +240,24 @@ class _LegacyDraws:
         return self.state.rand(size)
 
 
+def _families():
+    from envs.terrain import TerrainFamily
+
+    return [BipedalFamily(level_space="dcd"), TerrainFamily(level_space="dcd")]
+
+
 @pytest.mark.parametrize("vec, seed, edits, expected", DCD_EDITS)
 def test_an_edit_of_a_dcd_level_is_dcds_mutate_level(vec, seed, edits, expected):
     assert dcd.edit_vector(vec, _LegacyDraws(seed), edits) == pytest.approx(expected, abs=1e-12)
-    family = BipedalFamily(level_space="dcd")
-    child = family.edit(EnvParams.create("bipedal", dcd.from_vector(vec)), _LegacyDraws(seed), edits)
-    assert dcd.vector(child.values) == pytest.approx(expected, abs=1e-12)
+    for family in _families():  # the walker's and the terrain family's levels alike
+        child = family.edit(EnvParams.create(family.name, dcd.from_vector(vec)), _LegacyDraws(seed), edits)
+        assert dcd.vector(child.values) == pytest.approx(expected, abs=1e-12)
 
 
 @pytest.mark.parametrize("mode, seed, expected", DCD_RANDOM)
-def test_a_random_dcd_level_is_dcds_reset_random(mode, seed, expected):
-    family = BipedalFamily(level_space="dcd")
+@pytest.mark.parametrize("index", [0, 1], ids=["bipedal", "terrain"])
+def test_a_random_dcd_level_is_dcds_reset_random(mode, seed, expected, index):
+    family = _families()[index]
     level = (family.sample if mode == "full" else family.sample_easy)(_LegacyDraws(seed))
     assert dcd.vector(level.values) == pytest.approx(expected, abs=1e-12)
     family.validate(level)
