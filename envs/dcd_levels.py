@@ -273,11 +273,13 @@ def xchal_levels(count: int = len(COURSE_SEEDS), seed: int = XCHAL_SEED) -> list
     return out
 
 
-def level_sets() -> dict[str, dict[str, list[dict[str, Any]]]]:
+def level_sets(hardcore: bool = True) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """The named sets, each level as the values of its episodes, one per course seed of
     `COURSE_SEEDS` (XChal: a level of its own per episode): "dcd" (the test suite of dcd's
-    papers' tables, `SUITE`), "dcd-extended" (`EXTENDED` and XChal), "poet-rose"."""
-    each = {name: [values] * len(COURSE_SEEDS) for name, values in SUITE.items()}
+    papers' tables, `SUITE`; without gym's hardcore course unless `hardcore`),
+    "dcd-extended" (`EXTENDED` and XChal), "poet-rose"."""
+    suite = {name: v for name, v in SUITE.items() if hardcore or not is_gym_hardcore(v)}
+    each = {name: [values] * len(COURSE_SEEDS) for name, values in suite.items()}
     return {
         "dcd": each,
         "dcd-extended": {

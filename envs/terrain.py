@@ -766,6 +766,18 @@ class TerrainFamily:
             out[f"{name}_enabled"] = 1.0 if v[name] else 0.0
         return out
 
+    def level_sets(self) -> dict[str, dict[str, list[EnvParams]]]:
+        """dcd's named test levels as this family's analogues (`dcd_levels.level_sets`, without
+        gym's hardcore course): set -> level -> the params of each episode, episode k pinned
+        to course seed k."""
+        return {
+            name: {
+                level: [EnvParams.create(FAMILY, values, seed) for seed, values in enumerate(episodes)]
+                for level, episodes in levels.items()
+            }
+            for name, levels in dcd.level_sets(hardcore=False).items()
+        }
+
     def course(self, params: EnvParams, seed: int) -> Course:
         """The course of (params, seed) at this family's course_length."""
         return generate_course(params, seed, self.course_length)

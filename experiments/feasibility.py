@@ -25,6 +25,10 @@ read the course itself:
    course seeds each, with the obstacle sizes the courses realise (metres) and their ground.
 3. **Roughness's scale.** The planner at the threshold of pits + roughness and at the
    roughness maximum, with roughness scaled up toward its limit (why it stays in metres).
+4. **Stairs and dcd's named levels.** The share of `--seeds` courses the planner clears
+   with stairs of each step height of `STAIR_HEIGHTS` (up to 8 steps, up or down, as dcd's
+   High-Stairs draws them); then every level of the family's named sets (`TerrainFamily.level_sets`: dcd's test
+   suite, its extended set with XChal, POET-Rose) on its first `--seeds` episodes' courses.
 
 Writes one JSON (`--json`; `--quick` needs one outside experiments/results/).
 """
@@ -39,8 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
-from envs import terrain
-from envs.terrain import PIT_SCALE, RES, STUMP_SCALE, Course, TerrainBatch
+from envs import EnvParams, dcd_levels, terrain
+from envs.terrain import PIT_SCALE, RES, STAIR_SCALE, STUMP_SCALE, Course, TerrainBatch
 from envs.terrain_core import DT, WALL
 from envs.terrain_planner import JUMP_STRENGTHS, limit, plan
 
@@ -59,6 +63,7 @@ LEVELS = {
 }
 STUMP_LEADS = (1.0, 1.5, 2.0, 2.5, 3.0)  # metres before a stump at which the scripted controller jumps
 ROUGHNESS_SCALES = (1.0, 2.0, 3.0, 4.0)  # roughness multiplied by these in part 3
+STAIR_HEIGHTS = (1.0, 2.0, 3.0, 4.0, 5.0)  # stair step heights of part 4, in the stumps' units
 
 
 def course(roughness: float, pit_gap: tuple, stump_height: tuple, seed: int) -> Course:
@@ -200,6 +205,29 @@ def roughness_scale(seeds: int, beam: int) -> list[dict]:
     return rows
 
 
+def stairs_and_named_levels(seeds: int, beam: int) -> dict:
+    """Part 4: the stairs' limit and every named level's share of courses the planner clears."""
+    family = terrain.TerrainFamily(course_length=COURSE_LENGTH)
+
+    # a course holds several staircases, each up or down, so no step height is cleared on
+    # none of the courses: the share cleared per height, not a limit
+    out: dict = {"stair_width_m": terrain.STAIR_WIDTH, "stairs": [], "sets": {}}
+    for units in STAIR_HEIGHTS:
+        level = EnvParams.create("terrain", dcd_levels.level(stair_height=(units, units), stair_steps=9))
+        cleared = sum(plan(family.course(level, s), MAX_STEPS, beam)[0] for s in range(seeds))
+        out["stairs"].append(
+            {"stair_height": units, "step_m": units * STAIR_SCALE, "seeds": seeds, "planner_cleared": int(cleared)}
+        )
+        print(f"stairs {units:.1f} ({units * STAIR_SCALE:.2f} m), up to 8 steps: planner {cleared:3d}/{seeds}")
+    for name, levels in family.level_sets().items():
+        out["sets"][name] = {}
+        for level, episodes in levels.items():
+            cleared = sum(plan(family.course(env, env.course_seed), MAX_STEPS, beam)[0] for env in episodes[:seeds])
+            out["sets"][name][level] = {"courses": min(seeds, len(episodes)), "planner_cleared": int(cleared)}
+            print(f"{name:12s} {level:18s} planner {cleared:3d}/{min(seeds, len(episodes))}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=100)
@@ -235,6 +263,9 @@ def main() -> None:
         t = time.perf_counter()
         out["roughness_scale"] = roughness_scale(args.seeds, args.beam)
         out["roughness_scale_wall_seconds"] = round(time.perf_counter() - t, 1)
+    t = time.perf_counter()
+    out["stairs_and_named_levels"] = stairs_and_named_levels(args.seeds, args.beam)
+    out["stairs_and_named_levels_wall_seconds"] = round(time.perf_counter() - t, 1)
     out["wall_seconds"] = round(time.perf_counter() - t0, 1)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(out, indent=2) + "\n")

@@ -125,3 +125,16 @@ def test_the_fixed_courses_realise_their_class_are_cleared_and_never_quick_into_
     monkeypatch.setattr(sys, "argv", ["fixed_courses.py", "--quick"])
     with pytest.raises(SystemExit):
         fixed_courses.main()
+
+
+def test_the_planner_clears_dcds_test_suite_on_terrain_and_names_each_set():
+    """The suite's terrain analogues are within the runner's reach (the full script: 100
+    courses each), and the family's sets are dcd's names, gym's hardcore course left out."""
+    family = terrain.TerrainFamily(course_length=feasibility.COURSE_LENGTH)
+    sets = family.level_sets()
+    assert set(sets["dcd"]) == {"BipedalWalker", "Med-Stairs", "Med-PitGap", "Med-StumpHeight", "Med-Roughness"}
+    assert "XChal" in sets["dcd-extended"] and len(sets["poet-rose"]) == 6
+    for level, episodes in sets["dcd"].items():
+        assert [e.course_seed for e in episodes] == list(range(100))
+        cleared = sum(plan(family.course(e, e.course_seed), feasibility.MAX_STEPS, 256)[0] for e in episodes[:5])
+        assert cleared == 5, level

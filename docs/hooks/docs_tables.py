@@ -689,6 +689,31 @@ def feasibility_roughness() -> Table:
     return table
 
 
+def feasibility_named_levels() -> Table:
+    """The planner on stairs of each step height, and on every named level of the terrain
+    family's sets (dcd's test envs as this family's analogues)."""
+    src = Source("experiments/results/feasibility.json")
+    part = "stairs_and_named_levels."
+    table = Table(["set", "level", "courses the planner clears"], sources=[src.path])
+    for i, row in enumerate(src.get(part + "stairs")):
+        k = f"{part}stairs.{i}."
+        label = f"stair steps {row['stair_height']:g} ({row['step_m']:.2f} m), up to 8 steps"
+        table.rows.append(
+            [
+                text("stairs"),
+                text(label),
+                Cell(f"{row['planner_cleared']}/{row['seeds']}", src.path, k + "planner_cleared", fmt="d"),
+            ]
+        )
+    for name, levels in src.get(part + "sets").items():
+        for level, row in levels.items():
+            k = f"{part}sets.{name}.{level}.planner_cleared"
+            table.rows.append(
+                [text(name), text(level), Cell(f"{row['planner_cleared']}/{row['courses']}", src.path, k, fmt="d")]
+            )
+    return table
+
+
 def course_generalisation() -> Table:
     """Agents of POET's roughest solved envs on fresh courses of their env's params."""
     src = Source("experiments/results/course_generalisation.json")
@@ -811,6 +836,7 @@ TABLES: dict[str, Callable[[], Table]] = {
         feasibility_limits,
         feasibility,
         feasibility_roughness,
+        feasibility_named_levels,
         course_generalisation,
         partial_cartpole,
         study_round2_seeds,
