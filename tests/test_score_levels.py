@@ -15,8 +15,6 @@ import poet
 from poet.analysis import load_run
 from tests.conftest import ROOT
 
-pytest.importorskip("Box2D")
-
 CURRICULA = {  # POET, ACCEL (an ES student, quick) and a user's curriculum named module:Class
     "poet": {"curriculum": "poet", "reproduction": {"every": 100}},
     "accel": {
@@ -29,6 +27,7 @@ CURRICULA = {  # POET, ACCEL (an ES student, quick) and a user's curriculum name
 
 
 def _bipedal_run(tmp_path, name: str):
+    pytest.importorskip("Box2D")
     cfg = {
         "seed": 1,
         "iterations": 3,
@@ -102,7 +101,8 @@ def test_score_levels_picks_the_best_agent_per_level_or_gives_every_one(tmp_path
 
 
 def test_a_family_without_level_sets_is_one_line(tiny, tmp_path):
-    poet.run(tiny(iterations=1), out=tmp_path / "r", progress=False)
+    cppn = {"family": "terrain_cppn", "options": {"course_length": 20.0, "max_episode_steps": 150}}
+    poet.run(tiny(iterations=1, env=cppn), out=tmp_path / "r", progress=False)
     done = subprocess.run(
         [sys.executable, "-m", "poet.cli", "score", str(tmp_path / "r"), "--levels", "dcd"],
         cwd=ROOT,
@@ -111,5 +111,12 @@ def test_a_family_without_level_sets_is_one_line(tiny, tmp_path):
         timeout=300,
     )
     assert done.returncode == 2 and done.stderr.strip() == (
-        "poet: error: --levels: env family 'terrain' has no named level sets (`level_sets`)"
+        "poet: error: --levels: env family 'terrain_cppn' has no named level sets (`level_sets`)"
     )
+
+
+def test_a_terrain_run_is_scored_on_dcds_suite_as_its_analogues(tiny, tmp_path):
+    poet.run(tiny(iterations=2), out=tmp_path / "r", progress=False)
+    scores = load_run(tmp_path / "r").score_levels("dcd", episodes=2)
+    assert list(scores["level"]) == ["BipedalWalker", "Med-Stairs", "Med-PitGap", "Med-StumpHeight", "Med-Roughness"]
+    assert (scores["episodes"] == 2).all() and scores["mean_return"].notna().all()
