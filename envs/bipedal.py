@@ -394,8 +394,7 @@ def walker_setup(max_episode_steps: Any) -> tuple[int, Any, Any]:
     return int(max_episode_steps), *spaces
 
 
-LEVEL_SPACES = ("poet", "dcd")
-DCD_CURRICULA = ("accel", "robust_plr", "dr")  # trained on dcd's level space by dcd's own configs
+from envs.terrain import DCD_CURRICULA, LEVEL_SPACES  # noqa: E402  (one list for both families)
 
 
 class BipedalFamily:
@@ -409,8 +408,8 @@ class BipedalFamily:
         self.max_episode_steps, self.observation_space, self.action_space = walker_setup(max_episode_steps)
         if level_space not in LEVEL_SPACES:
             raise ValueError(f"option level_space must be one of {', '.join(LEVEL_SPACES)}, got {level_space!r}")
-        # where new levels come from (`initial`, `sample`, `sample_easy`, `test_levels`): POET's
-        # 5-D space or dcd's 8-D one; `edit` and `interpolate` follow the level they are given
+        # where new levels come from (`initial`, `sample`, `sample_easy`): POET's 5-D space or
+        # dcd's 8-D one; `edit` and `interpolate` follow the level they are given
         self.level_space = level_space
 
     def curriculum_defaults(self, curriculum: str) -> dict:
@@ -460,10 +459,8 @@ class BipedalFamily:
         return EnvParams.create(FAMILY, _TERRAIN.sample_easy(rng).values)
 
     def test_levels(self) -> dict[str, EnvParams]:
-        """The held-out courses: dcd's test suite (`dcd_levels.SUITE`), or the terrain
-        family's on the walker."""
-        if self._dcd:
-            return {name: EnvParams.create(FAMILY, values) for name, values in dcd.SUITE.items()}
+        """The terrain family's held-out courses on the walker, whatever the level space, so
+        that runs of every curriculum compare; dcd's test suite is a named set (`level_sets`)."""
         return {name: EnvParams.create(FAMILY, p.values) for name, p in _TERRAIN.test_levels().items()}
 
     def sample(self, rng: np.random.Generator) -> EnvParams:

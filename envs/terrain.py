@@ -598,6 +598,7 @@ TEST_LEVELS: dict[str, dict[str, Any]] = {
 
 
 LEVEL_SPACES = ("poet", "dcd")
+DCD_CURRICULA = ("accel", "robust_plr", "dr")  # trained on dcd's level space by dcd's own configs
 
 
 def _poet_values(values: dict[str, Any]) -> dict[str, Any]:
@@ -618,8 +619,8 @@ class TerrainFamily:
     def __init__(self, course_length: float = 80.0, max_episode_steps: int = 600, level_space: str = "poet"):
         if level_space not in LEVEL_SPACES:
             raise ValueError(f"option level_space must be one of {', '.join(LEVEL_SPACES)}, got {level_space!r}")
-        # where new levels come from (`initial`, `sample`, `sample_easy`, `test_levels`): POET's
-        # 5-D space or dcd's 8-D one, stairs included (`envs.dcd_levels`, in this family's units)
+        # where new levels come from (`initial`, `sample`, `sample_easy`): POET's 5-D space or
+        # dcd's 8-D one, stairs included (`envs.dcd_levels`, in this family's units)
         self.level_space = level_space
         if isinstance(course_length, bool) or not isinstance(course_length, (int, float)):
             raise ValueError(f"option course_length must be a number, got {type(course_length).__name__}")
@@ -722,12 +723,9 @@ class TerrainFamily:
 
     def test_levels(self) -> dict[str, EnvParams]:
         """Hand-made held-out courses, by name, each harder in one way, then in all: the fixed
-        set every curriculum is measured on (`evaluation.test_every`). With `level_space:
-        dcd`: dcd's test suite in its 8-D space, as this family's analogues (not gym's hardcore
-        course, which is Box2D's own)."""
-        if self.level_space == "dcd":
-            named = {k: v for k, v in dcd.SUITE.items() if dcd.is_dcd_level(v)}
-            return {name: EnvParams.create(FAMILY, values) for name, values in named.items()}
+        set every curriculum is measured on (`evaluation.test_every`), whatever its level
+        space, so that runs of every curriculum compare; dcd's test suite is a named set
+        (`level_sets`, `poet score --levels dcd`)."""
         return {name: EnvParams.create(FAMILY, values) for name, values in TEST_LEVELS.items()}
 
     def validate(self, params: EnvParams) -> None:
@@ -765,6 +763,12 @@ class TerrainFamily:
             out[f"{name}_lo"], out[f"{name}_hi"] = float(lo), float(hi)
             out[f"{name}_enabled"] = 1.0 if v[name] else 0.0
         return out
+
+    def curriculum_defaults(self, curriculum: str) -> dict:
+        """dcd's curricula on dcd's 8-D levels (as on `bipedal`: `bipedal.DCD_CURRICULA`), in
+        this family's units; every other curriculum on POET's 5-D levels. A config that sets
+        `env.options.level_space` keeps its own."""
+        return {"env": {"options": {"level_space": "dcd"}}} if curriculum in DCD_CURRICULA else {}
 
     def level_sets(self) -> dict[str, dict[str, list[EnvParams]]]:
         """dcd's named test levels as this family's analogues (`dcd_levels.level_sets`, without

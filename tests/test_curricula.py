@@ -718,7 +718,9 @@ def test_ued_terrain_config_is_the_quickstart_with_a_buffer_scaled_to_the_run():
     from poet.parts import check_parts, load_config
 
     ued, quick = load_config(UED), load_config(ROOT / "experiments" / "quickstart.yaml")
-    assert ued.curriculum == "accel" and ued.env == quick.env
+    assert ued.curriculum == "accel" and ued.env.family == quick.env.family
+    # the quickstart's env, on dcd's 8-D levels: the terrain family's default for dcd's curricula
+    assert ued.env.options == {**quick.env.options, "level_space": "dcd"}
     assert (ued.policy.hidden, ued.policy.activation, ued.policy.init) == ([40, 40], "tanh", "orthogonal")
     assert (ued.evaluation.max_steps, ued.evaluation.eval_episodes, ued.evaluation.test_every) == (400, 3, 20)
     assert ued.trainer.name == "ppo" and ued.trainer.section("es") == quick.trainer.section("es")
