@@ -120,3 +120,15 @@ def test_a_terrain_run_is_scored_on_dcds_suite_as_its_analogues(tiny, tmp_path):
     scores = load_run(tmp_path / "r").score_levels("dcd", episodes=2)
     assert list(scores["level"]) == ["BipedalWalker", "Med-Stairs", "Med-PitGap", "Med-StumpHeight", "Med-Roughness"]
     assert (scores["episodes"] == 2).all() and scores["mean_return"].notna().all()
+
+
+def test_a_directory_that_is_not_a_run_is_one_line(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "poet.cli", "score", str(tmp_path / "nope"), "--levels", "dcd"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stderr.startswith("poet: error: ") and "is not a run directory" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
