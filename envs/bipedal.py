@@ -394,9 +394,6 @@ def walker_setup(max_episode_steps: Any) -> tuple[int, Any, Any]:
     return int(max_episode_steps), *spaces
 
 
-from envs.terrain import DCD_CURRICULA, LEVEL_SPACES  # noqa: E402  (one list for both families)
-
-
 class BipedalFamily:
     """POET's BipedalWalker family: terrain's params and mutation on gymnasium's Box2D walker,
     or dcd's 8-D level space (`level_space: dcd`, `envs.dcd_levels`)."""
@@ -406,18 +403,13 @@ class BipedalFamily:
 
     def __init__(self, max_episode_steps: int = MAX_EPISODE_STEPS, level_space: str = "poet"):
         self.max_episode_steps, self.observation_space, self.action_space = walker_setup(max_episode_steps)
-        if level_space not in LEVEL_SPACES:
-            raise ValueError(f"option level_space must be one of {', '.join(LEVEL_SPACES)}, got {level_space!r}")
         # where new levels come from (`initial`, `sample`, `sample_easy`): POET's 5-D space or
         # dcd's 8-D one; `edit` and `interpolate` follow the level they are given
-        self.level_space = level_space
+        self.level_space = dcd.check_level_space(level_space)
 
     def curriculum_defaults(self, curriculum: str) -> dict:
-        """dcd's curricula on dcd's 8-D levels, as its BipedalWalker configs run them
-        (`bipedal_accel.json`: `BipedalWalker-Adversarial-Easy-v0`; `bipedal_dr.json` and
-        `bipedal_robust_plr.json`: `BipedalWalker-Adversarial-v0`); every other curriculum on
-        POET's 5-D levels. A config that sets `env.options.level_space` keeps its own."""
-        return {"env": {"options": {"level_space": "dcd"}}} if curriculum in DCD_CURRICULA else {}
+        """dcd's curricula on dcd's 8-D levels, the others on POET's (`dcd_levels.curriculum_defaults`)."""
+        return dcd.curriculum_defaults(curriculum)
 
     @property
     def _dcd(self) -> bool:
@@ -509,13 +501,7 @@ class BipedalFamily:
     def level_sets(self) -> dict[str, dict[str, list[EnvParams]]]:
         """dcd's named test levels (`dcd_levels.level_sets`): set -> level -> the params of
         each episode, episode k pinned to course seed k."""
-        return {
-            name: {
-                level: [EnvParams.create(FAMILY, values, seed) for seed, values in enumerate(episodes)]
-                for level, episodes in levels.items()
-            }
-            for name, levels in dcd.level_sets().items()
-        }
+        return dcd.family_level_sets(FAMILY, hardcore=True)
 
     def published_results(self, name: str) -> dict[str, dict[str, dict[str, float]]]:
         """dcd's numbers for its test suite ("dcd": `dcd_levels.published_results`), none for

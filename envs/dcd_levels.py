@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from envs.base import EnvParams
+
 KIND = "dcd"  # the level kind: what `is_dcd_level` recognises
 # dcd's PARAM_RANGES_FULL, by value name: [low, high] of each number of the vector
 RANGES: Mapping[str, tuple[float, float]] = {
@@ -55,6 +57,10 @@ STUMP_WIDTH = (1, 2)  # dcd's STUMP_WIDTH_RANGE, a randint range: always 1
 STUMP_FLOAT = (0, 1)  # dcd's STUMP_FLOAT_RANGE: always 0
 STAIR_WIDTH = (4, 5)  # dcd's STAIR_WIDTH_RANGE: always 4
 STAIR_HEIGHT_EPS = 1e-2  # walker_env.py: stairs lower than this are not built
+
+# Where a family's new levels come from: POET's 5-D space or this module's 8-D one.
+LEVEL_SPACES = ("poet", "dcd")
+DCD_CURRICULA = ("accel", "robust_plr", "dr")  # trained on dcd's level space by dcd's own configs
 
 
 # dcd's PARAM_RANGES_EASY, in vector order: ACCEL's start from easy levels (pits, stumps and
@@ -287,6 +293,34 @@ def level_sets(hardcore: bool = True) -> dict[str, dict[str, list[dict[str, Any]
             "XChal": xchal_levels(),
         },
         "poet-rose": {name: [values] * len(COURSE_SEEDS) for name, values in POET_ROSE.items()},
+    }
+
+
+def check_level_space(level_space: str) -> str:
+    """`level_space` when it names one of `LEVEL_SPACES` (a family's option), else a ValueError."""
+    if level_space not in LEVEL_SPACES:
+        raise ValueError(f"option level_space must be one of {', '.join(LEVEL_SPACES)}, got {level_space!r}")
+    return level_space
+
+
+def curriculum_defaults(curriculum: str) -> dict[str, Any]:
+    """A family's config defaults for `curriculum`: dcd's curricula on dcd's 8-D levels, as
+    its BipedalWalker configs run them (`bipedal_accel.json`: `BipedalWalker-Adversarial-Easy-v0`;
+    `bipedal_dr.json` and `bipedal_robust_plr.json`: `BipedalWalker-Adversarial-v0`), every
+    other curriculum on POET's 5-D levels. A config that sets `env.options.level_space`
+    keeps its own."""
+    return {"env": {"options": {"level_space": "dcd"}}} if curriculum in DCD_CURRICULA else {}
+
+
+def family_level_sets(family: str, hardcore: bool) -> dict[str, dict[str, list[EnvParams]]]:
+    """`level_sets` as `family`'s `EnvParams`: set -> level -> the params of each episode,
+    episode k pinned to course seed k."""
+    return {
+        name: {
+            level: [EnvParams.create(family, values, seed) for seed, values in enumerate(episodes)]
+            for level, episodes in levels.items()
+        }
+        for name, levels in level_sets(hardcore).items()
     }
 
 

@@ -597,10 +597,6 @@ TEST_LEVELS: dict[str, dict[str, Any]] = {
 }
 
 
-LEVEL_SPACES = ("poet", "dcd")
-DCD_CURRICULA = ("accel", "robust_plr", "dr")  # trained on dcd's level space by dcd's own configs
-
-
 def _poet_values(values: dict[str, Any]) -> dict[str, Any]:
     """POET's 5-D view of a level (a dcd level: the pits, stumps and roughness it builds)."""
     return dcd.poet_view(values) if dcd.is_dcd_level(values) else values
@@ -617,11 +613,9 @@ class TerrainFamily:
     defaults = BIPEDAL_SCORES  # POET's thresholds
 
     def __init__(self, course_length: float = 80.0, max_episode_steps: int = 600, level_space: str = "poet"):
-        if level_space not in LEVEL_SPACES:
-            raise ValueError(f"option level_space must be one of {', '.join(LEVEL_SPACES)}, got {level_space!r}")
         # where new levels come from (`initial`, `sample`, `sample_easy`): POET's 5-D space or
         # dcd's 8-D one, stairs included (`envs.dcd_levels`, in this family's units)
-        self.level_space = level_space
+        self.level_space = dcd.check_level_space(level_space)
         if isinstance(course_length, bool) or not isinstance(course_length, (int, float)):
             raise ValueError(f"option course_length must be a number, got {type(course_length).__name__}")
         if not (math.isfinite(course_length) and course_length >= 2 * START_PAD):
@@ -765,22 +759,15 @@ class TerrainFamily:
         return out
 
     def curriculum_defaults(self, curriculum: str) -> dict:
-        """dcd's curricula on dcd's 8-D levels (as on `bipedal`: `bipedal.DCD_CURRICULA`), in
-        this family's units; every other curriculum on POET's 5-D levels. A config that sets
-        `env.options.level_space` keeps its own."""
-        return {"env": {"options": {"level_space": "dcd"}}} if curriculum in DCD_CURRICULA else {}
+        """dcd's curricula on dcd's 8-D levels in this family's units, the others on POET's
+        (`dcd_levels.curriculum_defaults`)."""
+        return dcd.curriculum_defaults(curriculum)
 
     def level_sets(self) -> dict[str, dict[str, list[EnvParams]]]:
         """dcd's named test levels as this family's analogues (`dcd_levels.level_sets`, without
         gym's hardcore course): set -> level -> the params of each episode, episode k pinned
         to course seed k."""
-        return {
-            name: {
-                level: [EnvParams.create(FAMILY, values, seed) for seed, values in enumerate(episodes)]
-                for level, episodes in levels.items()
-            }
-            for name, levels in dcd.level_sets(hardcore=False).items()
-        }
+        return dcd.family_level_sets(FAMILY, hardcore=False)
 
     def course(self, params: EnvParams, seed: int) -> Course:
         """The course of (params, seed) at this family's course_length."""
