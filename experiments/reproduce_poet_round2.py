@@ -54,6 +54,7 @@ this round's results replace it.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import signal
@@ -71,6 +72,8 @@ from envs.terrain import DIFFICULTY_CRITERIA, course_difficulty, realised_sizes
 from poet.analysis import load_run
 from poet.analysis.render import load_agents
 from poet.evaluation import EvalRequest, InProcessEvaluator
+from poet.parts import RunParts, read_parts
+from poet.runtime import checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"
@@ -172,10 +175,9 @@ def env_steps_through(run) -> np.ndarray:
     return np.cumsum(full.to_numpy(dtype=np.int64))
 
 
-def fixed_course_scores(run_dir: Path, fixed: dict) -> dict:
-    """The best of the run's active and archived agents on every fixed course, per class
+def fixed_course_scores(parts: RunParts, snapshot: checkpoint.Snapshot, fixed: dict) -> dict:
+    """The best of the snapshot's active and archived agents on every fixed course, per class
     (`FIXED_EPISODES` episodes, the run's episode cap), and which pair scored it."""
-    parts, snapshot = load_agents(run_dir)
     evaluator = InProcessEvaluator(parts.family, parts.spec)
     pop = snapshot.state.population
     agents = [*pop.active, *pop.archive]
@@ -200,7 +202,7 @@ def poet_part(seed: int, args: argparse.Namespace) -> Path:
     entry = arms.run_arm("poet", seed, args.iterations, args.out, args.quick)
     run_dir = Path(entry["run_dir"])
     run = load_run(run_dir)
-    parts, _ = load_agents(run_dir)
+    parts, snapshot = load_agents(run_dir)
     threshold = float(run.config["solved_threshold"])
     envs = solved_envs(run, parts.family)
     by_id = {e["env_id"]: e for e in envs}
@@ -238,7 +240,7 @@ def poet_part(seed: int, args: argparse.Namespace) -> Path:
         "targets": targets,
         "fixed_courses": {
             "file": str(args.fixed.relative_to(ROOT)) if args.fixed.is_relative_to(ROOT) else str(args.fixed),
-            **fixed_course_scores(run_dir, fixed),
+            **fixed_course_scores(parts, snapshot, fixed),
         },
         "summary_seconds": round(time.perf_counter() - t0 - entry["wall_seconds_this_call"], 1),
     }
@@ -273,10 +275,15 @@ def first_stretch(budget: int) -> int:
     """Iterations a control surely takes within its budget: every rollout and evaluation
     episode of an ES step at the episode cap (`match_env_steps` then goes on by the run's own
     rate)."""
+    return max(1, budget // _es_step_env_steps())
+
+
+@functools.cache
+def _es_step_env_steps() -> int:
+    """Env steps of one ES step of the study's config with every episode at its cap."""
     cfg = poet.load_config(round1.CONFIG)
     population = int(cfg.trainer.section("es")["population"])
-    per_iteration = (population + cfg.evaluation.eval_episodes) * cfg.evaluation.max_steps
-    return max(1, budget // per_iteration)
+    return (population + cfg.evaluation.eval_episodes) * cfg.evaluation.max_steps
 
 
 def control_run(out: Path, overrides: list[str], budget: int, first: int, record: dict, path: Path) -> float:
@@ -373,9 +380,7 @@ def best_checkpoint(run_dir: Path, every: int) -> tuple[int, float]:
 
 def ued_scores(run_dir: Path, at: int, courses: list[EnvParams]) -> list[float]:
     """The agent of the run's checkpoint at iteration `at` on each course, `FIXED_EPISODES` each."""
-    from poet.runtime import checkpoint
-
-    parts, _ = load_agents(run_dir)
+    parts = read_parts(poet.load_config(run_dir / "config.yaml"))
     snapshot = checkpoint.load(run_dir / "checkpoints" / f"{checkpoint.PREFIX}{at:09d}")
     (agent,) = snapshot.state.population.active
     evaluator = InProcessEvaluator(parts.family, parts.spec)
