@@ -401,11 +401,15 @@ class BipedalFamily:
     name = FAMILY
     defaults = BIPEDAL_SCORES  # POET's thresholds
 
-    def __init__(self, max_episode_steps: int = MAX_EPISODE_STEPS, level_space: str = "poet"):
+    def __init__(
+        self, max_episode_steps: int = MAX_EPISODE_STEPS, level_space: str = "poet", poet_mutation_8d: bool = False
+    ):
         self.max_episode_steps, self.observation_space, self.action_space = walker_setup(max_episode_steps)
         # where new levels come from (`initial`, `sample`, `sample_easy`): POET's 5-D space or
         # dcd's 8-D one; `edit` and `interpolate` follow the level they are given
         self.level_space = dcd.check_level_space(level_space)
+        # POET's mutate of a dcd level: refused (the paper has none) or this project's op
+        self.poet_mutation_8d = dcd.check_poet_mutation_8d(poet_mutation_8d)
 
     def curriculum_defaults(self, curriculum: str) -> dict:
         """dcd's curricula on dcd's 8-D levels, the others on POET's (`dcd_levels.curriculum_defaults`)."""
@@ -421,9 +425,13 @@ class BipedalFamily:
 
     def mutate(self, params: EnvParams, rng: np.random.Generator) -> EnvParams:
         """POET's reproduce op (terrain's): all three groups move on every call. POET's paper
-        defines no mutation of dcd's 8-D levels, and none is here."""
+        defines no mutation of dcd's 8-D levels: one is refused, or with `poet_mutation_8d`
+        moved by this project's op (`dcd_levels.poet_mutate`)."""
         if dcd.is_dcd_level(params.values):
-            raise EnvParamError(FAMILY, "level_space", "POET's mutation is of its 5-D levels; use level_space: poet")
+            validate_level(params)
+            return EnvParams.create(
+                FAMILY, dcd.poet_mutate_or_refuse(FAMILY, params.values, rng, self.poet_mutation_8d)
+            )
         child = _delegate("mutate", params, rng)
         return EnvParams.create(FAMILY, child.values)
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.base import EnvParams
+from envs.base import EnvParamError, EnvParams
 
 KIND = "dcd"  # the level kind: what `is_dcd_level` recognises
 # dcd's PARAM_RANGES_FULL, by value name: [low, high] of each number of the vector
@@ -78,6 +78,43 @@ EASY_RANGES: tuple[tuple[float, float], ...] = (
 # dcd's PARAM_MUTATIONS, in vector order: an edit's size, fixed or (for roughness) drawn
 # uniform from the range
 MUTATIONS: tuple[tuple[float, ...], ...] = ((0.0, 0.6), (0.4,), (0.4,), (0.2,), (0.2,), (0.2,), (0.2,), (1.0,))
+
+
+# POET's reproduce steps carried to the 8 numbers (this project's, not the paper's: an
+# option, `poet_mutation_8d`): roughness and each range's ends as POET moves them, stairs'
+# heights as stumps', and the step count by one.
+POET_ROUGH_STEP = 0.6
+POET_RANGE_STEPS = {"pit_gap": 0.4, "stump_height": 0.2, "stair_height": 0.2}
+POET_STAIR_STEPS_STEP = 1.0
+
+
+def poet_mutate(values: Mapping[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    """POET's reproduce op over dcd's 8 numbers, every group moving on each call as POET's
+    does: roughness by U(-0.6, 0.6); each range's (sorted) ends by one of the 8 moves of
+    +-step or 0 that keep 0 <= lo <= hi <= its bound, drawn uniform (POET's `_mutate_range`
+    without its off state: a dcd range is off by dcd's thresholds); stair steps by +-1 within
+    [1, 9]; everything clipped to dcd's full ranges."""
+    lo_r, hi_r = RANGES["roughness"]
+    out: dict[str, Any] = {
+        "roughness": float(
+            np.clip(float(values["roughness"]) + rng.uniform(-POET_ROUGH_STEP, POET_ROUGH_STEP), lo_r, hi_r)
+        )
+    }
+    for name, step in POET_RANGE_STEPS.items():
+        lo, hi = sorted(float(x) for x in values[name])
+        bound = RANGES[name][1]
+        moves = [
+            [lo + d_lo, hi + d_hi]
+            for d_lo in (step, 0.0, -step)
+            for d_hi in (step, 0.0, -step)
+            if (d_lo, d_hi) != (0.0, 0.0) and 0.0 <= lo + d_lo <= hi + d_hi <= bound
+        ]
+        out[name] = moves[int(rng.integers(len(moves)))] if moves else [lo, hi]
+    lo_s, hi_s = RANGES["stair_steps"]
+    steps = float(values["stair_steps"])
+    options = [x for x in (steps + POET_STAIR_STEPS_STEP, steps - POET_STAIR_STEPS_STEP) if lo_s <= x <= hi_s]
+    out["stair_steps"] = options[int(rng.integers(len(options)))]
+    return out
 
 
 def full_ranges() -> tuple[tuple[float, float], ...]:
@@ -301,6 +338,28 @@ def check_level_space(level_space: str) -> str:
     if level_space not in LEVEL_SPACES:
         raise ValueError(f"option level_space must be one of {', '.join(LEVEL_SPACES)}, got {level_space!r}")
     return level_space
+
+
+def check_poet_mutation_8d(value: bool) -> bool:
+    """`value` when it is a bool (a family's `poet_mutation_8d` option), else a ValueError."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"option poet_mutation_8d must be true or false, got {value!r}")
+    return bool(value)
+
+
+def poet_mutate_or_refuse(
+    family: str, values: Mapping[str, Any], rng: np.random.Generator, allowed: bool
+) -> dict[str, Any]:
+    """`poet_mutate(values, rng)` when the family's `poet_mutation_8d` is on; else the error
+    that says POET's paper has no such op and how to turn this project's on."""
+    if not allowed:
+        raise EnvParamError(
+            family,
+            "level_space",
+            "POET's paper defines no mutation of dcd's 8-D levels; use level_space: poet, or set "
+            "env.options.poet_mutation_8d: true for this project's (docs/envs.md#dcds-8-d-levels)",
+        )
+    return poet_mutate(values, rng)
 
 
 def curriculum_defaults(curriculum: str) -> dict[str, Any]:

@@ -612,10 +612,18 @@ class TerrainFamily:
     version = 2
     defaults = BIPEDAL_SCORES  # POET's thresholds
 
-    def __init__(self, course_length: float = 80.0, max_episode_steps: int = 600, level_space: str = "poet"):
+    def __init__(
+        self,
+        course_length: float = 80.0,
+        max_episode_steps: int = 600,
+        level_space: str = "poet",
+        poet_mutation_8d: bool = False,
+    ):
         # where new levels come from (`initial`, `sample`, `sample_easy`): POET's 5-D space or
         # dcd's 8-D one, stairs included (`envs.dcd_levels`, in this family's units)
         self.level_space = dcd.check_level_space(level_space)
+        # POET's mutate of a dcd level: refused (the paper has none) or this project's op
+        self.poet_mutation_8d = dcd.check_poet_mutation_8d(poet_mutation_8d)
         if isinstance(course_length, bool) or not isinstance(course_length, (int, float)):
             raise ValueError(f"option course_length must be a number, got {type(course_length).__name__}")
         if not (math.isfinite(course_length) and course_length >= 2 * START_PAD):
@@ -636,10 +644,13 @@ class TerrainFamily:
 
     def mutate(self, params: EnvParams, rng: np.random.Generator) -> EnvParams:
         """POET's reproduce op: all three groups move on every call. POET's paper defines no
-        mutation of dcd's 8-D levels, and none is here."""
+        mutation of dcd's 8-D levels: one is refused, or with `poet_mutation_8d` moved by this
+        project's op (`dcd_levels.poet_mutate`)."""
         self.validate(params)
         if dcd.is_dcd_level(params.values):
-            raise EnvParamError(FAMILY, "level_space", "POET's mutation is of its 5-D levels; use level_space: poet")
+            return EnvParams.create(
+                FAMILY, dcd.poet_mutate_or_refuse(FAMILY, params.values, rng, self.poet_mutation_8d)
+            )
         v = params.values
         roughness = round(float(v["roughness"]) + rng.uniform(-ROUGH_STEP, ROUGH_STEP), 1)
         roughness = min(max(roughness, 0.0), ROUGH_MAX) + 0.0  # + 0.0 turns -0.0 into 0.0

@@ -266,13 +266,68 @@ def test_a_random_dcd_level_is_dcds_reset_random(mode, seed, expected, index):
 def test_the_dcd_level_space_option_and_poets_mutation():
     family = BipedalFamily(level_space="dcd")
     assert family.initial().values == dcd.level() and set(family.test_levels()) == set(BipedalFamily().test_levels())
-    with pytest.raises(ValueError, match="POET's mutation is of its 5-D levels"):
+    with pytest.raises(ValueError, match="POET's paper defines no mutation of dcd's 8-D levels"):
         family.mutate(family.initial(), np.random.default_rng(0))
     with pytest.raises(ValueError, match="level_space must be one of poet, dcd, got 'x'"):
         BipedalFamily(level_space="x")
     half = family.interpolate(family.initial(), EnvParams.create("bipedal", dcd.EXTENDED["Insane"]), 0.5)
     assert dcd.vector(half.values) == [4.5, 5.0, 5.0, 2.5, 2.5, 2.5, 2.5, 5.0]
     assert BipedalFamily().initial().values == {"roughness": 0.0, "pit_gap": [], "stump_height": []}
+
+
+def test_poets_8d_mutation_moves_every_group_by_its_step_within_dcds_ranges():
+    rng = np.random.default_rng(3)
+    level = dcd.level(
+        roughness=9.9, pit_gap=(3.0, 0.2), stump_height=(4.9, 5.0), stair_height=(0.0, 0.0), stair_steps=9
+    )
+    for _ in range(200):
+        child = dcd.poet_mutate(level, rng)
+        assert dcd.problems(child) == []
+        assert 0 < abs(child["roughness"] - level["roughness"]) <= 0.6 or child["roughness"] == 10.0
+        for name, step in dcd.POET_RANGE_STEPS.items():
+            before, after = np.sort(level[name]), np.array(child[name])
+            moved = np.round((after - before) / step, 9)
+            assert after[0] <= after[1] and set(moved) <= {-1.0, 0.0, 1.0} and moved.any(), (name, before, after)
+        assert abs(child["stair_steps"] - level["stair_steps"]) == 1.0
+        level = child
+    a, b = (dcd.poet_mutate(dcd.SUITE["Med-Stairs"], np.random.default_rng(5)) for _ in range(2))
+    assert a == b  # a function of the level and the stream
+
+
+def test_poets_8d_mutation_is_an_option_of_both_families():
+    from envs.terrain import TerrainFamily
+
+    bad = "option poet_mutation_8d must be true or false, got 'yes'"
+    for make in (BipedalFamily, TerrainFamily):
+        with pytest.raises(ValueError, match=bad):
+            make(poet_mutation_8d="yes")
+        family = make(level_space="dcd", poet_mutation_8d=True)
+        child = family.mutate(family.initial(), np.random.default_rng(7))
+        assert child.family == family.name
+        assert child.values == dcd.poet_mutate(family.initial().values, np.random.default_rng(7))
+        assert make(poet_mutation_8d=True).mutate(make().initial(), np.random.default_rng(0)) == make().mutate(
+            make().initial(), np.random.default_rng(0)
+        )  # POET's 5-D levels keep POET's op
+
+
+def test_poet_runs_on_dcds_levels_with_the_8d_mutation(tmp_path):
+    import poet
+    from poet.analysis import load_run
+
+    cfg = {
+        "curriculum": "poet",
+        "seed": 2,
+        "iterations": 12,
+        "env": {"family": "terrain", "options": {"level_space": "dcd", "poet_mutation_8d": True}},
+        "policy": {"hidden": [8]},
+        "evaluation": {"max_steps": 60, "eval_episodes": 1, "backend": "inprocess"},
+        "reproduction": {"every": 2, "threshold": -1e9, "mc_lower": -1e9, "mc_upper": 1e9},
+        "trainer": {"name": "es", "es": {"population": 4, "noise_table_size": 100_000}},
+    }
+    poet.run(cfg, out=tmp_path / "r", progress=False)
+    levels = [EnvParams.from_json(text).values for text in load_run(tmp_path / "r").envs["params_json"]]
+    assert len(levels) > 1 and all(dcd.is_dcd_level(v) for v in levels)
+    assert any(v["stair_steps"] != 1.0 for v in levels)  # children left the flat start on all 8 numbers
 
 
 def test_accel_runs_on_dcds_level_space_and_records_its_levels(tmp_path):

@@ -77,7 +77,7 @@ def test_the_terrain_family_reads_and_draws_dcds_levels():
         assert (family.features(child) != family.features(level)).sum() <= 3
     assert set(family.test_levels()) == set(TerrainFamily().test_levels())  # the same held-out set
     assert family.flat(levels[0]).keys() >= {"stair_height_lo", "stair_steps"}
-    with pytest.raises(ValueError, match="POET's mutation is of its 5-D levels"):
+    with pytest.raises(ValueError, match="POET's paper defines no mutation of dcd's 8-D levels"):
         family.mutate(family.initial(), rng)
     profile = family.course_profile(EnvParams.create("terrain", dcd.SUITE["Med-Stairs"]), 7)
     assert "stairs 2.00-2.00" in profile.description and np.isfinite(profile.y).all()
