@@ -1,33 +1,38 @@
-"""The field's BipedalWalker benchmark at a budget that fits here: DR, robust PLR and ACCEL
-as dcd runs them (its PPO, its 8-D levels), and POET at the same env steps, scored on dcd's
-test envs beside dcd's own numbers.
+"""The field's BipedalWalker benchmark: DR, robust PLR and ACCEL as dcd runs them (its PPO,
+its 8-D levels), and POET at the same env steps, scored on dcd's test envs beside dcd's own
+numbers; on `bipedal` (Box2D) at a fraction of dcd's budget that fits here, on `terrain` at
+dcd's whole budget.
 
-    python experiments/dcd_bipedal.py --updates 200 --seeds 0 1 2    # 1% of dcd's 20,000 updates
-    python experiments/dcd_bipedal.py --quick --json /tmp/dcd.json    # a smoke run, elsewhere
+    python experiments/dcd_bipedal.py --family bipedal --updates 200 --seeds 0   # 1% of dcd's 20,000 updates
+    python experiments/dcd_bipedal.py --family terrain --seeds 0                  # dcd's 20,000 updates
+    python experiments/dcd_bipedal.py --quick --results /tmp/dcd                  # a smoke run, elsewhere
 
-1. **DR, robust PLR, ACCEL** on `bipedal` with their curricula's defaults, which are dcd's
+1. **DR, robust PLR, ACCEL** on the family with their curricula's defaults, which are dcd's
    BipedalWalker configs (PPO with 16 envs x 2,048 steps an update, dcd's 8-D levels:
-   `env.options.level_space: dcd`), each trained for `--updates` PPO updates (dcd: 20,000).
-   robust PLR's exploring cycles train nothing, so a run goes on until it has trained that
-   many times (`train_until`). Training seed 100 + seed.
-2. **POET** (its own defaults: the reference's ES) on `bipedal`, POET's 5-D levels, for
+   `env.options.level_space: dcd`), each trained for `--updates` PPO updates (dcd: 20,000;
+   default here 200 on `bipedal`, 20,000 on `terrain`). robust PLR's exploring cycles train
+   nothing, so a run goes on until it has trained that many times (`train_until`).
+   Training seed 100 + seed.
+2. **POET** (its own defaults: the reference's ES, POET's 5-D levels) on the same family for
    the mean env steps of the UED runs of the same seed (`reproduce_poet.match_env_steps`).
 3. **Scores**: every run's final agents on dcd's test suite (`run.score_levels("dcd")`:
-   BipedalWalker, Hardcore, Med-Stairs, Med-PitGap, Med-StumpHeight, Med-Roughness; 100
-   episodes each, `--episodes`), the best agent per level (a POET population; the UED
-   curricula have one), with dcd's published means at 20,000 updates beside.
+   BipedalWalker, Hardcore, Med-Stairs, Med-PitGap, Med-StumpHeight, Med-Roughness, 100
+   episodes each, `--episodes`; on `terrain` their analogues, Hardcore aside), the best
+   agent per level (a POET population; the UED curricula have one), with dcd's published
+   means at 20,000 updates beside the `bipedal` rows.
 
-Runs are resumable (run again). The JSON (`--json`, default
-`experiments/results/dcd_bipedal.json`) holds every run's updates, env steps, seconds, code
-commits and scores, the fraction of dcd's budget, and dcd's numbers; `--quick` writes only
-outside `experiments/results/`.
+Each finished run writes its own file, `RESULTS/FAMILY/CURRICULUM-seedS.json` (its updates,
+env steps, seconds, code commits and scores), and a run whose file exists is not run again;
+an interrupted run resumes from its checkpoint. Then `RESULTS/results.json` gathers every
+file there with the per-level means over seeds, the fraction of dcd's budget and dcd's
+numbers (RESULTS: `experiments/results/dcd_bipedal`; `--quick` only outside
+`experiments/results/`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,7 +52,7 @@ import reproduce_poet as study  # noqa: E402  (match_env_steps, env_steps, phase
 UED = ("dr", "robust_plr", "accel")
 DCD_UPDATES = 20_000  # the budget of dcd's published BipedalWalker numbers
 QUICK = {  # a smoke run: short episodes, small PPO rollouts
-    "env": {"family": "bipedal", "options": {"max_episode_steps": 60}},
+    "env": {"options": {"max_episode_steps": 60}},
     "evaluation": {"max_steps": 60, "backend": "inprocess"},
     "trainer": {"ppo": {"n_envs": 4, "n_steps": 64, "minibatch_size": 64, "epochs": 1}, "es": {"population": 4}},
     "policy": {"hidden": [8]},
@@ -55,19 +60,20 @@ QUICK = {  # a smoke run: short episodes, small PPO rollouts
 }
 
 
-def config(curriculum: str, seed: int, quick: bool) -> dict:
-    """One run's config: the curriculum's defaults on `bipedal` (dcd's settings for the UED
-    curricula, the reference's for POET), checkpoints only at the end."""
+def config(curriculum: str, family: str, seed: int, quick: bool) -> dict:
+    """One run's config: the curriculum's defaults on `family` (dcd's settings for the UED
+    curricula, the reference's for POET), checkpointed every 20 iterations."""
     cfg: dict = {
         "curriculum": curriculum,
         "seed": 100 + seed,
         "progress": False,
-        "env": {"family": "bipedal"},
+        "env": {"family": family},
         "evaluation": {"backend": "inprocess"},
-        "checkpoint": {"every": 0},
+        "checkpoint": {"every": 20},  # a kill loses minutes at most
     }
     if quick:
         cfg.update({k: v for k, v in QUICK.items() if k != "curriculum_options"})
+        cfg["env"] = {**QUICK["env"], "family": family}
         if curriculum in ("robust_plr", "accel"):
             cfg["curriculum_options"] = dict(QUICK["curriculum_options"])
         if curriculum == "poet":
@@ -133,59 +139,89 @@ def summary(runs: list[dict]) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--updates", type=int, default=200, help="PPO updates per UED run (dcd: 20,000)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--episodes", type=int, default=None, help="episodes per test level (default 100)")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "dcd_bipedal")
-    parser.add_argument("--json", type=Path, default=RESULTS / "dcd_bipedal.json")
-    parser.add_argument("--quick", action="store_true", help="tiny runs; --json must be outside experiments/results")
-    args = parser.parse_args()
-    if args.quick:
-        if args.json.resolve().is_relative_to(RESULTS):
-            parser.error("--quick never writes into experiments/results/; give --json elsewhere")
-        args.updates, args.episodes = 2, args.episodes or 2
-        args.out = Path(tempfile.mkdtemp(prefix="dcd_bipedal-quick-"))
-    t0 = time.perf_counter()
-    runs = []
-    for seed in args.seeds:
-        mine = []
-        for curriculum in UED:
-            out = args.out / f"{curriculum}-seed{seed}"
-            train_until(out, config(curriculum, seed, args.quick), args.updates)
-            mine.append(record(curriculum, seed, out, args.episodes))
-            print(
-                f"{curriculum} seed {seed}: {mine[-1]['updates']} updates, {mine[-1]['env_steps']:,} env steps",
-                flush=True,
-            )
-        goal = int(np.mean([r["env_steps"] for r in mine]))
-        out = args.out / f"poet-seed{seed}"
-        study.match_env_steps(out, [], goal, 1, config=config("poet", seed, args.quick))
-        mine.append(record("poet", seed, out, args.episodes))
-        print(f"poet seed {seed}: {mine[-1]['env_steps']:,} env steps (goal {goal:,})", flush=True)
-        runs += mine
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    result = {
-        "command": "python experiments/dcd_bipedal.py"
-        + (" --quick" if args.quick else f" --updates {args.updates} --seeds {' '.join(map(str, args.seeds))}"),
-        "commit": commit,
-        "updates": args.updates,
-        "fraction_of_dcd_updates": args.updates / DCD_UPDATES,
-        "episodes": args.episodes or len(dcd_levels.COURSE_SEEDS),
-        "runs": runs,
-        "summary": summary(runs),
+def write_json(path: Path, data: dict) -> None:
+    """`data` at `path`, written whole (a file that exists is complete)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def run_seed(family: str, seed: int, args: argparse.Namespace) -> None:
+    """The four runs of one seed on `family`, each skipped when its file exists."""
+    done = {}
+    for curriculum in (*UED, "poet"):
+        path = args.results / family / f"{curriculum}-seed{seed}.json"
+        if path.exists():
+            done[curriculum] = json.loads(path.read_text())
+            continue
+        t0 = time.perf_counter()
+        out = args.out / family / f"{curriculum}-seed{seed}"
+        cfg = config(curriculum, family, seed, args.quick)
+        if curriculum == "poet":
+            asked = {"env_steps_goal": int(np.mean([done[c]["env_steps"] for c in UED]))}
+            study.match_env_steps(out, [], asked["env_steps_goal"], 1, config=cfg)
+        else:
+            asked = {"updates_asked": args.updates}
+            train_until(out, cfg, args.updates)
+        done[curriculum] = {
+            "family": family,
+            **record(curriculum, seed, out, args.episodes),
+            **asked,
+            "wall_seconds_last_call": round(time.perf_counter() - t0, 1),
+        }
+        write_json(path, done[curriculum])
+        print(f"{family} {curriculum} seed {seed}: {done[curriculum]['env_steps']:,} env steps; {path}", flush=True)
+
+
+def gather(results: Path) -> dict:
+    """Every run file under `results`, per family, with the per-level means over seeds and
+    dcd's published numbers (its 20,000 updates, 10 seeds)."""
+    families = {}
+    for family_dir in sorted(p for p in results.iterdir() if p.is_dir()):
+        runs = [json.loads(p.read_text()) for p in sorted(family_dir.glob("*-seed*.json"))]
+        ued = [r for r in runs if r["curriculum"] in UED]
+        families[family_dir.name] = {
+            "runs": runs,
+            "summary": summary(runs),
+            "updates": sorted({r["updates"] for r in ued}),
+            "fraction_of_dcd_updates": sorted({r["updates"] / DCD_UPDATES for r in ued}),
+        }
+    return {
+        "command": "python experiments/dcd_bipedal.py (each family's runs: their files' `run_dir` and `starts`)",
+        "dcd_updates": DCD_UPDATES,
+        "families": families,
         "published": {
             "source": "envs/published/dcd_bipedal8d (20,000 updates, 10 seeds)",
             **dcd_levels.published_results(),
         },
-        "wall_seconds": round(time.perf_counter() - t0, 1),
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.json} ({result['wall_seconds']} s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", choices=("bipedal", "terrain"), default="bipedal")
+    parser.add_argument(
+        "--updates", type=int, default=None, help="PPO updates per UED run (default: bipedal 200, terrain 20,000)"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--episodes", type=int, default=None, help="episodes per test level (default 100)")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "dcd_bipedal")
+    parser.add_argument("--results", type=Path, default=RESULTS / "dcd_bipedal")
+    parser.add_argument("--quick", action="store_true", help="tiny runs; --results must be outside experiments/results")
+    args = parser.parse_args()
+    if args.updates is None:
+        args.updates = 200 if args.family == "bipedal" else DCD_UPDATES
+    if args.quick:
+        if args.results.resolve().is_relative_to(RESULTS):
+            parser.error("--quick never writes into experiments/results/; give --results elsewhere")
+        args.updates, args.episodes = 2, args.episodes or 2
+        args.out = Path(tempfile.mkdtemp(prefix="dcd_bipedal-quick-"))
+    t0 = time.perf_counter()
+    for seed in args.seeds:
+        run_seed(args.family, seed, args)
+    write_json(args.results / "results.json", gather(args.results))
+    print(f"wrote {args.results / 'results.json'} ({time.perf_counter() - t0:.1f} s)")
 
 
 if __name__ == "__main__":

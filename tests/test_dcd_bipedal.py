@@ -1,5 +1,6 @@
 """experiments/dcd_bipedal.py --quick: DR, robust PLR and ACCEL trained their updates, POET
-matched their env steps, every run scored on dcd's suite, dcd's numbers beside."""
+matched their env steps, every run scored on dcd's suite (on `terrain`, its analogues), each
+run's file written as it finished, dcd's numbers beside."""
 
 from __future__ import annotations
 
@@ -12,42 +13,48 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytest.importorskip("Box2D")
 SCRIPT = ROOT / "experiments" / "dcd_bipedal.py"
+SUITE = ["BipedalWalker", "Hardcore", "Med-Stairs", "Med-PitGap", "Med-StumpHeight", "Med-Roughness"]
 
 
-@pytest.mark.slow
-def test_quick_benchmark_trains_matches_and_scores_every_run(tmp_path):
-    out = tmp_path / "dcd.json"
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--json", str(out)],
+def quick(family: str, results) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--family", family, "--results", str(results)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=900,
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["bipedal", "terrain"])
+def test_quick_benchmark_trains_matches_and_scores_every_run(family, tmp_path):
+    if family == "bipedal":
+        pytest.importorskip("Box2D")
+    done = quick(family, tmp_path)
     assert done.returncode == 0, done.stderr
-    result = json.loads(out.read_text())
-    runs = {r["curriculum"]: r for r in result["runs"]}
-    assert list(runs) == ["dr", "robust_plr", "accel", "poet"]
+    files = sorted(p.name for p in (tmp_path / family).glob("*.json"))
+    assert files == ["accel-seed0.json", "dr-seed0.json", "poet-seed0.json", "robust_plr-seed0.json"]
+    result = json.loads((tmp_path / "results.json").read_text())
+    entry = result["families"][family]
+    runs = {r["curriculum"]: r for r in entry["runs"]}
     for name in ("dr", "robust_plr", "accel"):
-        assert runs[name]["updates"] == result["updates"] == 2  # robust PLR explores too: more iterations
-        assert runs[name]["iterations"] >= 2 and runs[name]["starts"]
+        assert runs[name]["updates"] == runs[name]["updates_asked"] == 2  # robust PLR explores too: more iterations
+        assert runs[name]["iterations"] >= 2 and runs[name]["starts"][0]["code"]["commit"]
     goal = int(np.mean([runs[n]["env_steps"] for n in ("dr", "robust_plr", "accel")]))
-    assert runs["poet"]["env_steps"] >= goal
-    levels = ["BipedalWalker", "Hardcore", "Med-Stairs", "Med-PitGap", "Med-StumpHeight", "Med-Roughness"]
+    assert runs["poet"]["env_steps_goal"] == goal and runs["poet"]["env_steps"] >= goal
+    levels = SUITE if family == "bipedal" else [x for x in SUITE if x != "Hardcore"]
     for r in runs.values():
         assert [row["level"] for row in r["scores"]] == levels and all(row["episodes"] == 2 for row in r["scores"])
+    assert entry["fraction_of_dcd_updates"] == [2 / 20_000]
     assert result["published"]["accel"]["Hardcore"]["solved_rate"] == pytest.approx(0.629)
-    assert result["summary"]["poet"]["Hardcore"]["seeds"] == 1
+    assert entry["summary"]["poet"][levels[0]]["seeds"] == 1
+
+    again = quick(family, tmp_path)  # every run's file exists: nothing runs again
+    assert again.returncode == 0 and "env steps;" not in again.stdout, again.stdout
 
 
 def test_quick_never_writes_into_the_committed_results():
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--json", str(ROOT / "experiments" / "results" / "x.json")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = quick("terrain", ROOT / "experiments" / "results" / "x")
     assert done.returncode == 2 and "never writes into experiments/results/" in done.stderr
