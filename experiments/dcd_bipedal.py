@@ -25,8 +25,8 @@ Each finished run writes its own file, `RESULTS/FAMILY/CURRICULUM-seedS.json` (i
 env steps, seconds, code commits and scores), and a run whose file exists is not run again;
 an interrupted run resumes from its checkpoint. Then `RESULTS/results.json` gathers every
 file there with the per-level means over seeds, the fraction of dcd's budget and dcd's
-numbers (RESULTS: `experiments/results/dcd_bipedal`; `--quick` only outside
-`experiments/results/`).
+numbers (RESULTS: `experiments/results/dcd_bipedal`; `--gather` writes only that;
+`--quick` only outside `experiments/results/`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 import reproduce_poet as study  # noqa: E402  (match_env_steps, env_steps, phase_seconds)
 
 UED = ("dr", "robust_plr", "accel")
+FAMILIES = ("bipedal", "terrain")
 DCD_UPDATES = 20_000  # the budget of dcd's published BipedalWalker numbers
 QUICK = {  # a smoke run: short episodes, small PPO rollouts
     "env": {"options": {"max_episode_steps": 60}},
@@ -178,10 +179,10 @@ def gather(results: Path) -> dict:
     """Every run file under `results`, per family, with the per-level means over seeds and
     dcd's published numbers (its 20,000 updates, 10 seeds)."""
     families = {}
-    for family_dir in sorted(p for p in results.iterdir() if p.is_dir()):
-        runs = [json.loads(p.read_text()) for p in sorted(family_dir.glob("*-seed*.json"))]
+    for family in FAMILIES:
+        runs = [json.loads(p.read_text()) for p in sorted((results / family).glob("*-seed*.json"))]
         ued = [r for r in runs if r["curriculum"] in UED]
-        families[family_dir.name] = {
+        families[family] = {
             "runs": runs,
             "summary": summary(runs),
             "updates": sorted({r["updates"] for r in ued}),
@@ -200,7 +201,7 @@ def gather(results: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--family", choices=("bipedal", "terrain"), default="bipedal")
+    parser.add_argument("--family", choices=FAMILIES, default="bipedal")
     parser.add_argument(
         "--updates", type=int, default=None, help="PPO updates per UED run (default: bipedal 200, terrain 20,000)"
     )
@@ -209,6 +210,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "dcd_bipedal")
     parser.add_argument("--results", type=Path, default=RESULTS / "dcd_bipedal")
     parser.add_argument("--quick", action="store_true", help="tiny runs; --results must be outside experiments/results")
+    parser.add_argument("--gather", action="store_true", help="only write results.json from the run files there")
     args = parser.parse_args()
     if args.updates is None:
         args.updates = 200 if args.family == "bipedal" else DCD_UPDATES
@@ -218,7 +220,7 @@ def main() -> None:
         args.updates, args.episodes = 2, args.episodes or 2
         args.out = Path(tempfile.mkdtemp(prefix="dcd_bipedal-quick-"))
     t0 = time.perf_counter()
-    for seed in args.seeds:
+    for seed in [] if args.gather else args.seeds:
         run_seed(args.family, seed, args)
     write_json(args.results / "results.json", gather(args.results))
     print(f"wrote {args.results / 'results.json'} ({time.perf_counter() - t0:.1f} s)")

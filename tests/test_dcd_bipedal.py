@@ -58,3 +58,25 @@ def test_quick_benchmark_trains_matches_and_scores_every_run(family, tmp_path):
 def test_quick_never_writes_into_the_committed_results():
     done = quick("terrain", ROOT / "experiments" / "results" / "x")
     assert done.returncode == 2 and "never writes into experiments/results/" in done.stderr
+
+
+def test_gather_writes_only_the_summary_of_the_files_there(tmp_path):
+    run = {"curriculum": "dr", "seed": 0, "updates": 200, "scores": [{"level": "Med-Stairs", "solved_rate": 0.5}]}
+    run["scores"][0]["mean_return"] = 100.0
+    (tmp_path / "bipedal").mkdir()
+    (tmp_path / "bipedal" / "dr-seed0.json").write_text(json.dumps(run))
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--gather", "--results", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert result["families"]["bipedal"]["fraction_of_dcd_updates"] == [0.01]
+    assert result["families"]["bipedal"]["summary"]["dr"]["Med-Stairs"] == {
+        "seeds": 1,
+        "solved_rate": 0.5,
+        "mean_return": 100.0,
+    }
+    assert result["families"]["terrain"]["runs"] == [] and sorted(p.name for p in tmp_path.iterdir()) == [
+        "bipedal",
+        "results.json",
+    ]

@@ -808,6 +808,42 @@ def study_round2_targets(path: str = ROUND2) -> Table:
     return table
 
 
+# ------------------------------------------------- dcd's BipedalWalker benchmark
+DCD = "experiments/results/dcd_bipedal/results.json"
+DCD_NAMES = {"accel": "ACCEL", "robust_plr": "robust PLR", "dr": "DR", "poet": "POET"}
+
+
+def _dcd_suite(metric: str, ours: str, fmt: str, scale: float, path: str) -> Table:
+    """dcd's published numbers per test level, then every finished run here on `bipedal`
+    (mean over its seeds): `metric` in dcd's files and `ours` in this project's."""
+    src = Source(path)
+    levels = list(src.get("published.accel"))
+    table = Table(["curriculum", "where, budget", "seeds", *levels], sources=[path])
+    for name in ("accel", "robust_plr", "dr"):
+        k = f"published.{name}."
+        row = [text(DCD_NAMES[name]), text("dcd, 20,000 updates"), src.num(k + levels[0] + ".seeds", ".0f")]
+        table.rows.append(row + [src.num(f"{k}{level}.{metric}", fmt, scale) for level in levels])
+    entry = src.get("families.bipedal")
+    for name, per_level in entry["summary"].items():
+        k = f"families.bipedal.summary.{name}."
+        updates = "; ".join(f"{u:,} updates" for u in entry["updates"])
+        where = f"here, {updates}" if name != "poet" else "here, the UED runs' env steps"
+        row = [text(DCD_NAMES[name]), text(where), src.num(k + levels[0] + ".seeds", "d")]
+        table.rows.append(row + [src.num(f"{k}{level}.{ours}", fmt, scale) for level in levels])
+    table.note = f"{len(entry['runs'])} runs here finished"
+    return table
+
+
+def dcd_bipedal_solved(path: str = DCD) -> Table:
+    """Solved rate (%) per dcd test level: dcd's published runs, then this project's."""
+    return _dcd_suite("solved_rate", "solved_rate", ".1f", 100.0, path)
+
+
+def dcd_bipedal_returns(path: str = DCD) -> Table:
+    """Mean test return per dcd test level: dcd's published runs, then this project's."""
+    return _dcd_suite("test_returns", "mean_return", ".1f", 1.0, path)
+
+
 TABLES: dict[str, Callable[[], Table]] = {
     f.__name__: f
     for f in (
@@ -841,6 +877,8 @@ TABLES: dict[str, Callable[[], Table]] = {
         partial_cartpole,
         study_round2_seeds,
         study_round2_targets,
+        dcd_bipedal_solved,
+        dcd_bipedal_returns,
     )
 }
 
