@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -218,7 +217,7 @@ def main() -> None:
         if args.results.resolve().is_relative_to(RESULTS):
             parser.error("--quick never writes into experiments/results/; give --results elsewhere")
         args.updates, args.episodes = 2, args.episodes or 2
-        args.out = Path(tempfile.mkdtemp(prefix="dcd_bipedal-quick-"))
+        args.out = args.results / "runs"  # beside the smoke run's files, gone with them
     t0 = time.perf_counter()
     for seed in [] if args.gather else args.seeds:
         run_seed(args.family, seed, args)
