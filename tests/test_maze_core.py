@@ -1,0 +1,118 @@
+"""The maze env is dcd's, step for step.
+
+tests/data/dcd_maze_golden.json holds numbers made outside this project by dcd's own code
+(facebookresearch/dcd @72991be `envs/multigrid`, on gym 0.15.7 and gym-minigrid 1.0.1): its
+DR levels (25 and 60 blocks), levels edited by its `mutate_level`, and its fixed test mazes,
+each with an action sequence (random, or half random and half a shortest path to the goal)
+and what dcd's env returned: every observation (image and direction, as one sha256 over the
+episode), every reward and every end. The last observation of an episode that reached the
+goal is left out: dcd's env respawns the agent at a random cell there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from envs import EnvParams, maze
+from envs import maze_core as core
+from tests.conftest import ROOT
+
+GOLDEN = json.loads((ROOT / "tests" / "data" / "dcd_maze_golden.json").read_text())
+LEVELS = GOLDEN["levels"]
+
+
+def params_of(entry: dict) -> EnvParams:
+    values = maze.level(
+        walls=entry["walls"],
+        goal=entry["goal"],
+        agent=entry["agent"],
+        size=entry["size"],
+        max_steps=entry["max_steps"],
+        agent_dir=entry["agent_dir"],
+    )
+    return EnvParams.create(maze.FAMILY, values)
+
+
+def obs_bytes(obs: dict) -> bytes:
+    return obs["image"].astype(np.uint8).tobytes() + bytes([int(obs["direction"][0])])
+
+
+def test_the_golden_file_covers_what_it_claims():
+    kinds = {e["kind"] for e in LEVELS}
+    assert {"dr25", "dr60", "accel_edit", "MazeEnv", "LargeCorridorEnv"} <= kinds
+    assert len(LEVELS) >= 120
+    assert sum(e["reached_goal"] for e in LEVELS) >= 20
+    assert sum(not e["reached_goal"] and len(e["actions"]) == e["max_steps"] for e in LEVELS) >= 20
+
+
+def test_the_constants_are_minigrids():
+    c = GOLDEN["constants"]
+    assert (c["OBJECT_TO_IDX"]["empty"], c["OBJECT_TO_IDX"]["wall"], c["OBJECT_TO_IDX"]["goal"]) == (
+        core.EMPTY,
+        core.WALL,
+        core.GOAL,
+    )
+    assert c["OBJECT_TO_IDX"]["agent"] == maze.AGENT
+    assert (c["COLOR_TO_IDX"]["grey"], c["COLOR_TO_IDX"]["green"]) == (core.WALL_COLOUR, core.GOAL_COLOUR)
+    assert [tuple(v) for v in c["DIR_TO_VEC"]] == list(zip(core.DIR_DX.tolist(), core.DIR_DY.tolist()))
+    assert len(c["Actions"]) == core.N_ACTIONS
+    assert [c["Actions"][n] for n in ("left", "right", "forward")] == [core.LEFT, core.RIGHT, core.FORWARD]
+
+
+@pytest.mark.parametrize("index", range(len(LEVELS)), ids=[f"{i}-{e['kind']}" for i, e in enumerate(LEVELS)])
+def test_an_episode_is_dcds_step_for_step(index):
+    entry = LEVELS[index]
+    params = params_of(entry)
+    assert (
+        hashlib.sha256(maze.encoding(params.values, entry["agent_dir"]).tobytes()).hexdigest()
+        == (entry["encoding_sha256"])
+    ), "the level's encoding"
+    env = maze.MazeEnv(params)
+    obs, _ = env.reset(seed=0)
+    seen = [obs_bytes(obs)]
+    rewards, dones = [], []
+    for t, action in enumerate(entry["actions"]):
+        obs, reward, terminated, truncated, _ = env.step(action)
+        rewards.append(reward)
+        dones.append(terminated or truncated)
+        if not terminated:
+            seen.append(obs_bytes(obs))
+        if terminated or truncated:
+            assert t == len(entry["actions"]) - 1
+    assert rewards == entry["rewards"] and dones == entry["dones"]
+    assert terminated == entry["reached_goal"]
+    if "obs_types" in entry:  # a readable first difference before the hash
+        ours = [b[:75:3].hex()[1::2] + ":" + str(b[75]) for b in seen]
+        assert ours == entry["obs_types"]
+    assert hashlib.sha256(b"".join(seen)).hexdigest() == entry["obs_sha256"]
+
+
+def test_the_env_passes_gymnasiums_check_and_draws_its_start_direction_from_the_seed():
+    params = params_of(next(e for e in LEVELS if e["kind"] == "dr25"))
+    check_env(maze.MazeEnv(params), skip_render_check=True)
+    free = EnvParams.create(maze.FAMILY, {**params.values, "agent_dir": None})
+    dirs = {int(maze.MazeEnv(free).reset(seed=s)[0]["direction"][0]) for s in range(40)}
+    assert dirs == {0, 1, 2, 3}
+    assert maze.MazeEnv(free).reset(seed=3)[0]["direction"] == maze.MazeEnv(free).reset(seed=3)[0]["direction"]
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"size": 2}, "size"),
+        ({"walls": [[0, 3]]}, "walls"),
+        ({"goal": [1, 1], "agent": [1, 1]}, "agent"),
+        ({"walls": [[2, 2]], "goal": [2, 2]}, "goal"),
+        ({"agent_dir": 4}, "agent_dir"),
+        ({"max_steps": 0}, "max_steps"),
+    ],
+)
+def test_a_bad_level_names_its_field(change, field):
+    values = {**maze.level(), **change}
+    with pytest.raises(ValueError, match=f"maze.*{field}"):
+        maze.MazeEnv(EnvParams.create(maze.FAMILY, values))
