@@ -116,3 +116,43 @@ def test_a_bad_level_names_its_field(change, field):
     values = {**maze.level(), **change}
     with pytest.raises(ValueError, match=f"maze.*{field}"):
         maze.MazeEnv(EnvParams.create(maze.FAMILY, values))
+
+
+FIXED = [e for e in LEVELS if "bit_map" in e]
+
+
+@pytest.mark.parametrize("entry", FIXED, ids=[e["kind"] for e in FIXED])
+def test_a_fixed_maze_is_the_one_dcds_class_builds(entry):
+    from envs import maze_levels
+
+    (name,) = [n for n, v in maze_levels.layouts().items() if v["class"] == entry["kind"]]
+    assert maze_levels.layouts()[name]["gym_id"] == entry["gym_ids"][0] == f"MultiGrid-{name}-v0"
+    values = maze_levels.fixed_maze(name, np.random.RandomState(entry["params"]["np_random_seed_before_ctor"]))
+    assert values == params_of(entry).values  # walls, goal (the corridors': drawn as dcd draws it), start, T
+    assert values["agent_dir"] == 0 and values["max_steps"] == 2 * values["size"] ** 2
+
+
+def test_every_fixed_maze_has_a_path_and_the_corridors_goals_are_dcds_candidates():
+    from envs import maze_levels
+
+    rng = np.random.RandomState(0)
+    for name in maze_levels.layouts():
+        for _ in range(5):
+            values = maze_levels.fixed_maze(name, rng)
+            maze.validate_level(EnvParams.create(maze.FAMILY, values))
+            assert maze_levels.shortest_path(values) is not None, name
+    goals = {tuple(maze_levels.fixed_maze("SmallCorridor", rng)["goal"]) for _ in range(200)}
+    assert goals == {(c, r) for r in (6, 8) for c in (3, 5, 7, 9, 11)}
+    with pytest.raises(ValueError, match="unknown maze 'Maze9'; dcd's fixed mazes: Maze, Maze2"):
+        maze_levels.fixed_maze("Maze9")
+    with pytest.raises(ValueError, match="draws its goal: give an rng"):
+        maze_levels.fixed_maze("LargeCorridor")
+
+
+def test_the_shortest_path_counts_moves_and_sees_walls():
+    from envs import maze_levels
+
+    open_level = maze.level(goal=(13, 13), agent=(1, 1))
+    assert maze_levels.shortest_path(open_level) == 24
+    cut = maze.level(walls=[[x, 7] for x in range(1, 14)], goal=(13, 13), agent=(1, 1))
+    assert maze_levels.shortest_path(cut) is None
