@@ -67,3 +67,95 @@ def shortest_path(values: Mapping[str, Any]) -> int | None:
                 seen[nx, ny] = True
                 queue.append(((nx, ny), d + 1))
     return None
+
+
+# ------------------------------------------------------------------ dcd's level spaces
+# dcd's editor actions (adversarial.py EDITOR_ACTION_SPACES): "-" a wall, "." empty, "a" the
+# agent, "g" the goal. ACCEL's maze config edits with walls_none_goal
+# (GoalLastEmptyAdversarialEnv_WNG); the default AdversarialEnv with walls_none_agent_goal.
+EDITOR_ACTIONS = {"walls_none": "-.", "walls_none_goal": "-.g", "walls_none_agent_goal": "-.ag"}
+
+
+def _place(rng: Any, taken: set[tuple[int, int]], size: int) -> tuple[int, int]:
+    """minigrid's `place_obj` over the whole grid: (x, y) drawn uniform over it until the cell
+    is free (the outer wall is never free)."""
+    while True:
+        x, y = int(rng.integers(0, size)), int(rng.integers(0, size))
+        if 0 < x < size - 1 and 0 < y < size - 1 and (x, y) not in taken:
+            return x, y
+
+
+def sample(rng: Any, blocks: int, variable: bool, size: int = maze.SIZE) -> dict[str, Any]:
+    """A random level as dcd's `AdversarialEnv.reset_random` draws it: the goal, the agent's
+    start direction (drawn, then left to each reset: the level's `agent_dir` is None, as a
+    replayed level's is in dcd), the agent, then the walls, each at a free cell. The walls
+    number `blocks // 2` (dcd's "25 blocks" envs: 12), or with `variable` a number drawn
+    uniform in [0, blocks) (dcd's "60 blocks uniform" envs, `resample_n_clutter`)."""
+    goal = _place(rng, set(), size)
+    rng.integers(0, 4)  # the start direction dcd draws here (each reset draws its own)
+    agent = _place(rng, {goal}, size)
+    count = int(rng.integers(0, blocks)) if variable else blocks // 2
+    walls: set[tuple[int, int]] = set()
+    for _ in range(count):
+        walls.add(_place(rng, {goal, agent} | walls, size))
+    return maze.level(walls, goal, agent, size, maze.MAX_STEPS)
+
+
+def edit(values: Mapping[str, Any], rng: Any, edits: int, actions: str = "walls_none_goal") -> dict[str, Any]:
+    """dcd's `mutate_level(num_edits)`: `edits` cells drawn with replacement, their unique set
+    (in the order of Python's set, as dcd iterates it) each given an editor action drawn
+    uniform, applied in turn; then a goal and an agent placed at a free cell where an edit
+    removed them. The start direction is the level's."""
+    if actions not in EDITOR_ACTIONS:
+        raise ValueError(f"editor actions must be one of {', '.join(EDITOR_ACTIONS)}, got {actions!r}")
+    choices = EDITOR_ACTIONS[actions]
+    size = int(values["size"])
+    inner = size - 2
+    locs = list(set(np.asarray(rng.integers(0, inner * inner, edits)).tolist()))
+    drawn = np.asarray(rng.integers(0, len(choices), len(locs))).tolist()
+    walls = {(int(x), int(y)) for x, y in values["walls"]}
+    goal: tuple[int, int] | None = (int(values["goal"][0]), int(values["goal"][1]))
+    agent: tuple[int, int] | None = (int(values["agent"][0]), int(values["agent"][1]))
+    free = np.ones((inner, inner), dtype=bool)  # [y - 1, x - 1], as dcd's free_mask
+    for x, y in walls:
+        free[y - 1, x - 1] = False
+    free[agent[1] - 1, agent[0] - 1] = free[goal[1] - 1, goal[0] - 1] = False
+    for loc, a in zip(locs, drawn):
+        cell = (loc % inner + 1, loc // inner + 1)
+        walls.discard(cell)  # dcd's _clean_loc
+        if cell == goal:
+            goal = None
+        elif cell == agent:
+            agent = None
+        action = choices[a]
+        if action == "-":
+            walls.add(cell)
+            free[cell[1] - 1, cell[0] - 1] = False
+        elif action == ".":
+            free[cell[1] - 1, cell[0] - 1] = True
+        elif action == "a":
+            if agent is not None:
+                free[agent[1] - 1, agent[0] - 1] = True
+            # dcd places the agent with place_obj over this one cell: two draws of one value
+            agent = (int(rng.integers(cell[0], cell[0] + 1)), int(rng.integers(cell[1], cell[1] + 1)))
+            free[cell[1] - 1, cell[0] - 1] = False
+        else:
+            if goal is not None:
+                free[goal[1] - 1, goal[0] - 1] = True
+            goal = cell
+            free[cell[1] - 1, cell[0] - 1] = False
+    if goal is None:
+        goal = _free_cell(rng, free)
+    if agent is None:
+        x, y = _free_cell(rng, free)
+        agent = (int(rng.integers(x, x + 1)), int(rng.integers(y, y + 1)))  # placed as above
+    return maze.level(walls, goal, agent, size, int(values["max_steps"]), values["agent_dir"])
+
+
+def _free_cell(rng: Any, free: np.ndarray) -> tuple[int, int]:
+    """dcd's `_free_xy_from_mask`: a free cell drawn uniform (`choice` over the free indices),
+    then taken from the mask."""
+    loc = int(rng.choice(np.flatnonzero(free)))
+    x, y = loc % free.shape[1], loc // free.shape[1]
+    free[y, x] = False
+    return x + 1, y + 1
