@@ -159,3 +159,60 @@ def _free_cell(rng: Any, free: np.ndarray) -> tuple[int, int]:
     x, y = loc % free.shape[1], loc // free.shape[1]
     free[y, x] = False
     return x + 1, y + 1
+
+
+# ------------------------------------------------------------------ dcd's perfect mazes
+def _edges_of(nodes: list, added: list) -> list:
+    """`list(g.edges)` of a networkx graph whose nodes were added in `nodes` order, then the
+    edges `added` in order: each node's neighbours in the order their edges came, an edge
+    given once, from the node met first."""
+    adjacency: dict = {node: {} for node in nodes}
+    for u, v in added:
+        adjacency[u][v] = adjacency[v][u] = None
+    out, seen = [], set()
+    for node, neighbours in adjacency.items():
+        out += [(node, n) for n in neighbours if n not in seen]
+        seen.add(node)
+    return out
+
+
+def _grid_graph_edges(h: int, w: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The edges of networkx 2.5's `grid_graph([h, w])` in the order `list(g.edges)` gives
+    them, which dcd shuffles: the cartesian product of a path of w nodes with a path of h
+    (its edges along the first factor, then along the second), copied by `relabel_nodes`,
+    each graph's edges read back by adjacency."""
+    nodes = [(u, v) for u in range(w) for v in range(h)]
+    added = [((u, x), (u + 1, x)) for u in range(w - 1) for x in range(h)]
+    added += [((x, a), (x, a + 1)) for x in range(w) for a in range(h - 1)]
+    return _edges_of(nodes, _edges_of(nodes, added))
+
+
+def perfect_maze(rng: Any, size: int) -> dict[str, Any]:
+    """A level of dcd's `MSTMazeEnv` (PerfectMazeMedium: size 21): the agent and the goal at
+    two distinct corners (`choice(4, 2, replace=False)`), then a maze by Kruskal's algorithm
+    over the grid graph's edges in a shuffled order; the agent facing right, T = 2 * size^2."""
+    if size < 5 or size % 2 == 0:
+        raise ValueError(f"a perfect maze's size must be odd and >= 5, got {size!r}")
+    corners = [(1, 1), (size - 2, 1), (1, size - 2), (size - 2, size - 2)]
+    a, g = (int(i) for i in rng.choice(range(4), size=(2,), replace=False))
+    n = (size - 2) // 2 + 1
+    edges = _grid_graph_edges(n, n)
+    rng.shuffle(edges)
+    parent = {node: node for edge in edges for node in edge}
+
+    def root(node: tuple[int, int]) -> tuple[int, int]:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    bit_map = np.ones((size - 2, size - 2), dtype=bool)  # [y, x] as dcd's; node (y, x) at (2y, 2x)
+    for y, x in parent:
+        bit_map[2 * y, 2 * x] = False
+    for u, v in edges:
+        ru, rv = root(u), root(v)
+        if ru != rv:
+            bit_map[u[0] + v[0], u[1] + v[1]] = False  # the wall between the two cells
+            parent[ru] = rv
+    walls = [[x + 1, y + 1] for y, x in zip(*np.nonzero(bit_map))]
+    return maze.level(walls, corners[g], corners[a], size, 2 * size * size, agent_dir=0)

@@ -13,6 +13,7 @@ the same order and the same rules.
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -104,3 +105,29 @@ def test_the_spaces_with_numpys_generator_give_valid_levels_of_dcds_sizes():
         maze.validate_level(EnvParams.create(maze.FAMILY, level))
     with pytest.raises(ValueError, match="editor actions must be one of walls_none, walls_none_goal"):
         maze_levels.edit(level, rng, 5, "walls")
+
+
+PERFECT = json.loads((ROOT / "tests" / "data" / "dcd_perfect_maze_golden.json").read_text())["classes"]
+
+
+def test_the_grid_graphs_edges_come_in_networkxs_order():
+    edges = PERFECT["PerfectMazeSmall"]["edges"]
+    assert [[list(u), list(v)] for u, v in maze_levels._grid_graph_edges(5, 5)] == edges
+
+
+@pytest.mark.parametrize("name", sorted(PERFECT))
+def test_a_perfect_maze_is_dcds_from_its_seed_52_stream(name):
+    """dcd's MSTMazeEnv reseeds every instance with MultiGridEnv's default seed 52 (gym's
+    seeding), so each instance's first maze is the same and its later resets go on the stream."""
+    from envs import dcd_levels
+
+    entry = PERFECT[name]
+    assert entry["first_level_same_across_instances"]
+    rng = dcd_levels.legacy_gym_rng(52)
+    for want in entry["levels"]:
+        level = maze_levels.perfect_maze(rng, entry["size"])
+        assert level["max_steps"] == entry["max_steps"] and level["agent_dir"] == want["agent_dir"] == 0
+        assert (level["goal"], level["agent"], len(level["walls"])) == (want["goal"], want["agent"], want["n_walls"])
+        text = json.dumps(level["walls"], separators=(",", ":"))
+        assert hashlib.sha256(text.encode()).hexdigest() == want["walls_sha256"]
+        assert maze_levels.shortest_path(level) is not None  # a perfect maze joins every cell
