@@ -11,7 +11,9 @@ A level's values:
   reset from the episode's seed, as dcd's `AdversarialEnv.reset` draws it for every training
   level (its fixed test mazes start facing right, 0);
 * `max_steps`: T, the episode's step limit and the scale of its reward 1 - 0.9 * t / T
-  (dcd: 250 for training levels, 2 * size^2 for its test mazes).
+  (dcd: 250 for training levels, 2 * size^2 for its test mazes);
+* `see_through_walls`: whether walls leave the cells behind them in view (dcd's MultiGrid
+  mazes: true; its gym-minigrid test mazes, FourRooms and SimpleCrossing: false).
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ def level(
     size: int = SIZE,
     max_steps: int = MAX_STEPS,
     agent_dir: int | None = None,
+    see_through_walls: bool = True,
 ) -> dict[str, Any]:
     """A level's values (walls sorted, so equal levels have equal values)."""
     return {
+        "see_through_walls": bool(see_through_walls),
         "size": int(size),
         "walls": sorted([int(x), int(y)] for x, y in walls),
         "goal": [int(goal[0]), int(goal[1])],
@@ -52,7 +56,7 @@ def level(
 
 def problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(field, problem) for every value that does not make a maze."""
-    want = {"size", "walls", "goal", "agent", "agent_dir", "max_steps"}
+    want = {"size", "walls", "goal", "agent", "agent_dir", "max_steps", "see_through_walls"}
     if set(values) != want:
         return [("values", f"a maze level has exactly {sorted(want)}, got {sorted(values)}")]
     size = values["size"]
@@ -81,6 +85,8 @@ def problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     d = values["agent_dir"]
     if d is not None and (isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d <= 3):
         found.append(("agent_dir", f"must be None or 0-3, got {d!r}"))
+    if not isinstance(values["see_through_walls"], (bool, np.bool_)):
+        found.append(("see_through_walls", f"must be true or false, got {values['see_through_walls']!r}"))
     t = values["max_steps"]
     if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
         found.append(("max_steps", f"must be a positive int, got {t!r}"))
@@ -133,6 +139,7 @@ class MazeEnv(gym.Env):
         self.params = params
         self.grid = grid_of(params.values)
         self.max_steps = int(params.values["max_steps"])
+        self.see_through = bool(params.values["see_through_walls"])
         self.observation_space = spaces.Dict(
             {
                 "image": spaces.Box(0, 255, (core.VIEW, core.VIEW, 3), np.uint8),
@@ -144,7 +151,8 @@ class MazeEnv(gym.Env):
 
     def _obs(self) -> dict[str, np.ndarray]:
         image = np.empty((core.VIEW, core.VIEW, 3), dtype=np.uint8)
-        core.view(self.grid, int(self.state[0]), int(self.state[1]), int(self.state[2]), image)
+        x, y, direction = (int(v) for v in self.state[:3])
+        core.view(self.grid, x, y, direction, self.see_through, image)
         return {"image": image, "direction": np.array([self.state[2]], dtype=np.uint8)}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:

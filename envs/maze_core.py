@@ -12,9 +12,17 @@ kept beside it. The rules, as dcd's env applies them with one agent:
   1 - 0.9 * t / T (t the steps so far, this one included; T the level's step limit); the
   episode also ends when t reaches T, with reward 0;
 * the view: the 5 x 5 cells ahead of the agent, the agent at the middle of the bottom row
-  facing up, cells outside the grid seen as walls, walls not occluding (dcd's
-  `see_through_walls=True`), the agent's own cell seen as empty. Each cell is encoded as
-  minigrid's (object, colour, state): empty (1, 0, 0), wall (2, 5, 0), goal (8, 1, 0).
+  facing up, cells outside the grid seen as walls, the agent's own cell seen as empty. Each
+  cell is encoded as minigrid's (object, colour, state): empty (1, 0, 0), wall (2, 5, 0),
+  goal (8, 1, 0). dcd's MultiGrid mazes see through walls (`see_through_walls=True`); its
+  two gym-minigrid test mazes (FourRooms, SimpleCrossing) do not: there a cell hidden behind
+  walls, by minigrid's `process_vis`, reads unseen (0, 0, 0).
+
+The step rules of the two kinds of env differ only where an episode ends at the goal: dcd's
+MultiGrid env takes the agent off the grid and respawns it at a random cell, minigrid's moves
+it onto the goal; here the agent moves onto the goal in both, so the last observation of an
+episode that reached the goal is minigrid's and not dcd's MultiGrid's (which nothing learns
+from: the episode is over).
 
 The constants live here, beside the kernels, because numba freezes module globals into the
 compiled code and its cache is keyed on this file.
@@ -26,7 +34,7 @@ import numba
 import numpy as np
 
 # minigrid 1.0.1's OBJECT_TO_IDX and COLOR_TO_IDX for the objects of a maze
-EMPTY, WALL, GOAL = 1, 2, 8
+UNSEEN, EMPTY, WALL, GOAL = 0, 1, 2, 8
 WALL_COLOUR, GOAL_COLOUR = 5, 1  # grey, green
 VIEW = 5  # dcd's agent_view_size
 N_ACTIONS = 7  # dcd's MultiGridEnv.Actions: left, right, forward, pickup, drop, toggle, done
@@ -37,10 +45,32 @@ DIR_DY = np.array([0, 1, 0, -1], dtype=np.int64)
 
 
 @numba.njit(cache=True)
-def view(grid: np.ndarray, x: int, y: int, direction: int, out: np.ndarray) -> None:
+def _visible(cells: np.ndarray) -> np.ndarray:
+    """minigrid 1.0.1's `process_vis` on a turned view, the agent at (2, 4): sight spreads
+    from the agent row by row away from it, sideways and forward, and stops at a wall."""
+    mask = np.zeros((VIEW, VIEW), dtype=np.bool_)
+    mask[VIEW // 2, VIEW - 1] = True
+    for j in range(VIEW - 1, -1, -1):
+        for i in range(VIEW - 1):
+            if mask[i, j] and cells[i, j] != WALL:
+                mask[i + 1, j] = True
+                if j > 0:
+                    mask[i + 1, j - 1] = True
+                    mask[i, j - 1] = True
+        for i in range(VIEW - 1, 0, -1):
+            if mask[i, j] and cells[i, j] != WALL:
+                mask[i - 1, j] = True
+                if j > 0:
+                    mask[i - 1, j - 1] = True
+                    mask[i, j - 1] = True
+    return mask
+
+
+@numba.njit(cache=True)
+def view(grid: np.ndarray, x: int, y: int, direction: int, see_through: bool, out: np.ndarray) -> None:
     """The agent's 5 x 5 x 3 view from (x, y) facing `direction`, into `out` ([i, j, channel]
     as dcd's `gen_obs` returns it): minigrid's slice of the grid, rotated left direction + 1
-    times, the agent's cell emptied, then encoded."""
+    times, hidden cells found (unless `see_through`), the agent's cell emptied, then encoded."""
     size = grid.shape[0]
     half = VIEW // 2
     if direction == 0:
@@ -65,10 +95,11 @@ def view(grid: np.ndarray, x: int, y: int, direction: int, out: np.ndarray) -> N
             for j in range(VIEW):
                 turned[j, VIEW - 1 - i] = cells[i, j]
         cells[:, :] = turned
+    seen = np.ones((VIEW, VIEW), dtype=np.bool_) if see_through else _visible(cells)
     cells[half, VIEW - 1] = EMPTY  # the agent's own cell (gen_obs_grid sets it to None)
     for i in range(VIEW):
         for j in range(VIEW):
-            code = cells[i, j]
+            code = cells[i, j] if seen[i, j] else UNSEEN
             out[i, j, 0] = code
             out[i, j, 1] = WALL_COLOUR if code == WALL else (GOAL_COLOUR if code == GOAL else 0)
             out[i, j, 2] = 0

@@ -149,7 +149,9 @@ def edit(values: Mapping[str, Any], rng: Any, edits: int, actions: str = "walls_
     if agent is None:
         x, y = _free_cell(rng, free)
         agent = (int(rng.integers(x, x + 1)), int(rng.integers(y, y + 1)))  # placed as above
-    return maze.level(walls, goal, agent, size, int(values["max_steps"]), values["agent_dir"])
+    return maze.level(
+        walls, goal, agent, size, int(values["max_steps"]), values["agent_dir"], values["see_through_walls"]
+    )
 
 
 def _free_cell(rng: Any, free: np.ndarray) -> tuple[int, int]:
@@ -216,3 +218,55 @@ def perfect_maze(rng: Any, size: int) -> dict[str, Any]:
             parent[ru] = rv
     walls = [[x + 1, y + 1] for y, x in zip(*np.nonzero(bit_map))]
     return maze.level(walls, corners[g], corners[a], size, 2 * size * size, agent_dir=0)
+
+
+# ------------------------------------------------------------ dcd's gym-minigrid test mazes
+def four_rooms(rng: Any) -> dict[str, Any]:
+    """A level of dcd's FourRoomsEnv (`fourrooms.py`, on gym-minigrid 1.0.1): a 19 x 19 grid cut
+    into four rooms by a wall cross, a door drawn in each of its four arms (in minigrid's
+    room order), then the agent at a free cell with a drawn direction and the goal at
+    another; walls hide what is behind them, T = 100."""
+    size, room = 19, 19 // 2
+    walls = {(room, y) for y in range(1, size - 1)} | {(x, room) for x in range(1, size - 1)}
+    for j in range(2):
+        for i in range(2):
+            x_left, y_top = i * room, j * room
+            if i == 0:
+                walls.discard((x_left + room, int(rng.integers(y_top + 1, y_top + room))))
+            if j == 0:
+                walls.discard((int(rng.integers(x_left + 1, x_left + room)), y_top + room))
+    agent = _place(rng, walls, size)
+    direction = int(rng.integers(0, 4))
+    goal = _place(rng, walls | {agent}, size)
+    return maze.level(walls, goal, agent, size, 100, direction, see_through_walls=False)
+
+
+def simple_crossing(rng: Any, size: int = 11, crossings: int = 5) -> dict[str, Any]:
+    """A level of dcd's SimpleCrossingS11N5Env (`crossing.py`, on gym-minigrid 1.0.1): the agent
+    at (1, 1) facing right, the goal at the far corner, `crossings` walls across the grid
+    drawn among the even rows and columns, and one opening in each, placed so a path crosses
+    them in a drawn order; walls hide what is behind them, T = 4 * size^2."""
+    vertical, horizontal = "v", "h"
+    rivers = [(vertical, i) for i in range(2, size - 2, 2)] + [(horizontal, j) for j in range(2, size - 2, 2)]
+    rng.shuffle(rivers)
+    rivers = rivers[:crossings]
+    rivers_v = sorted(pos for kind, pos in rivers if kind == vertical)
+    rivers_h = sorted(pos for kind, pos in rivers if kind == horizontal)
+    walls = {(i, j) for i in range(1, size - 1) for j in rivers_h} | {
+        (i, j) for i in rivers_v for j in range(1, size - 1)
+    }
+    path = [horizontal] * len(rivers_v) + [vertical] * len(rivers_h)
+    rng.shuffle(path)
+    limits_v, limits_h = [0, *rivers_v, size - 1], [0, *rivers_h, size - 1]
+    room_i = room_j = 0
+    for kind in path:
+        if kind == horizontal:
+            i = limits_v[room_i + 1]
+            j = int(rng.choice(range(limits_h[room_j] + 1, limits_h[room_j + 1])))
+            room_i += 1
+        else:
+            i = int(rng.choice(range(limits_v[room_i] + 1, limits_v[room_i + 1])))
+            j = limits_h[room_j + 1]
+            room_j += 1
+        walls.discard((i, j))
+    return maze.level(walls, (size - 2, size - 2), (1, 1), size, 4 * size * size, 0, see_through_walls=False)

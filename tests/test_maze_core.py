@@ -156,3 +156,39 @@ def test_the_shortest_path_counts_moves_and_sees_walls():
     assert maze_levels.shortest_path(open_level) == 24
     cut = maze.level(walls=[[x, 7] for x in range(1, 14)], goal=(13, 13), agent=(1, 1))
     assert maze_levels.shortest_path(cut) is None
+
+
+MINIGRID = json.loads((ROOT / "tests" / "data" / "dcd_minigrid_mazes_golden.json").read_text())["levels"]
+
+
+def _minigrid_levels() -> list[dict]:
+    """This project's FourRooms levels along the seed-1337 stream and its SimpleCrossing level
+    of each seed, in the golden file's order."""
+    from envs import dcd_levels, maze_levels
+
+    out, stream = [], dcd_levels.legacy_gym_rng(1337)
+    for entry in MINIGRID:
+        if entry["kind"] == "FourRooms":
+            out.append(maze_levels.four_rooms(stream))
+        else:
+            out.append(maze_levels.simple_crossing(dcd_levels.legacy_gym_rng(entry["stream"]["seed"])))
+    return out
+
+
+@pytest.mark.parametrize("index", range(len(MINIGRID)), ids=[f"{i}-{e['kind']}" for i, e in enumerate(MINIGRID)])
+def test_a_minigrid_test_maze_is_dcds_level_and_episode(index):
+    entry, values = MINIGRID[index], _minigrid_levels()[index]
+    fields = ("walls", "goal", "agent", "agent_dir", "size", "max_steps", "see_through_walls")
+    assert {k: values[k] for k in fields} == {k: entry[k] for k in fields}
+    env = maze.MazeEnv(EnvParams.create(maze.FAMILY, values))
+    obs, _ = env.reset(seed=0)
+    seen, rewards, dones = [obs_bytes(obs)], [], []
+    for action in entry["actions"]:
+        obs, reward, terminated, truncated, _ = env.step(action)
+        seen.append(obs_bytes(obs))  # minigrid moves the agent onto the goal: every view counts
+        rewards.append(reward)
+        dones.append(terminated or truncated)
+    assert rewards == entry["rewards"] and dones == entry["dones"] and terminated == entry["reached_goal"]
+    if "obs_vis" in entry:  # a readable first difference: which cells the walls hide
+        assert ["".join("1" if b[3 * k] else "0" for k in range(25)) for b in seen] == entry["obs_vis"]
+    assert hashlib.sha256(b"".join(seen)).hexdigest() == entry["obs_sha256"]
