@@ -178,7 +178,8 @@ def _edges_of(nodes: list, added: list) -> list:
     return out
 
 
-def _grid_graph_edges(h: int, w: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+@cache
+def _grid_graph_edges(h: int, w: int) -> tuple[tuple[tuple[int, int], tuple[int, int]], ...]:
     """The edges of networkx 2.5's `grid_graph([h, w])` in the order `list(g.edges)` gives
     them, which dcd shuffles: the cartesian product of a path of w nodes with a path of h
     (its edges along the first factor, then along the second), copied by `relabel_nodes`,
@@ -186,7 +187,7 @@ def _grid_graph_edges(h: int, w: int) -> list[tuple[tuple[int, int], tuple[int, 
     nodes = [(u, v) for u in range(w) for v in range(h)]
     added = [((u, x), (u + 1, x)) for u in range(w - 1) for x in range(h)]
     added += [((x, a), (x, a + 1)) for x in range(w) for a in range(h - 1)]
-    return _edges_of(nodes, _edges_of(nodes, added))
+    return tuple(_edges_of(nodes, _edges_of(nodes, added)))
 
 
 def perfect_maze(rng: Any, size: int) -> dict[str, Any]:
@@ -198,7 +199,7 @@ def perfect_maze(rng: Any, size: int) -> dict[str, Any]:
     corners = [(1, 1), (size - 2, 1), (1, size - 2), (size - 2, size - 2)]
     a, g = (int(i) for i in rng.choice(range(4), size=(2,), replace=False))
     n = (size - 2) // 2 + 1
-    edges = _grid_graph_edges(n, n)
+    edges = list(_grid_graph_edges(n, n))
     rng.shuffle(edges)
     parent = {node: node for edge in edges for node in edge}
 
@@ -270,3 +271,63 @@ def simple_crossing(rng: Any, size: int = 11, crossings: int = 5) -> dict[str, A
             room_j += 1
         walls.discard((i, j))
     return maze.level(walls, (size - 2, size - 2), (1, 1), size, 4 * size * size, 0, see_through_walls=False)
+
+
+# ---------------------------------------------------------------------- named level sets
+EPISODES = 100  # dcd's eval.py --num_episodes
+# dcd's zero-shot maze test set (results/minigrid_ood/*.csv), in its files' order
+TEST_SET = (
+    "SixteenRooms",
+    "SixteenRoomsFewerDoors",
+    "Labyrinth",
+    "Labyrinth2",
+    "Maze",
+    "Maze2",
+    "Maze3",
+    "SimpleCrossingS11N5",
+    "FourRooms",
+    "SmallCorridor",
+    "LargeCorridor",
+    "PerfectMazeMedium",
+)
+EXTENDED_SET = ("PerfectMazeLarge", "PerfectMazeXL")  # the larger perfect mazes of dcd's eval.py
+PERFECT_SIZES = {"PerfectMazeMedium": 21, "PerfectMazeLarge": 51, "PerfectMazeXL": 101}
+
+
+def _stream_levels(make: Any, rng: Any, count: int) -> list[dict[str, Any]]:
+    """Levels 1 to `count` of an env's stream: the level its constructor built (0) is never
+    played, since an evaluation resets the env before its first episode."""
+    make(rng)
+    return [make(rng) for _ in range(count)]
+
+
+def maze_episodes(name: str, count: int = EPISODES) -> list[dict[str, Any]]:
+    """The levels of `count` episodes of dcd's test maze `name`, episode k's fixed so a run
+    scores the same every time (dcd's own draws are not: see Known issues):
+
+    * a fixed layout: the same level each episode;
+    * a corridor: the goal drawn from `np.random.RandomState(k)` as dcd's constructor draws it;
+    * SimpleCrossingS11N5: the level of gym's seed k (dcd's constructor seeds from the OS);
+    * FourRooms and the perfect mazes: levels 1, 2, ... of the stream of the seed dcd's env
+      always starts from (minigrid's 1337; MultiGrid's 52), as one dcd env plays them."""
+    from envs.dcd_levels import legacy_gym_rng
+
+    if name in PERFECT_SIZES:
+        size = PERFECT_SIZES[name]
+        return _stream_levels(lambda r: perfect_maze(r, size), legacy_gym_rng(52), count)
+    if name == "FourRooms":
+        return _stream_levels(four_rooms, legacy_gym_rng(1337), count)
+    if name == "SimpleCrossingS11N5":
+        return [simple_crossing(legacy_gym_rng(k)) for k in range(count)]
+    if "goal" not in layouts().get(name, {"goal": None}):
+        return [fixed_maze(name, np.random.RandomState(k)) for k in range(count)]
+    return [fixed_maze(name)] * count
+
+
+def level_sets() -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """The named sets, each level as the values of its episodes: "dcd-maze" (dcd's 12 test
+    mazes) and "dcd-maze-extended" (the larger perfect mazes)."""
+    return {
+        "dcd-maze": {name: maze_episodes(name) for name in TEST_SET},
+        "dcd-maze-extended": {name: maze_episodes(name) for name in EXTENDED_SET},
+    }

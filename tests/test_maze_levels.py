@@ -131,3 +131,30 @@ def test_a_perfect_maze_is_dcds_from_its_seed_52_stream(name):
         text = json.dumps(level["walls"], separators=(",", ":"))
         assert hashlib.sha256(text.encode()).hexdigest() == want["walls_sha256"]
         assert maze_levels.shortest_path(level) is not None  # a perfect maze joins every cell
+
+
+def test_dcds_test_set_is_its_twelve_mazes_each_episode_fixed_and_solvable():
+    sets = {"dcd-maze": {name: maze_levels.maze_episodes(name) for name in maze_levels.TEST_SET}}
+    published = ["SixteenRooms", "SixteenRoomsFewerDoors", "Labyrinth", "Labyrinth2", "Maze", "Maze2", "Maze3"]
+    published += ["SimpleCrossingS11N5", "FourRooms", "SmallCorridor", "LargeCorridor", "PerfectMazeMedium"]
+    assert list(sets["dcd-maze"]) == published  # the rows of dcd's results/minigrid_ood CSVs
+    for name, episodes in sets["dcd-maze"].items():
+        assert len(episodes) == maze_levels.EPISODES == 100
+        assert episodes == maze_levels.maze_episodes(name), "the same episodes every time"
+        for values in episodes:
+            maze.validate_level(EnvParams.create(maze.FAMILY, values))
+            assert maze_levels.shortest_path(values) is not None, name
+    distinct = {name: len({json.dumps(v, sort_keys=True) for v in e}) for name, e in sets["dcd-maze"].items()}
+    assert distinct["Maze"] == 1 and distinct["SmallCorridor"] == 10 and distinct["LargeCorridor"] == 16
+    assert distinct["FourRooms"] == distinct["PerfectMazeMedium"] == 100
+    assert distinct["SimpleCrossingS11N5"] == 99  # two seeds of 100 draw the same crossing
+
+
+@pytest.mark.slow
+def test_the_extended_set_is_dcds_larger_perfect_mazes_each_solvable():
+    sets = maze_levels.level_sets()
+    assert list(sets) == ["dcd-maze", "dcd-maze-extended"]
+    assert list(sets["dcd-maze-extended"]) == ["PerfectMazeLarge", "PerfectMazeXL"]
+    for name, episodes in sets["dcd-maze-extended"].items():
+        assert {v["size"] for v in episodes} == {maze_levels.PERFECT_SIZES[name]}
+        assert all(maze_levels.shortest_path(v) is not None for v in episodes)
