@@ -389,8 +389,28 @@ def test_every_row_of_the_page_names_tests_that_exist_here() -> None:
     summary = page[page.index("| issue |") : page.index("\n## ")]
     rows = [line for line in summary.splitlines()[2:] if line.startswith("|")]
     here = {name for name in globals() if name.startswith("test_")}
-    assert len(rows) == 6
+    assert len(rows) == 7
     for row in rows:
         named = [n.strip("`") for n in row.rstrip(" |").rpartition("|")[2].split(",")]
         named = [n.strip().strip("`") for n in named]
         assert named and all(n in here for n in named), f"{row[:60]}...: {named} not all in this file"
+
+
+def test_dcd_test_mazes_have_fixed_episodes_where_dcds_vary() -> None:
+    from envs import dcd_levels, maze_levels
+
+    # FourRooms: dcd's env always starts from seed 1337, and its constructor's level is never
+    # played; here the episodes are that stream's levels 1, 2, ... every time
+    stream = dcd_levels.legacy_gym_rng(1337)
+    played = [maze_levels.four_rooms(stream) for _ in range(3)][1:]
+    assert maze_levels.maze_episodes("FourRooms", 2) == played and played[0] != played[1]
+    # SimpleCrossing's episode k is gym's seed k (dcd's constructor seeds from the OS)
+    assert maze_levels.maze_episodes("SimpleCrossingS11N5", 3)[2] == maze_levels.simple_crossing(
+        dcd_levels.legacy_gym_rng(2)
+    )
+    # a corridor's episode k draws its goal as dcd's constructor does, from RandomState(k)
+    goals = [e["goal"] for e in maze_levels.maze_episodes("SmallCorridor", 4)]
+    assert goals == [maze_levels.fixed_maze("SmallCorridor", np.random.RandomState(k))["goal"] for k in range(4)]
+    # dcd's "25 blocks" DR levels hold 12 walls
+    draws = np.random.default_rng(0)
+    assert {len(maze_levels.sample(draws, 25, False)["walls"]) for _ in range(10)} == {12}
