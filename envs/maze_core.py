@@ -127,3 +127,33 @@ def step(grid: np.ndarray, state: np.ndarray, action: int, max_steps: int) -> tu
         elif ahead != WALL:
             state[0], state[1] = fx, fy
     return reward, at_goal, state[3] >= max_steps
+
+
+@numba.njit(cache=True)
+def play(
+    grid: np.ndarray,
+    start: np.ndarray,
+    max_steps: int,
+    see_through: bool,
+    actions: np.ndarray,
+    obs: np.ndarray,
+    rewards: np.ndarray,
+    ends: np.ndarray,
+) -> int:
+    """`actions` stepped in turn from `start` = [x, y, direction], the view after each step
+    into `obs[t]`, its reward into `rewards[t]` and how it ended into `ends[t]` (0 going on,
+    1 at the goal, 2 out of time), back at `start` after each end; returns the episodes
+    ended. All in compiled code: the engine alone, without gymnasium's per-step Python."""
+    state = np.zeros(4, dtype=np.int64)
+    state[:3] = start
+    ended = 0
+    for t in range(actions.shape[0]):
+        reward, at_goal, out_of_time = step(grid, state, actions[t], max_steps)
+        rewards[t] = reward
+        view(grid, state[0], state[1], state[2], see_through, obs[t])
+        ends[t] = 1 if at_goal else (2 if out_of_time else 0)
+        if at_goal or out_of_time:
+            ended += 1
+            state[:3] = start
+            state[3] = 0
+    return ended

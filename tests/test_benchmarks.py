@@ -271,3 +271,12 @@ def test_accel_ppo_times_every_part_of_both_loops(tmp_path):
     assert result["accel_vs_plain"] > 0 and result["accel_rollout_vs_rollout_alone"] > 0
     alone = result["runs"]["rollout_alone"][0]
     assert alone["env_steps"] >= result["sizes"]["levels_per_update"] * result["sizes"]["n_steps"]
+
+
+def test_maze_engine_benchmark_times_the_engine_and_the_env_on_both_views(tmp_path):
+    result = run_script(tmp_path, "maze_engine.py", "--steps", "20000", "--env-steps", "500", "--repeats", "1")
+    assert list(result["results"]) == ["dr60_uniform", "FourRooms"]
+    assert [r["see_through_walls"] for r in result["results"].values()] == [True, False]
+    for r in result["results"].values():
+        assert r["engine_steps_per_s"] > 0 and r["env_steps_per_s"] > 0
+        assert r["engine_over_env"] == pytest.approx(r["engine_steps_per_s"] / r["env_steps_per_s"])

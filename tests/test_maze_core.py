@@ -192,3 +192,32 @@ def test_a_minigrid_test_maze_is_dcds_level_and_episode(index):
     if "obs_vis" in entry:  # a readable first difference: which cells the walls hide
         assert ["".join("1" if b[3 * k] else "0" for k in range(25)) for b in seen] == entry["obs_vis"]
     assert hashlib.sha256(b"".join(seen)).hexdigest() == entry["obs_sha256"]
+
+
+def test_the_compiled_player_steps_as_the_env_does_across_episode_ends():
+    for entry in (LEVELS[1], MINIGRID[1]):  # an episode that reaches the goal; an occluded one
+        params = (
+            params_of(entry)
+            if "see_through_walls" not in entry
+            else EnvParams.create(maze.FAMILY, _minigrid_levels()[1])
+        )
+        actions = np.array(entry["actions"] * 3, dtype=np.int64)  # three episodes in a row
+        env, direction = maze.MazeEnv(params), entry["agent_dir"]
+        obs, _ = env.reset(seed=0)
+        want_obs, want_rewards, want_ends = [], [], []
+        for a in actions:
+            obs, reward, terminated, truncated, _ = env.step(int(a))
+            want_obs.append(obs["image"])
+            want_rewards.append(reward)
+            want_ends.append(1 if terminated else (2 if truncated else 0))
+            if terminated or truncated:
+                env.reset(seed=0)
+        v = params.values
+        start = np.array([*v["agent"], direction], dtype=np.int64)
+        got_obs = np.zeros((len(actions), core.VIEW, core.VIEW, 3), dtype=np.uint8)
+        got_rewards, got_ends = np.zeros(len(actions)), np.zeros(len(actions), dtype=np.int64)
+        ended = core.play(
+            maze.grid_of(v), start, v["max_steps"], v["see_through_walls"], actions, got_obs, got_rewards, got_ends
+        )
+        assert ended == 3 and got_ends.tolist() == want_ends and got_rewards.tolist() == want_rewards
+        assert np.array_equal(got_obs, np.stack(want_obs))
