@@ -824,7 +824,7 @@ def _dcd_suite(metric: str, ours: str, fmt: str, scale: float, path: str) -> Tab
         row = [text(DCD_NAMES[name]), text("dcd, 20,000 updates"), src.num(k + levels[0] + ".seeds", ".0f")]
         table.rows.append(row + [src.num(f"{k}{level}.{metric}", fmt, scale) for level in levels])
     entry = src.get("families.bipedal")
-    for name, per_level in entry["summary"].items():
+    for name in entry["summary"]:
         k = f"families.bipedal.summary.{name}."
         updates = "; ".join(f"{u:,} updates" for u in entry["updates"])
         where = f"here, {updates}" if name != "poet" else "here, the UED runs' env steps"
