@@ -91,6 +91,8 @@ def sample(rng: Any, blocks: int, variable: bool, size: int = maze.SIZE) -> dict
     replayed level's is in dcd), the agent, then the walls, each at a free cell. The walls
     number `blocks // 2` (dcd's "25 blocks" envs: 12), or with `variable` a number drawn
     uniform in [0, blocks) (dcd's "60 blocks uniform" envs, `resample_n_clutter`)."""
+    if isinstance(blocks, bool) or not isinstance(blocks, (int, np.integer)) or blocks < (1 if variable else 0):
+        raise ValueError(f"blocks must be an int >= {1 if variable else 0}, got {blocks!r}")
     goal = _place(rng, set(), size)
     rng.integers(0, 4)  # the start direction dcd draws here (each reset draws its own)
     agent = _place(rng, {goal}, size)

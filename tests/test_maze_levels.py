@@ -103,6 +103,8 @@ def test_the_spaces_with_numpys_generator_give_valid_levels_of_dcds_sizes():
     for _ in range(50):
         level = maze_levels.edit(level, rng, 5)
         maze.validate_level(EnvParams.create(maze.FAMILY, level))
+    with pytest.raises(ValueError, match="blocks must be an int >= 1, got 0"):
+        maze_levels.sample(rng, 0, True)
     with pytest.raises(ValueError, match="editor actions must be one of walls_none, walls_none_goal"):
         maze_levels.edit(level, rng, 5, "walls")
 
