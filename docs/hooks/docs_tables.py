@@ -493,6 +493,25 @@ def bipedal_step() -> Table:
     return table
 
 
+def maze_engine() -> Table:
+    """The maze's compiled rules against gymnasium's per-step API, steps per second on one core."""
+    src = Source("benchmarks/results/maze_engine.json")
+    table = Table(["level", "walls", "engine, steps/s", "gymnasium env, steps/s", "engine / env"], sources=[src.path])
+    for name, r in src.get("results").items():
+        k = f"results.{name}."
+        walls = "seen through" if r["see_through_walls"] else "hide what is behind"
+        table.rows.append(
+            [
+                text(name),
+                text(walls),
+                src.num(k + "engine_steps_per_s"),
+                src.num(k + "env_steps_per_s"),
+                src.num(k + "engine_over_env", ".0f"),
+            ]
+        )
+    return table
+
+
 def eval_pool_kinds() -> Table:
     """The pool against plain batched torch code per torch policy kind (env steps per second)."""
     src = Source("benchmarks/results/eval_pool_kinds.json")
@@ -864,6 +883,7 @@ TABLES: dict[str, Callable[[], Table]] = {
         small_waves,
         quickstart_vs_numpy_core,
         bipedal_step,
+        maze_engine,
         ppo_lunar_lander,
         accel_ppo,
         poet_cap20_1000,
