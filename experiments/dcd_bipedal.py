@@ -41,12 +41,12 @@ import numpy as np
 
 import poet
 from envs import dcd_levels
-from poet.analysis import load_run
+from poet.analysis import Run, load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"
 sys.path.insert(0, str(ROOT / "experiments"))
-import reproduce_poet as study  # noqa: E402  (match_env_steps, env_steps, phase_seconds)
+import reproduce_poet as study  # noqa: E402  (match_env_steps, env_steps, phase_seconds, write_json)
 
 UED = ("dr", "robust_plr", "accel")
 FAMILIES = ("bipedal", "terrain")
@@ -72,7 +72,7 @@ def config(curriculum: str, family: str, seed: int, quick: bool) -> dict:
         "checkpoint": {"every": 20},  # a kill loses minutes at most
     }
     if quick:
-        cfg.update({k: v for k, v in QUICK.items() if k != "curriculum_options"})
+        cfg.update({k: v for k, v in QUICK.items() if k not in ("curriculum_options", "env")})
         cfg["env"] = {**QUICK["env"], "family": family}
         if curriculum in ("robust_plr", "accel"):
             cfg["curriculum_options"] = dict(QUICK["curriculum_options"])
@@ -82,9 +82,9 @@ def config(curriculum: str, family: str, seed: int, quick: bool) -> dict:
     return cfg
 
 
-def trained_updates(out: Path) -> int:
+def trained_updates(run: Run) -> int:
     """How many iterations of the run trained (a PPO update each)."""
-    return int(load_run(out).iterations["iteration"].nunique())
+    return int(run.iterations["iteration"].nunique())
 
 
 def train_until(out: Path, cfg: dict, updates: int) -> None:
@@ -97,7 +97,7 @@ def train_until(out: Path, cfg: dict, updates: int) -> None:
             poet.resume(out, iterations=target, progress=False)
         else:
             poet.run({**cfg, "iterations": target}, out=out, progress=False)
-        missing = updates - trained_updates(out)
+        missing = updates - trained_updates(load_run(out))
         if missing <= 0:
             return
         target += missing
@@ -111,7 +111,7 @@ def record(curriculum: str, seed: int, out: Path, episodes: int | None) -> dict:
         "curriculum": curriculum,
         "seed": seed,
         "run_dir": str(out.relative_to(ROOT) if out.is_relative_to(ROOT) else out),
-        "updates": trained_updates(out),
+        "updates": trained_updates(run),
         "iterations": int(run.phases["iteration"].max()) + 1,
         "env_steps": study.env_steps(run),
         "seconds": study.phase_seconds(run),
@@ -139,14 +139,6 @@ def summary(runs: list[dict]) -> dict:
     }
 
 
-def write_json(path: Path, data: dict) -> None:
-    """`data` at `path`, written whole (a file that exists is complete)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(path)
-
-
 def run_seed(family: str, seed: int, args: argparse.Namespace) -> None:
     """The four runs of one seed on `family`, each skipped when its file exists."""
     done = {}
@@ -170,7 +162,7 @@ def run_seed(family: str, seed: int, args: argparse.Namespace) -> None:
             **asked,
             "wall_seconds_last_call": round(time.perf_counter() - t0, 1),
         }
-        write_json(path, done[curriculum])
+        study.write_json(path, done[curriculum])
         print(f"{family} {curriculum} seed {seed}: {done[curriculum]['env_steps']:,} env steps; {path}", flush=True)
 
 
@@ -221,7 +213,7 @@ def main() -> None:
     t0 = time.perf_counter()
     for seed in [] if args.gather else args.seeds:
         run_seed(args.family, seed, args)
-    write_json(args.results / "results.json", gather(args.results))
+    study.write_json(args.results / "results.json", gather(args.results))
     print(f"wrote {args.results / 'results.json'} ({time.perf_counter() - t0:.1f} s)")
 
 

@@ -114,6 +114,14 @@ def phase_env_steps(out: Path, before: int) -> int:
     return sum(int(row["env_steps"]) for row in read_rows(out, "phases") if row["iteration"] < before)
 
 
+def write_json(path: Path, data: dict) -> None:
+    """A finished run's results file, whole (its folder made if need be)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)  # a file that exists is complete: scripts skip runs whose file exists
+
+
 def match_env_steps(out: Path, overrides: list[str], goal: int, first: int, config: Path | dict = CONFIG) -> float:
     """Run `out` for `first` iterations, then resume it further until it has taken at least
     `goal` env steps, each time to the iteration its own rate so far says; the seconds it ran.

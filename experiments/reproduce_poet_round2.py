@@ -102,14 +102,6 @@ def commit_of(root: Path = ROOT) -> dict:
     return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 
-def write_json(path: Path, data: dict) -> None:
-    """One finished part's file, whole (its folder made if need be)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(path)  # a file that exists is complete: the parts skip runs whose file exists
-
-
 def starts_of(run_dir: Path) -> list[dict]:
     """Each start and resume of a run: its iteration, code commit and time (`run.json`)."""
     return json.loads((run_dir / "run.json").read_text()).get("starts", [])
@@ -245,7 +237,7 @@ def poet_part(seed: int, args: argparse.Namespace) -> Path:
         "summary_seconds": round(time.perf_counter() - t0 - entry["wall_seconds_this_call"], 1),
     }
     path = args.results / "poet" / f"seed{seed}.json"
-    write_json(path, summary)
+    round1.write_json(path, summary)
     shortfall = {c: p["shortfall"] for c, p in picked.items() if p["shortfall"]}
     print(
         f"POET seed {seed}: {len(envs)} solved envs, {len(targets)} targets"
@@ -306,7 +298,7 @@ def control_run(out: Path, overrides: list[str], budget: int, first: int, record
         "seconds": round1.phase_seconds(run),
         "starts": starts_of(out),
     }
-    write_json(path, record)
+    round1.write_json(path, record)
     return seconds
 
 
@@ -420,7 +412,7 @@ def ued_run(out: Path, overrides: list[str], budget: int, first: int, record: di
         "seconds": round1.phase_seconds(run),
         "starts": starts_of(out),
     }
-    write_json(path, record)
+    round1.write_json(path, record)
     return seconds
 
 
@@ -538,7 +530,7 @@ def annecs_part(curriculum: str, family: str, seed: int, args: argparse.Namespac
         "reproduction": reproductions(run, int(rp["max_admitted"]), (float(rp["mc_lower"]), float(rp["mc_upper"]))),
     }
     path = args.results / "annecs" / f"{curriculum}-{family}-seed{seed}.json"
-    write_json(path, summary)
+    round1.write_json(path, summary)
     r = summary["reproduction"]
     print(
         f"{curriculum} on {family}, seed {seed}: ANNECS {summary['annecs']} at {summary['iterations']:,}; "

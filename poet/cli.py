@@ -146,10 +146,7 @@ def _score(args: argparse.Namespace) -> int:
     from poet.analysis import load_run
     from poet.analysis.level_sets import write_scores
 
-    try:
-        run = load_run(args.run_dir)
-    except FileNotFoundError as exc:  # not a run directory: one line, as for the other commands
-        raise ConfigError(str(exc)) from None
+    run = load_run(args.run_dir)
     table, paths = write_scores(run, args.levels, args.episodes, "all" if args.all else "best", args.out)
     print(table, end="")
     print("\n".join(str(p) for p in paths))

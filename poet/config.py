@@ -31,6 +31,11 @@ class ConfigError(ValueError):
     """A configuration problem; the message names the field."""
 
 
+class NotARunDirectory(ConfigError, FileNotFoundError):
+    """A path given as a run directory holds none (a FileNotFoundError too, for callers that
+    catch that)."""
+
+
 @dataclass
 class EnvConfig:
     """Which environment family the run evolves."""

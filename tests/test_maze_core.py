@@ -34,6 +34,7 @@ def params_of(entry: dict) -> EnvParams:
         size=entry["size"],
         max_steps=entry["max_steps"],
         agent_dir=entry["agent_dir"],
+        see_through_walls=entry.get("see_through_walls", True),  # dcd's MultiGrid levels see through
     )
     return EnvParams.create(maze.FAMILY, values)
 
@@ -196,11 +197,7 @@ def test_a_minigrid_test_maze_is_dcds_level_and_episode(index):
 
 def test_the_compiled_player_steps_as_the_env_does_across_episode_ends():
     for entry in (LEVELS[1], MINIGRID[1]):  # an episode that reaches the goal; an occluded one
-        params = (
-            params_of(entry)
-            if "see_through_walls" not in entry
-            else EnvParams.create(maze.FAMILY, _minigrid_levels()[1])
-        )
+        params = params_of(entry)
         actions = np.array(entry["actions"] * 3, dtype=np.int64)  # three episodes in a row
         env, direction = maze.MazeEnv(params), entry["agent_dir"]
         obs, _ = env.reset(seed=0)

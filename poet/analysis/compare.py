@@ -56,13 +56,7 @@ def load_runs(run_dirs: Sequence[str | Path]) -> list[Run]:
         if key in seen:
             raise ConfigError(f"run directory {str(run_dir)!r} is given twice (also as {seen[key]!r})")
         seen[key] = str(run_dir)
-    runs = []
-    for run_dir in run_dirs:
-        try:
-            runs.append(load_run(run_dir))
-        except FileNotFoundError as exc:
-            raise ConfigError(str(exc)) from None
-    return runs
+    return [load_run(run_dir) for run_dir in run_dirs]
 
 
 def run_labels(runs: Sequence[Run]) -> list[str]:

@@ -13,6 +13,7 @@ import pandas as pd
 import yaml
 
 from envs import EnvParams
+from poet.config import NotARunDirectory
 from poet.records import read_rows
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ def load_run(run_dir: str | Path) -> Run:
     """Load a run directory written by `poet run`."""
     path = Path(run_dir)
     if not (path / "records").is_dir():
-        raise FileNotFoundError(f"{str(path)!r} is not a run directory (no records/ folder)")
+        raise NotARunDirectory(f"{str(path)!r} is not a run directory (no records/ folder)")
     config_path = path / "config.yaml"
     config = yaml.safe_load(config_path.read_text()) if config_path.exists() else {}
     iterations = _frame(path, "iterations")

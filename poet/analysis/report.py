@@ -923,10 +923,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, score: 
     """Write every FIGURES figure as PNG, the envs' course profiles as courses/<env_id>.png (families
     that draw them) and index.html into out_dir (default <run_dir>/report); returns index.html.
     `score`: also the SCORED figures, which score the run's agents again (`scored_figures`)."""
-    try:
-        run = load_run(run_dir)
-    except FileNotFoundError as exc:
-        raise ConfigError(str(exc)) from None
+    run = load_run(run_dir)
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / "report"
     if out_dir is None and out.is_symlink():
         # a run directory someone else made must not decide where this report writes
